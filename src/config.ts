@@ -1,0 +1,256 @@
+import { readFileSync } from 'node:fs';
+import { z } from 'zod';
+import { checkBaseUrl } from './api/base-url.js';
+import { ConfigError } from './errors.js';
+
+/** Every event type the service documents. */
+export const KNOWN_EVENT_TYPES = [
+  'email.sent',
+  'email.delivered',
+  'email.bounced',
+  'email.complained',
+  'email.failed',
+  'contact.subscribed',
+  'contact.unsubscribed',
+  'webhook.test',
+] as const;
+
+/**
+ * The whole configuration, parsed once at start from the environment and frozen.
+ * No other module reads `process.env`.
+ */
+export interface Config {
+  readonly feed: {
+    /** FEED_BASE_URL: ends in `/api`; https except for loopback hosts. Null when unset. */
+    readonly baseUrl: string | null;
+    /** FEED_API_KEY or FEED_API_KEY_FILE. Null when unset. */
+    readonly apiKey: string | null;
+    /** FEED_SOURCE: the cursor key, one per account. Default `default`. */
+    readonly source: string;
+    /** FEED_TYPES: full type names, sorted; null means every type. */
+    readonly types: readonly string[] | null;
+    /** FEED_PAGE_LIMIT: events asked for per page. Default 100. */
+    readonly pageLimit: number;
+    /** FEED_LIST_FIELD: forces the name of the list field; null means auto. */
+    readonly listField: string | null;
+    /** FEED_MAX_RETRY_WAIT_MS: a Retry-After longer than this fails the run. Default 600000. */
+    readonly maxRetryWaitMs: number;
+    /** FEED_MAX_RETRIES: retries of one request before the run fails. Default 8. */
+    readonly maxRetries: number;
+    /** FEED_TIMEOUT_MS: connect, headers and body timeout of one request. Default 30000. */
+    readonly timeoutMs: number;
+    /** FEED_MAX_RESPONSE_BYTES: a larger page fails the run. Default 16 MiB. */
+    readonly maxResponseBytes: number;
+  };
+  readonly database: {
+    /** DATABASE_URL. Default `postgres://postgres@127.0.0.1:5432/postgres`. */
+    readonly url: string;
+    /** DATABASE_SCHEMA: where every table lives. Default `feedsync`. */
+    readonly schema: string;
+  };
+  readonly redis: {
+    /** REDIS_URL. Default `redis://127.0.0.1:6379`. */
+    readonly url: string;
+  };
+  readonly queues: {
+    /** QUEUE_PREFIX: BullMQ's key prefix. Default `bull`. */
+    readonly prefix: string;
+    /** QUEUE_EMAIL_EVENTS. Default `email-events`. */
+    readonly emailEvents: string;
+    /** QUEUE_CONTACT_EVENTS. Default `contact-events`. */
+    readonly contactEvents: string;
+    /** OUTBOX_RETENTION_HOURS: published outbox rows kept for `requeue`. Default 168 (7 days). */
+    readonly outboxRetentionHours: number;
+  };
+  /** SYNC_INTERVAL_MS: the pause between runs in watch mode. Default 30000. */
+  readonly syncIntervalMs: number;
+  /** METRICS_PORT: /metrics, /healthz, /readyz in watch mode. Default 9464. */
+  readonly metricsPort: number;
+  /** PUSHGATEWAY_URL: where a once run pushes its metrics; null means no push. */
+  readonly pushgatewayUrl: string | null;
+  /** LOG_LEVEL. Default `info`. */
+  readonly logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
+  readonly webhooks: {
+    /** WEBHOOK_SECRET or WEBHOOK_SECRET_FILE: comma-separated, several during a rotation. */
+    readonly secrets: readonly string[];
+    /** WEBHOOK_PORT. Default 8080. */
+    readonly port: number;
+    /** WEBHOOK_MAX_BODY_BYTES. Default 256 KiB. */
+    readonly maxBodyBytes: number;
+  };
+}
+
+export type Env = Record<string, string | undefined>;
+
+const int = (min: number, max = Number.MAX_SAFE_INTEGER) =>
+  z.string().regex(/^\d+$/, 'must be a whole number').transform(Number).pipe(z.number().min(min).max(max));
+
+const identifier = z.string().regex(/^[a-z_][a-z0-9_]{0,62}$/, 'must be a lowercase SQL identifier');
+const queueName = z.string().regex(/^[^:\s]+$/, 'must be non-empty, without ":" or spaces');
+
+const fields = {
+  FEED_BASE_URL: z.string().optional(),
+  FEED_API_KEY: z.string().min(1).optional(),
+  FEED_SOURCE: z.string().min(1).max(200).default('default'),
+  FEED_TYPES: z.string().optional(),
+  FEED_PAGE_LIMIT: int(1, 10_000).default(100),
+  FEED_LIST_FIELD: z.string().min(1).optional(),
+  FEED_MAX_RETRY_WAIT_MS: int(0).default(600_000),
+  FEED_MAX_RETRIES: int(0, 100).default(8),
+  FEED_TIMEOUT_MS: int(1).default(30_000),
+  FEED_MAX_RESPONSE_BYTES: int(1024).default(16 * 1024 * 1024),
+  DATABASE_URL: z.string().default('postgres://postgres@127.0.0.1:5432/postgres'),
+  DATABASE_SCHEMA: identifier.default('feedsync'),
+  REDIS_URL: z.string().default('redis://127.0.0.1:6379'),
+  QUEUE_PREFIX: queueName.default('bull'),
+  QUEUE_EMAIL_EVENTS: queueName.default('email-events'),
+  QUEUE_CONTACT_EVENTS: queueName.default('contact-events'),
+  OUTBOX_RETENTION_HOURS: int(0).default(168),
+  SYNC_INTERVAL_MS: int(1).default(30_000),
+  METRICS_PORT: int(0, 65_535).default(9464),
+  PUSHGATEWAY_URL: z.url().optional(),
+  LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  WEBHOOK_SECRET: z.string().min(1).optional(),
+  WEBHOOK_PORT: int(0, 65_535).default(8080),
+  WEBHOOK_MAX_BODY_BYTES: int(1).default(256 * 1024),
+};
+
+/** Variables whose value may come from a file named by `<NAME>_FILE` (a mounted secret). */
+const FILE_VARIANTS = ['FEED_API_KEY', 'WEBHOOK_SECRET', 'DATABASE_URL', 'REDIS_URL'] as const;
+
+/**
+ * Parses the environment into a frozen Config, or throws a ConfigError naming the
+ * first variable that is wrong. `readFile` is injectable for tests.
+ */
+export function loadConfig(
+  env: Env = process.env,
+  readFile = (p: string) => readFileSync(p, 'utf8'),
+): Config {
+  const raw: Env = {};
+  for (const name of Object.keys(fields)) {
+    const value = env[name];
+    raw[name] = value === '' ? undefined : value;
+  }
+  for (const name of FILE_VARIANTS) {
+    const file = env[`${name}_FILE`];
+    if (!file) continue;
+    if (raw[name] !== undefined) throw new ConfigError(`set either ${name} or ${name}_FILE, not both`);
+    try {
+      raw[name] = readFile(file).trim();
+    } catch (err) {
+      throw new ConfigError(
+        `${name}_FILE: cannot read ${file} (${(err as NodeJS.ErrnoException).code ?? 'error'})`,
+      );
+    }
+  }
+
+  const parsed = z.object(fields).safeParse(raw);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0]!;
+    const name = String(issue.path[0]);
+    // The message names the variable, never its value: it may be a secret.
+    throw new ConfigError(`${name}: ${issue.message}`);
+  }
+  const v = parsed.data;
+
+  if (v.FEED_BASE_URL !== undefined) {
+    const problem = checkBaseUrl(v.FEED_BASE_URL);
+    if (problem) throw new ConfigError(`FEED_BASE_URL: ${problem}`);
+  }
+  checkUrl('DATABASE_URL', v.DATABASE_URL, ['postgres:', 'postgresql:']);
+  checkUrl('REDIS_URL', v.REDIS_URL, ['redis:', 'rediss:']);
+
+  const config: Config = {
+    feed: {
+      baseUrl: v.FEED_BASE_URL?.replace(/\/+$/, '') ?? null,
+      apiKey: v.FEED_API_KEY ?? null,
+      source: v.FEED_SOURCE,
+      types: parseTypes(v.FEED_TYPES),
+      pageLimit: v.FEED_PAGE_LIMIT,
+      listField: v.FEED_LIST_FIELD ?? null,
+      maxRetryWaitMs: v.FEED_MAX_RETRY_WAIT_MS,
+      maxRetries: v.FEED_MAX_RETRIES,
+      timeoutMs: v.FEED_TIMEOUT_MS,
+      maxResponseBytes: v.FEED_MAX_RESPONSE_BYTES,
+    },
+    database: { url: v.DATABASE_URL, schema: v.DATABASE_SCHEMA },
+    redis: { url: v.REDIS_URL },
+    queues: {
+      prefix: v.QUEUE_PREFIX,
+      emailEvents: v.QUEUE_EMAIL_EVENTS,
+      contactEvents: v.QUEUE_CONTACT_EVENTS,
+      outboxRetentionHours: v.OUTBOX_RETENTION_HOURS,
+    },
+    syncIntervalMs: v.SYNC_INTERVAL_MS,
+    metricsPort: v.METRICS_PORT,
+    pushgatewayUrl: v.PUSHGATEWAY_URL ?? null,
+    logLevel: v.LOG_LEVEL,
+    webhooks: {
+      secrets: (v.WEBHOOK_SECRET ?? '')
+        .split(',')
+        .map((s) => s.trim())
+        .filter(Boolean),
+      port: v.WEBHOOK_PORT,
+      maxBodyBytes: v.WEBHOOK_MAX_BODY_BYTES,
+    },
+  };
+  return deepFreeze(config);
+}
+
+/** The base URL and key, for the commands that talk to the service. */
+export function requireService(config: Config): { baseUrl: string; apiKey: string } {
+  if (config.feed.baseUrl === null) throw new ConfigError('FEED_BASE_URL: required for this command');
+  if (config.feed.apiKey === null)
+    throw new ConfigError('FEED_API_KEY: required for this command (or FEED_API_KEY_FILE)');
+  return { baseUrl: config.feed.baseUrl, apiKey: config.feed.apiKey };
+}
+
+/** Every secret value in the config, for the logger to scrub from its output. */
+export function secretsOf(config: Config): string[] {
+  const secrets = [...config.webhooks.secrets];
+  if (config.feed.apiKey) secrets.push(config.feed.apiKey);
+  for (const url of [config.database.url, config.redis.url]) {
+    const password = new URL(url).password;
+    if (password) secrets.push(decodeURIComponent(password), password);
+  }
+  return secrets.filter((s) => s.length >= 4);
+}
+
+function parseTypes(value: string | undefined): readonly string[] | null {
+  if (value === undefined) return null;
+  const types = [
+    ...new Set(
+      value
+        .split(',')
+        .map((t) => t.trim())
+        .filter(Boolean),
+    ),
+  ];
+  if (types.length === 0) return null;
+  for (const t of types) {
+    if (!/^[a-z]+(\.[a-z_]+)+$/.test(t)) {
+      throw new ConfigError(`FEED_TYPES: "${t}" is not a full type name such as email.delivered`);
+    }
+  }
+  return types.sort();
+}
+
+function checkUrl(name: string, value: string, protocols: string[]): void {
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    throw new ConfigError(`${name}: not a valid URL`);
+  }
+  if (!protocols.includes(url.protocol)) {
+    throw new ConfigError(`${name}: must start with ${protocols.map((p) => `${p}//`).join(' or ')}`);
+  }
+}
+
+function deepFreeze<T>(value: T): T {
+  if (value && typeof value === 'object') {
+    for (const inner of Object.values(value)) deepFreeze(inner);
+    Object.freeze(value);
+  }
+  return value;
+}

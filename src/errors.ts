@@ -1,0 +1,73 @@
+/**
+ * The few error classes feedsync throws. Each has a stable `code` for scripts and
+ * an `exitCode` for the CLI; wrapping keeps the original under `cause`.
+ * None of them ever carries the API key or a secret in its message.
+ */
+export class FeedsyncError extends Error {
+  readonly code: string;
+  readonly exitCode: number;
+
+  constructor(message: string, opts: { code: string; exitCode?: number; cause?: unknown }) {
+    super(message, opts.cause === undefined ? undefined : { cause: opts.cause });
+    this.name = new.target.name;
+    this.code = opts.code;
+    this.exitCode = opts.exitCode ?? 1;
+  }
+}
+
+/** Bad configuration or usage: the program stops at start (exit 2). */
+export class ConfigError extends FeedsyncError {
+  constructor(message: string, code = 'CONFIG_INVALID') {
+    super(message, { code, exitCode: 2 });
+  }
+}
+
+/** A non-2xx answer from the service, or a request that never got one. */
+export class ApiError extends FeedsyncError {
+  /** HTTP status, or 0 when no answer arrived (network error, timeout). */
+  readonly status: number;
+  /** The service's own error code and message, when it sent them. */
+  readonly serviceCode: string | undefined;
+  readonly serviceMessage: string | undefined;
+
+  constructor(
+    message: string,
+    opts: {
+      code: string;
+      status: number;
+      serviceCode?: string | undefined;
+      serviceMessage?: string | undefined;
+      cause?: unknown;
+      exitCode?: number;
+    },
+  ) {
+    super(message, { code: opts.code, exitCode: opts.exitCode ?? 1, cause: opts.cause });
+    this.status = opts.status;
+    this.serviceCode = opts.serviceCode;
+    this.serviceMessage = opts.serviceMessage;
+  }
+}
+
+/** 401 or 403: the service rejected the key. Never retried (exit 3). */
+export class AuthError extends ApiError {
+  constructor(status: number, serviceMessage?: string) {
+    super(`the service rejected the API key (HTTP ${status})`, {
+      code: 'UNAUTHORIZED',
+      status,
+      serviceMessage,
+      exitCode: 3,
+    });
+  }
+}
+
+/** A feed page that breaks the rules (not JSON, no list, too many events, too big). */
+export class PageError extends FeedsyncError {
+  constructor(message: string, code = 'BAD_PAGE', cause?: unknown) {
+    super(message, { code, cause });
+  }
+}
+
+/** The exit code a CLI command ends with for an error thrown out of it. */
+export function exitCodeOf(err: unknown): number {
+  return err instanceof FeedsyncError ? err.exitCode : 1;
+}

@@ -1,0 +1,67 @@
+import { createHmac, timingSafeEqual } from 'node:crypto';
+
+/** The header the service signs its webhook deliveries with. */
+export const SIGNATURE_HEADER = 'service-signature';
+/** Default tolerance, both ways, between the signature's `t` and now. */
+export const DEFAULT_TOLERANCE_SEC = 300;
+
+export interface VerifyOptions {
+  /** Seconds `t` may differ from now, in either direction. Default 300. */
+  toleranceSec?: number;
+  /** Now, in unix seconds. Default the system clock. */
+  now?: number;
+}
+
+function hmacHex(rawBody: Buffer | string, secret: string, t: number | string): string {
+  return createHmac('sha256', Buffer.from(secret, 'utf8'))
+    .update(`${t}.`)
+    .update(typeof rawBody === 'string' ? Buffer.from(rawBody, 'utf8') : rawBody)
+    .digest('hex');
+}
+
+/** The `Service-Signature` header value for a body: `t=<unix seconds>,v1=<hex HMAC-SHA256>`. */
+export function signWebhookPayload(
+  rawBody: Buffer | string,
+  secret: string,
+  t: number = Math.floor(Date.now() / 1000),
+): string {
+  return `t=${t},v1=${hmacHex(rawBody, secret, t)}`;
+}
+
+/**
+ * True when the header carries a valid signature of these exact bytes. Any
+ * malformed header is `false`, never an exception. Several `v1` entries are
+ * accepted (secret rotation): one match is enough. Compared in constant time.
+ */
+export function verifyWebhookSignature(
+  rawBody: Buffer | string,
+  header: string,
+  secret: string,
+  opts: VerifyOptions = {},
+): boolean {
+  if (typeof header !== 'string' || typeof secret !== 'string' || secret.length === 0) return false;
+  let t: string | undefined;
+  const candidates: string[] = [];
+  for (const entry of header.split(',')) {
+    const eq = entry.indexOf('=');
+    if (eq < 0) continue;
+    const key = entry.slice(0, eq).trim();
+    const value = entry.slice(eq + 1).trim();
+    if (key === 't') t = value;
+    else if (key === 'v1') candidates.push(value);
+  }
+  if (t === undefined || !/^\d{1,15}$/.test(t) || candidates.length === 0) return false;
+
+  const now = opts.now ?? Math.floor(Date.now() / 1000);
+  const tolerance = opts.toleranceSec ?? DEFAULT_TOLERANCE_SEC;
+  if (Math.abs(now - Number(t)) > tolerance) return false;
+
+  const expected = Buffer.from(hmacHex(rawBody, secret, t), 'utf8');
+  let valid = false;
+  for (const candidate of candidates) {
+    const given = Buffer.from(candidate, 'utf8');
+    // Check every candidate, without an early exit, so timing reveals nothing.
+    if (given.length === expected.length && timingSafeEqual(given, expected)) valid = true;
+  }
+  return valid;
+}
