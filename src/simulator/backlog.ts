@@ -1,0 +1,66 @@
+import type { ServiceEvent } from '../api/types.js';
+
+/**
+ * The synthetic backlog: event N is computed from N alone, so a backlog of a
+ * million events costs no memory. The feed repeats a cycle of ten emails, each
+ * with its `email.sent` and then its outcome: seven delivered, one bounced, one
+ * complained (delivered, then complained) and one failed.
+ */
+
+/** Gap between the `created_at` of consecutive backlog events. */
+export const BACKLOG_STEP_MS = 100;
+
+const OUTCOMES = [
+  'delivered',
+  'delivered',
+  'delivered',
+  'bounced',
+  'delivered',
+  'delivered',
+  'complained',
+  'delivered',
+  'failed',
+  'delivered',
+] as const;
+
+interface Slot {
+  /** Which email of the cycle. */
+  email: number;
+  type: string;
+}
+
+const CYCLE: readonly Slot[] = OUTCOMES.flatMap((outcome, email): Slot[] => {
+  const slots: Slot[] = [{ email, type: 'email.sent' }];
+  if (outcome === 'complained') slots.push({ email, type: 'email.delivered' });
+  slots.push({ email, type: `email.${outcome}` });
+  return slots;
+});
+
+function slotAt(position: number): { slot: Slot; emailNumber: number } {
+  const k = position - 1;
+  const slot = CYCLE[k % CYCLE.length]!;
+  return { slot, emailNumber: Math.floor(k / CYCLE.length) * OUTCOMES.length + slot.email + 1 };
+}
+
+/** The type of backlog event `position` (1-based), without building the event. */
+export function backlogType(position: number): string {
+  return slotAt(position).slot.type;
+}
+
+/** Backlog event `position` (1-based); `startMs` is the `created_at` of event 1. */
+export function backlogEvent(position: number, id: string, startMs: number): ServiceEvent {
+  const { slot, emailNumber } = slotAt(position);
+  const outcome = OUTCOMES[slot.email]!;
+  return {
+    type: slot.type,
+    id,
+    created_at: new Date(startMs + (position - 1) * BACKLOG_STEP_MS).toISOString(),
+    data: {
+      email_id: `em_bl_${String(emailNumber).padStart(9, '0')}`,
+      from: 'backlog@example.test',
+      // The local part names the outcome, as it would for a real send.
+      to: [`${outcome}+${emailNumber}@example.test`],
+      subject: `Backlog message ${emailNumber}`,
+    },
+  };
+}

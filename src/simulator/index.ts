@@ -1,0 +1,7 @@
+/** The service simulator: a local stand-in for the email delivery service (DESIGN section 5). */
+export { isLoopbackAddress } from './control.js';
+export { DEFAULT_FAULTS } from './faults.js';
+export { DEFAULT_LIMIT, MAX_LIMIT } from './feed.js';
+export { startSimulator } from './server.js';
+export type { Faults, Simulator, SimulatorOptions, SimulatorStats } from './types.js';
+export { RETRY_SCHEDULE_MS } from './webhook-deliveries.js';
