@@ -1,0 +1,122 @@
+/**
+ * The page applier's single statement: a chain of data-modifying CTEs that stores a
+ * whole batch in one round trip (one statement is one transaction).
+ *
+ *   cur   compare-and-set of the cursor (feed batches only); locks the cursor row
+ *   go    true when there is no cursor to move, or the compare-and-set hit its row
+ *   ins   events, ON CONFLICT DO NOTHING, gated on go; RETURNING the new ones
+ *   mail  the new email.* events that carry a string email_id
+ *   fold  one row per email, so that one upsert per email suffices
+ *   up    email_status upsert that never moves backwards
+ *   ob    outbox rows for the new routed events, in feed order
+ *   q     quarantine rows, gated on go
+ *
+ * Every write depends on go, so a lost compare-and-set writes nothing at all: the
+ * same outcome as a rollback, without a second round trip.
+ *
+ * Parameters: $1 source, $2 received_via, $3..$8 parallel arrays of the batch's
+ * unique events (id, type, created_at text, data JSON text, queue or null, job name
+ * or null), $9 whether a cursor moves, $10 its expected after_id, $11 the new one,
+ * $12 quarantined raw texts, $13 their reasons.
+ */
+export function applyStatement(quotedSchema: string): string {
+  const s = quotedSchema;
+  const rank = (status: string) =>
+    `(CASE ${status} WHEN 'sent' THEN 1 WHEN 'delivered' THEN 2 WHEN 'bounced' THEN 3 ` +
+    `WHEN 'failed' THEN 3 WHEN 'complained' THEN 4 END)`;
+  // The new status stands when it ranks higher, or ranks the same and is the earlier event.
+  const statusWins =
+    `(${rank('excluded.status')} > ${rank('e.status')} OR (${rank('excluded.status')} = ${rank('e.status')} ` +
+    `AND (excluded.last_event_at, excluded.last_event_id) < (e.last_event_at, e.last_event_id)))`;
+  // Recipients come from the earliest event that had any.
+  const recipientsWin =
+    `(excluded.recipients_event_id IS NOT NULL AND (e.recipients_event_id IS NULL OR ` +
+    `(excluded.recipients_event_at, excluded.recipients_event_id) < (e.recipients_event_at, e.recipients_event_id)))`;
+  const pick = (when: string, column: string) =>
+    `${column} = CASE WHEN ${when} THEN excluded.${column} ELSE e.${column} END`;
+  const earliest = (column: string) => `${column} = LEAST(e.${column}, excluded.${column})`;
+  const byStatus = `ORDER BY rank DESC, created_at, id COLLATE "C"`;
+  const firstOf = (status: string) => `min(created_at) FILTER (WHERE status = '${status}')`;
+
+  return `
+WITH input AS (
+  SELECT * FROM unnest($3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[])
+    WITH ORDINALITY AS t(id, type, created_at, data, queue, job_name, ord)
+), cur AS (
+  UPDATE ${s}.cursors SET after_id = $11::text, updated_at = now()
+  WHERE $9::boolean AND source = $1::text AND after_id IS NOT DISTINCT FROM $10::text
+  RETURNING 1
+), go AS (
+  SELECT NOT $9::boolean OR EXISTS (SELECT FROM cur) AS ok
+), ins AS (
+  INSERT INTO ${s}.events AS ev (source, id, type, created_at, data, received_via)
+  SELECT $1::text, id, type, created_at::timestamptz, data::jsonb, $2::text FROM input
+  WHERE (SELECT ok FROM go)
+  ORDER BY ord
+  ON CONFLICT (source, id) DO NOTHING
+  RETURNING ev.id, ev.type, ev.created_at, ev.data
+), mail AS (
+  SELECT id, created_at, substr(type, 7) AS status, data->>'email_id' AS email_id,
+    CASE type WHEN 'email.sent' THEN 1 WHEN 'email.delivered' THEN 2 WHEN 'email.bounced' THEN 3
+      WHEN 'email.failed' THEN 3 WHEN 'email.complained' THEN 4 END AS rank,
+    NULLIF(ARRAY(
+      SELECT a #>> '{}' FROM jsonb_array_elements(CASE jsonb_typeof(data->'to')
+        WHEN 'array' THEN data->'to' WHEN 'string' THEN jsonb_build_array(data->'to') ELSE '[]' END) AS a
+      WHERE jsonb_typeof(a) = 'string'
+    ), '{}') AS recipients
+  FROM ins
+  WHERE type IN ('email.sent', 'email.delivered', 'email.bounced', 'email.failed', 'email.complained')
+    AND jsonb_typeof(data->'email_id') = 'string'
+), fold AS (
+  SELECT email_id,
+    (array_agg(status ${byStatus}))[1] AS status,
+    (array_agg(id ${byStatus}))[1] AS last_event_id,
+    (array_agg(created_at ${byStatus}))[1] AS last_event_at,
+    ${firstOf('sent')} AS sent_at, ${firstOf('delivered')} AS delivered_at,
+    ${firstOf('bounced')} AS bounced_at, ${firstOf('complained')} AS complained_at,
+    ${firstOf('failed')} AS failed_at,
+    (array_agg(id ORDER BY created_at, id COLLATE "C") FILTER (WHERE recipients IS NOT NULL))[1]
+      AS recipients_event_id
+  FROM mail GROUP BY email_id
+), up AS (
+  INSERT INTO ${s}.email_status AS e (source, email_id, status, last_event_id, last_event_at,
+    sent_at, delivered_at, bounced_at, complained_at, failed_at,
+    recipients, recipients_event_id, recipients_event_at)
+  SELECT $1::text, f.email_id, f.status, f.last_event_id, f.last_event_at,
+    f.sent_at, f.delivered_at, f.bounced_at, f.complained_at, f.failed_at,
+    m.recipients, f.recipients_event_id, m.created_at
+  FROM fold f LEFT JOIN mail m ON m.id = f.recipients_event_id
+  -- A fixed order keeps two writers of overlapping emails from deadlocking.
+  ORDER BY f.email_id
+  ON CONFLICT (source, email_id) DO UPDATE SET
+    ${pick(statusWins, 'status')}, ${pick(statusWins, 'last_event_id')}, ${pick(statusWins, 'last_event_at')},
+    ${earliest('sent_at')}, ${earliest('delivered_at')}, ${earliest('bounced_at')},
+    ${earliest('complained_at')}, ${earliest('failed_at')},
+    ${pick(recipientsWin, 'recipients')}, ${pick(recipientsWin, 'recipients_event_id')},
+    ${pick(recipientsWin, 'recipients_event_at')},
+    updated_at = now()
+  RETURNING 1
+), ob AS (
+  INSERT INTO ${s}.outbox (source, event_id, queue, job_name, payload)
+  SELECT $1::text, i.id, i.queue, i.job_name, jsonb_build_object(
+    'source', $1::text, 'id', i.id, 'type', i.type, 'created_at', i.created_at, 'data', n.data)
+  FROM ins n JOIN input i ON i.id = n.id
+  WHERE i.queue IS NOT NULL
+  -- seq is drawn in this order, so the relay publishes in feed order.
+  ORDER BY i.ord
+  ON CONFLICT (source, event_id) DO NOTHING
+  RETURNING 1
+), q AS (
+  INSERT INTO ${s}.quarantine (source, raw, raw_sha256, reason)
+  SELECT $1::text, raw, encode(sha256(convert_to(raw, 'UTF8')), 'hex'), reason
+  FROM unnest($12::text[], $13::text[]) AS r(raw, reason)
+  WHERE (SELECT ok FROM go)
+  ON CONFLICT (source, raw_sha256) DO NOTHING
+  RETURNING 1
+)
+SELECT (SELECT ok FROM go) AS ok,
+  ARRAY(SELECT id FROM ins) AS inserted,
+  (SELECT count(*) FROM q)::int AS quarantined,
+  (SELECT count(*) FROM ob)::int AS outbox_rows,
+  (SELECT count(*) FROM up)::int AS projected`;
+}

@@ -1,0 +1,141 @@
+import { type ColumnType, type Generated, Kysely, PostgresDialect } from 'kysely';
+import pg from 'pg';
+import type { Logger } from '../logger.js';
+
+/** A timestamptz column: read as a Date, written as a Date or an ISO string. */
+type Timestamp<W = never> = ColumnType<Date, Date | string | W, Date | string | W>;
+/** A timestamptz column the database fills in when the insert leaves it out. */
+type DefaultTimestamp = ColumnType<Date, Date | string | undefined, Date | string>;
+/** A jsonb column: read as parsed JSON, written as JSON text. */
+type Json = ColumnType<unknown, string, string>;
+type TextArray = ColumnType<string[] | null, readonly string[] | null | undefined, readonly string[] | null>;
+
+export interface EventsTable {
+  source: string;
+  id: string;
+  type: string;
+  created_at: Timestamp;
+  data: Json;
+  received_via: 'feed' | 'webhook';
+  received_at: DefaultTimestamp;
+}
+
+export interface CursorsTable {
+  source: string;
+  after_id: string | null;
+  /** Full type names; null means every type. */
+  types: TextArray;
+  updated_at: DefaultTimestamp;
+  last_success_at: Timestamp<null | undefined> | null;
+}
+
+export type EmailStatusValue = 'sent' | 'delivered' | 'bounced' | 'failed' | 'complained';
+
+export interface EmailStatusTable {
+  source: string;
+  email_id: string;
+  status: EmailStatusValue;
+  last_event_id: string;
+  last_event_at: Timestamp;
+  sent_at: Timestamp<null> | null;
+  delivered_at: Timestamp<null> | null;
+  bounced_at: Timestamp<null> | null;
+  complained_at: Timestamp<null> | null;
+  failed_at: Timestamp<null> | null;
+  recipients: TextArray;
+  /** The event `recipients` came from (the earliest with a non-empty `to`). */
+  recipients_event_id: string | null;
+  recipients_event_at: Timestamp<null> | null;
+  updated_at: DefaultTimestamp;
+}
+
+export interface OutboxTable {
+  /** bigserial: pg returns int8 as a string, which keeps every value exact. */
+  seq: Generated<string>;
+  source: string;
+  event_id: string;
+  queue: string;
+  job_name: string;
+  /** `{source, id, type, created_at, data}`, the BullMQ job data. */
+  payload: Json;
+  created_at: DefaultTimestamp;
+  published_at: Timestamp<null | undefined> | null;
+}
+
+export interface QuarantineTable {
+  id: Generated<string>;
+  source: string;
+  raw: string;
+  /** Lowercase hex SHA-256 of `raw`; unique per source. */
+  raw_sha256: string;
+  reason: string;
+  received_at: DefaultTimestamp;
+}
+
+/** The tables of DATABASE_SCHEMA, for kysely. */
+export interface Database {
+  events: EventsTable;
+  cursors: CursorsTable;
+  email_status: EmailStatusTable;
+  outbox: OutboxTable;
+  quarantine: QuarantineTable;
+}
+
+/** A connection pool and a query builder, both bound to one schema. */
+export interface Store {
+  /** Query builder already scoped to the schema (`withSchema`). */
+  readonly db: Kysely<Database>;
+  /** The pool under `db`, for raw statements and dedicated connections. */
+  readonly pool: pg.Pool;
+  /** DATABASE_SCHEMA, a checked lowercase identifier. */
+  readonly schema: string;
+  /** Ends the pool. Safe to call twice. */
+  close(): Promise<void>;
+}
+
+export interface StoreOptions {
+  /** Connection string (DATABASE_URL). */
+  url: string;
+  /** Schema of every table (DATABASE_SCHEMA): a lowercase SQL identifier. */
+  schema: string;
+  /** Pool size. Default 4: the applier, the relay, a source lock, one spare. */
+  max?: number;
+  /** `application_name` shown in pg_stat_activity. Default `feedsync`. */
+  applicationName?: string;
+  /** Where errors of idle pooled connections are reported (they never crash the process). */
+  logger?: Logger;
+}
+
+const SCHEMA_PATTERN = /^[a-z_][a-z0-9_]{0,62}$/;
+
+/** The schema name as a quoted SQL identifier, after checking it is a plain lowercase one. */
+export function quoteSchema(schema: string): string {
+  if (!SCHEMA_PATTERN.test(schema))
+    throw new Error(`not a lowercase SQL identifier: ${JSON.stringify(schema)}`);
+  return `"${schema}"`;
+}
+
+export function createStore(opts: StoreOptions): Store {
+  quoteSchema(opts.schema);
+  const pool = new pg.Pool({
+    connectionString: opts.url,
+    max: opts.max ?? 4,
+    application_name: opts.applicationName ?? 'feedsync',
+    // A lock holder must notice a dead peer even when it sends nothing for a while.
+    keepAlive: true,
+    keepAliveInitialDelayMillis: 10_000,
+  });
+  // Without a listener, an idle connection that the server closes would crash the process.
+  pool.on('error', (err) => opts.logger?.warn({ err }, 'idle Postgres connection failed'));
+  const root = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
+  let closing: Promise<void> | undefined;
+  return {
+    db: root.withSchema(opts.schema),
+    pool,
+    schema: opts.schema,
+    close() {
+      closing ??= root.destroy();
+      return closing;
+    },
+  };
+}

@@ -1,0 +1,22 @@
+export {
+  type Applier,
+  type ApplyBatch,
+  type ApplyResult,
+  createApplier,
+  type EventRoute,
+} from './applier.js';
+export { type CursorRow, ensureCursor, getCursor, markSuccess, setCursor } from './cursor.js';
+export {
+  type CursorsTable,
+  createStore,
+  type Database,
+  type EmailStatusTable,
+  type EmailStatusValue,
+  type EventsTable,
+  type OutboxTable,
+  type QuarantineTable,
+  type Store,
+  type StoreOptions,
+} from './db.js';
+export { type SourceLock, tryAcquireSourceLock } from './lock.js';
+export { migrate, type SchemaState, schemaState } from './migrate.js';

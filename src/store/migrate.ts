@@ -1,0 +1,88 @@
+import { Kysely, Migrator, PostgresDialect, type PostgresPool, type PostgresPoolClient, sql } from 'kysely';
+import type pg from 'pg';
+import { FeedsyncError } from '../errors.js';
+import { advisoryKey } from './advisory-key.js';
+import { quoteSchema, type Store } from './db.js';
+import { MIGRATIONS_FOLDER, migrationNames, SqlMigrationProvider } from './sql-migration-provider.js';
+
+const MIGRATION_TABLE = 'kysely_migration';
+
+export interface SchemaState {
+  /** The last migration applied, or null on an empty schema. */
+  current: string | null;
+  /** The last migration this build ships. */
+  latest: string;
+  /** Migrations this build ships that the schema has not had yet, in order. */
+  pending: string[];
+}
+
+/**
+ * Creates or updates the schema to the latest migration and returns the names it
+ * applied (empty when already current). Safe when several processes run it at
+ * once: the whole run, schema creation included, holds a session advisory lock
+ * of this schema on one dedicated connection, so the others wait and then find
+ * nothing to do. A failed migration rolls back the batch and throws.
+ */
+export async function migrate(store: Store, opts: { folder?: URL } = {}): Promise<{ applied: string[] }> {
+  const quotedSchema = quoteSchema(store.schema);
+  const client = await store.pool.connect();
+  let broken: Error | undefined;
+  try {
+    const [k1, k2] = advisoryKey('feedsync.migrate', store.schema);
+    await client.query('SELECT pg_advisory_lock($1, $2)', [k1, k2]);
+    const db = new Kysely<unknown>({ dialect: new PostgresDialect({ pool: singleClientPool(client) }) });
+    const migrator = new Migrator({
+      db,
+      provider: new SqlMigrationProvider({ quotedSchema, folder: opts.folder ?? MIGRATIONS_FOLDER }),
+      migrationTableSchema: store.schema,
+      migrationTableName: MIGRATION_TABLE,
+    });
+    const { error, results = [] } = await migrator.migrateToLatest();
+    if (error !== undefined) {
+      const failed = results.find((r) => r.status === 'Error')?.migrationName;
+      throw new FeedsyncError(
+        `migration ${failed ?? 'setup'} failed in schema ${store.schema}: ${messageOf(error)}`,
+        { code: 'MIGRATION_FAILED', cause: error },
+      );
+    }
+    await client.query('SELECT pg_advisory_unlock($1, $2)', [k1, k2]);
+    return { applied: results.filter((r) => r.status === 'Success').map((r) => r.migrationName) };
+  } catch (err) {
+    // The session may still hold the lock: drop the connection rather than pool it.
+    broken = err instanceof Error ? err : new Error(String(err));
+    throw err;
+  } finally {
+    client.release(broken);
+  }
+}
+
+/** Where the schema stands against the migrations this build ships. Changes nothing. */
+export async function schemaState(store: Store, opts: { folder?: URL } = {}): Promise<SchemaState> {
+  const names = await migrationNames(opts.folder ?? MIGRATIONS_FOLDER);
+  const latest = names.at(-1);
+  if (latest === undefined) throw new Error('no migrations found');
+  const table = `${quoteSchema(store.schema)}.${MIGRATION_TABLE}`;
+  const { rows: exists } = await sql<{
+    found: boolean;
+  }>`SELECT to_regclass(${table}) IS NOT NULL AS found`.execute(store.db);
+  const applied = new Set<string>();
+  if (exists[0]?.found) {
+    const { rows } = await sql<{ name: string }>`SELECT name FROM ${sql.raw(table)}`.execute(store.db);
+    for (const row of rows) applied.add(row.name);
+  }
+  const current = [...applied].sort().at(-1) ?? null;
+  return { current, latest, pending: names.filter((n) => !applied.has(n)) };
+}
+
+/** A kysely pool that always hands out the one client it was given, and never closes it. */
+function singleClientPool(client: pg.PoolClient): PostgresPool {
+  const shared: PostgresPoolClient = {
+    query: client.query.bind(client) as PostgresPoolClient['query'],
+    release: () => {},
+  };
+  return { connect: async () => shared, end: async () => {} };
+}
+
+function messageOf(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}
