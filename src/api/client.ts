@@ -1,0 +1,180 @@
+import { randomUUID } from 'node:crypto';
+import { ConfigError, PageError } from '../errors.js';
+import { checkBaseUrl } from './base-url.js';
+import { createTransport, type HttpResponse, type RequestFn } from './http.js';
+import { type RetryDeps, type RetryPolicy, withRetries } from './retry.js';
+import type {
+  CreatedWebhook,
+  CreateWebhookRequest,
+  EventsQuery,
+  RawEventsPage,
+  SendEmailRequest,
+  SendEmailResponse,
+  Webhook,
+} from './types.js';
+
+export interface ServiceClientOptions {
+  /** Ends in `/api`; https except for loopback hosts. */
+  baseUrl: string;
+  apiKey: string;
+  /** Connect, headers and body timeout of one request. Default 30 s. */
+  timeoutMs?: number;
+  /** Larger responses are refused. Default 16 MiB. */
+  maxResponseBytes?: number;
+  /** Retries of 429, 5xx and network errors. Default 8 retries, waits up to 10 min. */
+  retry?: RetryPolicy;
+  /** Clock, sleep, jitter and a retry hook, for tests and metrics. */
+  retryDeps?: RetryDeps;
+  /** Replaces the undici transport (tests). */
+  request?: RequestFn;
+}
+
+/**
+ * A typed client for every endpoint of the service. Reads retry on 429, 5xx and
+ * network errors; a send retries too, always with the same Idempotency-Key; the
+ * other writes retry only on 429, which the service did not act on.
+ */
+export class ServiceClient {
+  readonly #request: RequestFn;
+  readonly #close: () => Promise<void>;
+  readonly #retry: RetryPolicy;
+  readonly #deps: RetryDeps;
+
+  constructor(opts: ServiceClientOptions) {
+    const problem = checkBaseUrl(opts.baseUrl);
+    if (problem) throw new ConfigError(`base URL ${problem}`, 'BAD_BASE_URL');
+    if (!opts.apiKey) throw new ConfigError('an API key is required', 'NO_API_KEY');
+    if (opts.request) {
+      this.#request = opts.request;
+      this.#close = async () => {};
+    } else {
+      const transport = createTransport({
+        baseUrl: opts.baseUrl,
+        apiKey: opts.apiKey,
+        timeoutMs: opts.timeoutMs ?? 30_000,
+        maxResponseBytes: opts.maxResponseBytes ?? 16 * 1024 * 1024,
+        ...(opts.retryDeps?.now ? { now: opts.retryDeps.now } : {}),
+      });
+      this.#request = transport.request;
+      this.#close = transport.close;
+    }
+    this.#retry = opts.retry ?? { maxRetries: 8, maxRetryWaitMs: 600_000 };
+    this.#deps = opts.retryDeps ?? {};
+  }
+
+  /**
+   * Sends one email. The Idempotency-Key is generated when none is given, and the
+   * same key goes with every retry, so the service sends the message once.
+   */
+  async sendEmail(
+    email: SendEmailRequest,
+    opts: { idempotencyKey?: string; signal?: AbortSignal } = {},
+  ): Promise<SendEmailResponse & { idempotencyKey: string }> {
+    const idempotencyKey = opts.idempotencyKey ?? randomUUID();
+    const res = await withRetries(
+      () =>
+        this.#request({
+          method: 'POST',
+          path: '/emails',
+          body: email,
+          headers: { 'idempotency-key': idempotencyKey },
+          ...signal(opts.signal),
+        }),
+      this.#retry,
+      this.#deps,
+      signal(opts.signal),
+    );
+    const body = json<SendEmailResponse>(res, 'POST /emails');
+    return { id: requireString(body.id, 'POST /emails', 'id'), idempotencyKey };
+  }
+
+  async listWebhooks(): Promise<Webhook[]> {
+    const res = await withRetries(
+      () => this.#request({ method: 'GET', path: '/webhooks' }),
+      this.#retry,
+      this.#deps,
+    );
+    const body = json<unknown>(res, 'GET /webhooks');
+    const list = Array.isArray(body) ? body : (body as { data?: unknown }).data;
+    if (!Array.isArray(list)) throw new PageError('GET /webhooks: the answer holds no list', 'BAD_RESPONSE');
+    return list as Webhook[];
+  }
+
+  /** Registers a webhook; the answer's signing secret is shown only this once. */
+  async createWebhook(req: CreateWebhookRequest): Promise<CreatedWebhook> {
+    const res = await withRetries(
+      () => this.#request({ method: 'POST', path: '/webhooks', body: req }),
+      this.#retry,
+      this.#deps,
+      { retryable: (e) => e.status === 429 },
+    );
+    const body = json<Record<string, unknown>>(res, 'POST /webhooks');
+    const secret = body.signing_secret ?? body.secret;
+    return {
+      ...(body as unknown as Webhook),
+      id: requireString(body.id, 'POST /webhooks', 'id'),
+      signing_secret: requireString(secret, 'POST /webhooks', 'signing_secret'),
+    };
+  }
+
+  async deleteWebhook(id: string): Promise<void> {
+    await withRetries(
+      () => this.#request({ method: 'DELETE', path: `/webhooks/${encodeURIComponent(id)}` }),
+      this.#retry,
+      this.#deps,
+    );
+  }
+
+  /** Asks the service to post a `webhook.test` event to the registration's URL. */
+  async testWebhook(id: string): Promise<unknown> {
+    const res = await withRetries(
+      () => this.#request({ method: 'POST', path: `/webhooks/${encodeURIComponent(id)}/test` }),
+      this.#retry,
+      this.#deps,
+      { retryable: (e) => e.status === 429 },
+    );
+    return res.body.length > 0 ? json<unknown>(res, 'POST /webhooks/{id}/test') : {};
+  }
+
+  /** One page of `GET /events`, parsed as JSON but otherwise as it came. Not retried: the feed client decides. */
+  async eventsPage(query: EventsQuery, signalIn?: AbortSignal): Promise<RawEventsPage> {
+    const res = await this.#request({
+      method: 'GET',
+      path: '/events',
+      query: {
+        after: query.after ?? undefined,
+        type: query.type && query.type.length > 0 ? query.type.join(',') : undefined,
+        limit: query.limit === undefined ? undefined : String(query.limit),
+      },
+      ...signal(signalIn),
+    });
+    try {
+      return { body: JSON.parse(res.body.toString('utf8')), bytes: res.body.length };
+    } catch (err) {
+      throw new PageError('GET /events: the page is not JSON', 'NOT_JSON', err);
+    }
+  }
+
+  close(): Promise<void> {
+    return this.#close();
+  }
+}
+
+function signal(s: AbortSignal | undefined): { signal?: AbortSignal } {
+  return s ? { signal: s } : {};
+}
+
+function json<T>(res: HttpResponse, what: string): T {
+  try {
+    return JSON.parse(res.body.toString('utf8')) as T;
+  } catch (err) {
+    throw new PageError(`${what}: the answer is not JSON`, 'BAD_RESPONSE', err);
+  }
+}
+
+function requireString(value: unknown, what: string, field: string): string {
+  if (typeof value !== 'string' || value.length === 0) {
+    throw new PageError(`${what}: the answer has no ${field}`, 'BAD_RESPONSE');
+  }
+  return value;
+}

@@ -1,0 +1,128 @@
+import type { ServiceEvent } from '../api/types.js';
+import { PageError } from '../errors.js';
+
+/** One feed page after the checks of DESIGN section 1 and 4. */
+export interface FeedPage {
+  /** Valid events inside the type filter, in feed order. */
+  events: ServiceEvent[];
+  /** Items that cannot be stored as events, kept raw. */
+  quarantine: { raw: string; reason: string }[];
+  /** Valid events dropped because their type is outside FEED_TYPES. */
+  filteredOut: number;
+  /** Items on the page, of any kind. */
+  size: number;
+  /** The `after` to send for the next page. */
+  nextAfter: string | null;
+  /** True when this page is the end of the feed for now. */
+  last: boolean;
+}
+
+export interface PageRules {
+  /** The `after` that was sent for this page. */
+  after: string | null;
+  limit: number;
+  /** FEED_LIST_FIELD, or null for auto. */
+  listField: string | null;
+  /** FEED_TYPES, or null for every type. */
+  types: readonly string[] | null;
+}
+
+/**
+ * Checks a parsed `/events` body and splits it into events to store, items to
+ * quarantine and the next cursor. A page that breaks the rules throws PageError,
+ * so the cursor never passes it.
+ */
+export function parsePage(body: unknown, rules: PageRules): FeedPage {
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) {
+    throw new PageError('the events page is not a JSON object', 'NO_LIST');
+  }
+  const record = body as Record<string, unknown>;
+  const list = findList(record, rules.listField);
+  if (list.length > rules.limit) {
+    throw new PageError(
+      `the events page holds ${list.length} events, more than the limit ${rules.limit}`,
+      'TOO_MANY',
+    );
+  }
+
+  const wanted = rules.types ? new Set(rules.types) : null;
+  const events: ServiceEvent[] = [];
+  const quarantine: { raw: string; reason: string }[] = [];
+  let filteredOut = 0;
+  let lastId: string | null = null;
+  for (const item of list) {
+    const problem = checkEnvelope(item);
+    if (problem) {
+      quarantine.push({ raw: JSON.stringify(item) ?? String(item), reason: problem });
+      const id = (item as { id?: unknown } | null)?.id;
+      if (typeof id === 'string' && id.length > 0) lastId = id;
+      continue;
+    }
+    const event = item as ServiceEvent;
+    lastId = event.id;
+    if (wanted && !wanted.has(event.type)) filteredOut++;
+    else events.push(event);
+  }
+
+  const given = record.next_after;
+  if (given !== undefined && given !== null && typeof given !== 'string') {
+    throw new PageError('next_after is neither a string nor null', 'BAD_NEXT_AFTER');
+  }
+  // A missing next_after on a non-empty page means the last event's id, and the end.
+  const nextAfter = typeof given === 'string' && given.length > 0 ? given : (lastId ?? rules.after);
+  const last = list.length < rules.limit || typeof given !== 'string' || given === rules.after;
+  return { events, quarantine, filteredOut, size: list.length, nextAfter, last };
+}
+
+function findList(body: Record<string, unknown>, forced: string | null): unknown[] {
+  if (forced !== null) {
+    const list = body[forced];
+    if (!Array.isArray(list)) {
+      throw new PageError(
+        `the events page has no list in "${forced}" (FEED_LIST_FIELD); keys seen: ${keysOf(body)}`,
+        'NO_LIST',
+      );
+    }
+    return list;
+  }
+  for (const name of ['data', 'events']) {
+    const list = body[name];
+    if (Array.isArray(list)) return list;
+  }
+  const arrays = Object.values(body).filter(Array.isArray);
+  if (arrays.length === 1) return arrays[0]!;
+  throw new PageError(
+    `the events page has no recognisable list of events (keys seen: ${keysOf(body)}); set FEED_LIST_FIELD`,
+    'NO_LIST',
+  );
+}
+
+function keysOf(body: Record<string, unknown>): string {
+  const keys = Object.keys(body).slice(0, 20);
+  return keys.length > 0 ? keys.map((k) => JSON.stringify(k.slice(0, 40))).join(', ') : 'none';
+}
+
+const ISO_UTC = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:?\d{2})$/;
+
+/** Why an item is not a storable event envelope, or null when it is one. */
+export function checkEnvelope(item: unknown): string | null {
+  if (typeof item !== 'object' || item === null || Array.isArray(item)) return 'not an object';
+  const e = item as Record<string, unknown>;
+  if (typeof e.id !== 'string' || e.id.length === 0) return 'no id';
+  if (e.id.length > 500) return 'id longer than 500 characters';
+  if (typeof e.type !== 'string' || e.type.length === 0) return 'no type';
+  if (
+    typeof e.created_at !== 'string' ||
+    !ISO_UTC.test(e.created_at) ||
+    Number.isNaN(Date.parse(e.created_at))
+  ) {
+    return 'bad created_at';
+  }
+  if (typeof e.data !== 'object' || e.data === null || Array.isArray(e.data)) return 'data is not an object';
+  return null;
+}
+
+/** FEED_TYPES in the feed's short form: `email.X` is sent as `X`, other types by their full name. */
+export function feedTypeParam(types: readonly string[] | null): string[] | undefined {
+  return types?.map((t) => (t.startsWith('email.') ? t.slice('email.'.length) : t));
+}

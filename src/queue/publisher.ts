@@ -1,0 +1,125 @@
+import { Queue } from 'bullmq';
+import { Redis } from 'ioredis';
+import { JOB_RETENTION } from './routes.js';
+
+export interface JobToAdd {
+  name: string;
+  jobId: string;
+  data: unknown;
+}
+
+/** The subset of BullMQ the relay needs: add jobs to a named queue, all or none. */
+export interface Publisher {
+  addBulk(queue: string, jobs: readonly JobToAdd[]): Promise<void>;
+  /** Redis answers a PING. */
+  ping(): Promise<boolean>;
+  /** Waiting, active, completed, failed and delayed counts of a queue. */
+  counts(queue: string): Promise<Record<string, number>>;
+  /** Redis's maxmemory-policy (BullMQ needs noeviction). */
+  maxmemoryPolicy(): Promise<string | null>;
+  close(): Promise<void>;
+}
+
+export interface PublisherOptions {
+  redisUrl: string;
+  prefix: string;
+  /** Max wait for connecting or for one Redis command. Default 5 s. */
+  timeoutMs?: number;
+}
+
+/** A connection that fails fast instead of queueing commands while Redis is down. */
+export function createRedis(url: string, timeoutMs = 5_000): Redis {
+  const redis = new Redis(url, {
+    enableOfflineQueue: false,
+    maxRetriesPerRequest: 1,
+    commandTimeout: timeoutMs,
+    connectTimeout: timeoutMs,
+    lazyConnect: true,
+    // No reconnect loop of ioredis's own: after a failure the publisher starts afresh on the next call.
+    retryStrategy: () => null,
+  });
+  // Without a listener ioredis prints every failure; the callers report them instead.
+  redis.on('error', () => {});
+  return redis;
+}
+
+/**
+ * BullMQ queues on one fail-fast connection, made on first use. Any failure drops
+ * the connection and its queues, so the next call (the relay's retry) connects
+ * afresh rather than waiting on a half-open one.
+ */
+export function createPublisher(opts: PublisherOptions): Publisher {
+  const timeoutMs = opts.timeoutMs ?? 5_000;
+  let conn: { redis: Redis; queues: Map<string, Queue> } | null = null;
+
+  const reset = async (): Promise<void> => {
+    const old = conn;
+    conn = null;
+    if (!old) return;
+    await Promise.allSettled([...old.queues.values()].map((q) => q.close()));
+    old.redis.disconnect();
+  };
+  const withConnection = async <T>(
+    fn: (redis: Redis, queues: Map<string, Queue>) => Promise<T>,
+  ): Promise<T> => {
+    try {
+      if (!conn) {
+        const redis = createRedis(opts.redisUrl, timeoutMs);
+        conn = { redis, queues: new Map() };
+        await redis.connect();
+      }
+      return await withTimeout(fn(conn.redis, conn.queues), timeoutMs * 2);
+    } catch (err) {
+      await reset();
+      throw err;
+    }
+  };
+  const queueOf = (redis: Redis, queues: Map<string, Queue>, name: string): Queue => {
+    let q = queues.get(name);
+    if (!q) {
+      q = new Queue(name, {
+        connection: redis,
+        prefix: opts.prefix,
+        defaultJobOptions: { ...JOB_RETENTION },
+      });
+      q.on('error', () => {});
+      queues.set(name, q);
+    }
+    return q;
+  };
+
+  return {
+    addBulk: (name, jobs) =>
+      withConnection(async (redis, queues) => {
+        await queueOf(redis, queues, name).addBulk(
+          jobs.map((j) => ({ name: j.name, data: j.data, opts: { jobId: j.jobId } })),
+        );
+      }),
+    ping: () => withConnection(async (redis) => (await redis.ping()) === 'PONG').catch(() => false),
+    counts: (name) =>
+      withConnection((redis, queues) =>
+        queueOf(redis, queues, name).getJobCounts(
+          'waiting',
+          'active',
+          'completed',
+          'failed',
+          'delayed',
+          'prioritized',
+        ),
+      ),
+    maxmemoryPolicy: () =>
+      withConnection(async (redis) => {
+        const reply = (await redis.config('GET', 'maxmemory-policy')) as string[];
+        return reply[1] ?? null;
+      }),
+    close: reset,
+  };
+}
+
+function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`Redis did not answer within ${ms} ms`)), ms);
+  });
+  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
+}

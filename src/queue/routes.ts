@@ -1,0 +1,39 @@
+import type { Config } from '../config.js';
+
+/** Where an event's job goes. Mirrors the store's EventRoute. */
+export interface Route {
+  queue: string;
+  jobName: string;
+}
+
+const EMAIL_TYPES = new Set([
+  'email.sent',
+  'email.delivered',
+  'email.bounced',
+  'email.complained',
+  'email.failed',
+]);
+const CONTACT_TYPES = new Set(['contact.subscribed', 'contact.unsubscribed']);
+
+/**
+ * The queue for each event type: the five email types and the two contact types.
+ * Any other type (webhook.test, a future email.opened) is stored but gets no job.
+ */
+export function routeFor(queues: Config['queues']): (type: string) => Route | null {
+  return (type) => {
+    if (EMAIL_TYPES.has(type)) return { queue: queues.emailEvents, jobName: type };
+    if (CONTACT_TYPES.has(type)) return { queue: queues.contactEvents, jobName: type };
+    return null;
+  };
+}
+
+/** BullMQ forbids `:` in custom ids; encodeURIComponent turns it into `%3A`. */
+export function jobIdFor(source: string, eventId: string): string {
+  return `${encodeURIComponent(source)}/${encodeURIComponent(eventId)}`;
+}
+
+/** Completed jobs kept 7 days and failed ones 30: jobId de-duplication lasts as long. */
+export const JOB_RETENTION = {
+  removeOnComplete: { age: 7 * 24 * 3600 },
+  removeOnFail: { age: 30 * 24 * 3600 },
+} as const;

@@ -1,0 +1,161 @@
+import type { ServiceEvent } from '../api/types.js';
+import { PageError } from '../errors.js';
+import type { FetchPage } from '../feed/feed-client.js';
+import type { FeedPage } from '../feed/page.js';
+import type { ApplyBatch, ApplyResult } from '../store/applier.js';
+
+export interface CatchUpOptions {
+  source: string;
+  /** The stored cursor the run starts from. */
+  start: string | null;
+  fetchPage: FetchPage;
+  apply: (batch: ApplyBatch) => Promise<ApplyResult>;
+  /** Aborted by SIGTERM: the request in flight is dropped, the batch in hand commits or rolls back. */
+  signal: AbortSignal;
+  /** Pages fetched ahead of the commits. Default 8. */
+  maxBuffered?: number;
+  /** Pages joined into one transaction while catching up. Default 10. */
+  maxPagesPerCommit?: number;
+  /** Called after every commit. */
+  onCommit?: (info: CommitInfo) => void;
+}
+
+export interface CommitInfo {
+  pages: number;
+  result: ApplyResult;
+  filteredOut: number;
+  cursor: string | null;
+}
+
+export interface CatchUpResult {
+  status: 'caught-up' | 'stopped' | 'cursor-conflict';
+  cursor: string | null;
+  pages: number;
+  stored: number;
+  duplicates: number;
+  quarantined: number;
+}
+
+interface Fetched {
+  page: FeedPage;
+  prev: string | null;
+}
+
+/**
+ * Pages the feed from `start` until caught up. The fetch of the next page
+ * overlaps the commit of the previous ones (next_after is known as soon as a
+ * page arrives); pages fetched meanwhile are committed together, in feed order,
+ * in one transaction with a compare-and-set of the cursor. A bad page stops the
+ * fetching: the pages before it still commit, the cursor never passes it.
+ */
+export async function catchUp(opts: CatchUpOptions): Promise<CatchUpResult> {
+  const maxBuffered = opts.maxBuffered ?? 8;
+  const maxPerCommit = opts.maxPagesPerCommit ?? 10;
+  const buffer: Fetched[] = [];
+  let fetchDone = false;
+  let fetchError: unknown = null;
+  let notify: (() => void) | null = null;
+  const signalChange = (): void => {
+    notify?.();
+    notify = null;
+  };
+  const changed = (): Promise<void> => new Promise((resolve) => (notify = resolve));
+  // Our own controller, so a commit failure also stops the fetcher.
+  const fetchAbort = new AbortController();
+  const fetchSignal = AbortSignal.any([opts.signal, fetchAbort.signal]);
+
+  const fetcher = async (): Promise<void> => {
+    const seen = new Set<string | null>([opts.start]);
+    let after = opts.start;
+    try {
+      while (!fetchSignal.aborted) {
+        const page = await opts.fetchPage(after, fetchSignal);
+        if (!page.last && seen.has(page.nextAfter)) {
+          throw new PageError(
+            `next_after "${page.nextAfter}" points back to a page already read`,
+            'CURSOR_LOOP',
+          );
+        }
+        buffer.push({ page, prev: after });
+        signalChange();
+        if (page.last) break;
+        seen.add(page.nextAfter);
+        after = page.nextAfter;
+        while (buffer.length >= maxBuffered && !fetchSignal.aborted) await changed();
+      }
+    } catch (err) {
+      if (!fetchSignal.aborted) fetchError = err;
+    } finally {
+      fetchDone = true;
+      signalChange();
+    }
+  };
+
+  const result: CatchUpResult = {
+    status: 'caught-up',
+    cursor: opts.start,
+    pages: 0,
+    stored: 0,
+    duplicates: 0,
+    quarantined: 0,
+  };
+  const fetching = fetcher();
+  try {
+    while (true) {
+      if (opts.signal.aborted) {
+        result.status = 'stopped';
+        break;
+      }
+      if (buffer.length === 0) {
+        if (fetchDone) break;
+        await changed();
+        continue;
+      }
+      const taken = buffer.splice(0, maxPerCommit);
+      signalChange();
+      const info = await commit(opts, taken);
+      result.pages += taken.length;
+      if (info.result.status === 'cursor-conflict') {
+        result.status = 'cursor-conflict';
+        break;
+      }
+      result.cursor = info.cursor;
+      result.stored += info.result.inserted.length;
+      result.duplicates += info.result.duplicates;
+      result.quarantined += info.result.quarantined;
+      opts.onCommit?.(info);
+    }
+  } finally {
+    fetchAbort.abort();
+    signalChange();
+    await fetching;
+  }
+  if (fetchError && result.status === 'caught-up') throw fetchError;
+  return result;
+}
+
+async function commit(opts: CatchUpOptions, taken: Fetched[]): Promise<CommitInfo> {
+  const first = taken[0]!;
+  const last = taken[taken.length - 1]!;
+  const events: ServiceEvent[] = [];
+  const quarantine: { raw: string; reason: string }[] = [];
+  let filteredOut = 0;
+  for (const { page } of taken) {
+    events.push(...page.events);
+    quarantine.push(...page.quarantine);
+    filteredOut += page.filteredOut;
+  }
+  const next = last.page.nextAfter;
+  const batch: ApplyBatch = { source: opts.source, receivedVia: 'feed', events, quarantine };
+  if (next !== null && next !== first.prev) batch.cursor = { prev: first.prev, next };
+  if (events.length === 0 && quarantine.length === 0 && !batch.cursor) {
+    return {
+      pages: taken.length,
+      filteredOut,
+      cursor: first.prev,
+      result: { status: 'applied', inserted: [], duplicates: 0, quarantined: 0, outboxRows: 0 },
+    };
+  }
+  const result = await opts.apply(batch);
+  return { pages: taken.length, result, filteredOut, cursor: batch.cursor ? next : first.prev };
+}

@@ -1,0 +1,207 @@
+import { ServiceClient } from '../api/client.js';
+import type { RetryDeps } from '../api/retry.js';
+import { type Config, requireService } from '../config.js';
+import { ConfigError } from '../errors.js';
+import { createFeedClient, type FetchPage } from '../feed/feed-client.js';
+import type { Logger } from '../logger.js';
+import { createPublisher, type Publisher } from '../queue/publisher.js';
+import { pruneOutbox, type Relay, startRelay } from '../queue/relay.js';
+import { routeFor } from '../queue/routes.js';
+import { createApplier } from '../store/applier.js';
+import { ensureCursor, markSuccess } from '../store/cursor.js';
+import { createStore, type Store } from '../store/db.js';
+import { tryAcquireSourceLock } from '../store/lock.js';
+import { migrate, schemaState } from '../store/migrate.js';
+import { type CatchUpResult, type CommitInfo, catchUp } from './catch-up.js';
+
+/** Hooks for progress output and metrics; every one is optional. */
+export interface SyncHooks {
+  onCommit?: (info: CommitInfo) => void;
+  onFeedResponse?: (info: { status: number; seconds: number; bytes: number }) => void;
+  onRetry?: NonNullable<RetryDeps['onRetry']>;
+  onPublished?: (queue: string, count: number) => void;
+}
+
+export interface SyncOptions {
+  logger: Logger;
+  hooks?: SyncHooks;
+  /** Apply pending migrations instead of refusing to run (`sync --migrate`). */
+  autoMigrate?: boolean;
+  /** Replaces the feed fetcher (tests, benchmarks). */
+  fetchPage?: FetchPage;
+  /** Replaces the store and publisher made from the config; the caller then closes them. */
+  store?: Store;
+  publisher?: Publisher;
+  /** The clock and sleep of the feed client's retries. */
+  retryDeps?: RetryDeps;
+}
+
+export type RunStatus = CatchUpResult['status'] | 'locked';
+
+export interface RunResult extends Omit<CatchUpResult, 'status'> {
+  status: RunStatus;
+  /** False when the outbox could not be drained (Redis down): the events are stored, the next run drains. */
+  drained: boolean;
+  durationMs: number;
+}
+
+export interface Sync {
+  /** Pages until caught up and drains the outbox: one CronJob run. */
+  runOnce(signal?: AbortSignal): Promise<RunResult>;
+  /** Re-reads the feed from `from` without moving the cursor; stores and enqueues only what was missing. */
+  reconcile(from: string | null, signal?: AbortSignal): Promise<CatchUpResult>;
+  readonly store: Store;
+  readonly publisher: Publisher;
+  readonly relay: Relay;
+  close(): Promise<void>;
+}
+
+/** The sync worker, for the CLI and for embedding. */
+export function createSync(config: Config, opts: SyncOptions): Sync {
+  const log = opts.logger.child({ module: 'sync' });
+  const hooks = opts.hooks ?? {};
+  const ownsStore = !opts.store;
+  const ownsPublisher = !opts.publisher;
+  const store = opts.store ?? createStore({ ...config.database, logger: opts.logger });
+  const publisher =
+    opts.publisher ?? createPublisher({ redisUrl: config.redis.url, prefix: config.queues.prefix });
+  const applier = createApplier(store, routeFor(config.queues));
+  const relay = startRelay({
+    store,
+    publisher,
+    logger: opts.logger,
+    ...(hooks.onPublished ? { onPublished: hooks.onPublished } : {}),
+  });
+  let client: ServiceClient | null = null;
+  let feed: FetchPage | null = opts.fetchPage ?? null;
+  // Made on first use: commands that never page the feed need no FEED_BASE_URL.
+  const fetchPage: FetchPage = (after, signal) => {
+    if (!feed) {
+      client = new ServiceClient({
+        ...requireService(config),
+        timeoutMs: config.feed.timeoutMs,
+        maxResponseBytes: config.feed.maxResponseBytes,
+      });
+      feed = createFeedClient({
+        client,
+        limit: config.feed.pageLimit,
+        listField: config.feed.listField,
+        types: config.feed.types,
+        retry: { maxRetries: config.feed.maxRetries, maxRetryWaitMs: config.feed.maxRetryWaitMs },
+        retryDeps: { ...opts.retryDeps, ...(hooks.onRetry ? { onRetry: hooks.onRetry } : {}) },
+        ...(hooks.onFeedResponse ? { onResponse: hooks.onFeedResponse } : {}),
+      });
+    }
+    return feed(after, signal);
+  };
+  let schemaChecked = false;
+
+  const checkSchema = async (): Promise<void> => {
+    if (schemaChecked) return;
+    const state = await schemaState(store);
+    if (state.pending.length > 0) {
+      if (!opts.autoMigrate) {
+        throw new ConfigError(
+          `the schema "${store.schema}" is not up to date (pending: ${state.pending.join(', ')}); run "feedsync migrate" or "feedsync sync --migrate"`,
+          'SCHEMA_OUTDATED',
+        );
+      }
+      const { applied } = await migrate(store);
+      log.info({ applied }, 'migrated');
+    }
+    schemaChecked = true;
+  };
+
+  const runOnce = async (signal: AbortSignal = new AbortController().signal): Promise<RunResult> => {
+    const started = performance.now();
+    await checkSchema();
+    relay.kick();
+    const source = config.feed.source;
+    const lock = await tryAcquireSourceLock(store, source);
+    const empty = { cursor: null, pages: 0, stored: 0, duplicates: 0, quarantined: 0 };
+    if (!lock) {
+      log.info({ source }, 'another run holds the lock of this source; nothing to do');
+      return { ...empty, status: 'locked', drained: true, durationMs: performance.now() - started };
+    }
+    let result: CatchUpResult;
+    try {
+      const cursor = await ensureCursor(store, source, config.feed.types);
+      checkTypes(source, cursor.types, config.feed.types);
+      result = await catchUp({
+        source,
+        start: cursor.afterId,
+        fetchPage,
+        apply: (batch) => applier.apply(batch),
+        signal: AbortSignal.any([signal, lock.signal]),
+        onCommit: (info) => {
+          relay.kick();
+          hooks.onCommit?.(info);
+        },
+      });
+      if (result.status === 'caught-up') await markSuccess(store, source);
+    } finally {
+      await lock.release();
+    }
+    if (result.status === 'cursor-conflict')
+      log.info({ source }, 'another worker moved the cursor first; stopping');
+    let drained = result.status !== 'stopped';
+    if (drained) {
+      try {
+        await relay.drain();
+        await pruneOutbox(store, config.queues.outboxRetentionHours);
+      } catch (err) {
+        drained = false;
+        log.error(
+          { err },
+          'the outbox could not be drained; the events are stored and the next run drains it',
+        );
+      }
+    }
+    return { ...result, drained, durationMs: performance.now() - started };
+  };
+
+  const reconcile = async (from: string | null, signal: AbortSignal = new AbortController().signal) => {
+    await checkSchema();
+    const result = await catchUp({
+      source: config.feed.source,
+      start: from,
+      fetchPage,
+      // No cursor in the batch: reconcile never moves it.
+      apply: ({ cursor: _kept, ...batch }) => applier.apply(batch),
+      signal,
+      onCommit: () => relay.kick(),
+    });
+    await relay.drain();
+    return result;
+  };
+
+  return {
+    runOnce,
+    reconcile,
+    store,
+    publisher,
+    relay,
+    async close() {
+      await relay.stop();
+      await client?.close();
+      if (ownsPublisher) await publisher.close();
+      if (ownsStore) await store.close();
+    },
+  };
+}
+
+/** A filter that differs from the cursor's would skip or mix events: refuse, and say how to reset. */
+function checkTypes(
+  source: string,
+  stored: readonly string[] | null,
+  wanted: readonly string[] | null,
+): void {
+  const a = stored ? [...stored].sort().join(',') : '*';
+  const b = wanted ? [...wanted].sort().join(',') : '*';
+  if (a === b) return;
+  throw new ConfigError(
+    `FEED_TYPES (${b === '*' ? 'all types' : b}) differs from the filter the cursor of source "${source}" was built with (${a === '*' ? 'all types' : a}). ` +
+      `Set FEED_TYPES back, or start this source over with "feedsync cursor reset --source ${source}" (events are re-read and de-duplicated), or use another FEED_SOURCE.`,
+    'TYPES_MISMATCH',
+  );
+}
