@@ -36,7 +36,7 @@ export async function call(
   const res = await request(`${sim.origin}${path}`, {
     method: method as 'GET',
     headers: { ...headers, ...opts.headers },
-    body,
+    ...(body === undefined ? {} : { body }),
   });
   const text = await res.body.text();
   let parsed: unknown = text;
