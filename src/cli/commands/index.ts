@@ -1,4 +1,9 @@
 import type { Command } from 'commander';
+import { cursorCommand } from './cursor.js';
+import { migrateCommand } from './migrate.js';
+import { reconcileCommand } from './reconcile.js';
+import { statusCommand } from './status.js';
+import { syncCommand } from './sync.js';
 
 /**
  * Adds every subcommand to the program: one file per command in this folder.
@@ -6,5 +11,12 @@ import type { Command } from 'commander';
  * and a caught-up `sync --once` start fast.
  */
 export function registerCommands(program: Command): void {
-  for (const make of []) program.addCommand(make);
+  const commands: (() => Command)[] = [
+    migrateCommand,
+    syncCommand,
+    statusCommand,
+    cursorCommand,
+    reconcileCommand,
+  ];
+  for (const make of commands) program.addCommand(make());
 }

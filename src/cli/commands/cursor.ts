@@ -1,0 +1,61 @@
+import { Command } from 'commander';
+import { action } from '../context.js';
+import { withStore } from '../with-store.js';
+
+const sourceOption = ['--source <source>', 'the cursor key (default FEED_SOURCE)'] as const;
+
+export function cursorCommand(): Command {
+  const cursor = new Command('cursor').description("Inspect or move a source's cursor (to replay the feed).");
+  cursor
+    .command('show')
+    .description('Print the cursor: the id read after, the type filter, the last success.')
+    .option(...sourceOption)
+    .option('--json', 'print JSON')
+    .action(
+      action(async ({ config, logger }, opts: { source?: string; json?: boolean }) => {
+        const { getCursor } = await import('../../store/cursor.js');
+        const source = opts.source ?? config.feed.source;
+        const row = await withStore(config, logger, (store) => getCursor(store, source));
+        if (opts.json)
+          process.stdout.write(`${JSON.stringify(row ?? { source, afterId: null, types: null })}\n`);
+        else if (!row)
+          process.stdout.write(`source ${source}: no cursor yet (the next run starts at the beginning)\n`);
+        else {
+          process.stdout.write(
+            `source ${row.source}: after ${row.afterId ?? '(start)'}, types ${row.types?.join(',') ?? 'all'}, ` +
+              `updated ${row.updatedAt.toISOString()}, last success ${row.lastSuccessAt?.toISOString() ?? 'never'}\n`,
+          );
+        }
+        return 0;
+      }),
+    );
+  cursor
+    .command('set <event-id>')
+    .description('Move the cursor so that the next run reads after this event id (the filter is kept).')
+    .option(...sourceOption)
+    .action(
+      action(async ({ config, logger }, eventId: string, opts: { source?: string }) => {
+        const { setCursor } = await import('../../store/cursor.js');
+        const source = opts.source ?? config.feed.source;
+        await withStore(config, logger, (store) => setCursor(store, source, eventId));
+        process.stdout.write(`source ${source}: the next run reads after ${eventId}\n`);
+        return 0;
+      }),
+    );
+  cursor
+    .command('reset')
+    .description('Start the source over from the beginning of the feed, with the current FEED_TYPES.')
+    .option(...sourceOption)
+    .action(
+      action(async ({ config, logger }, opts: { source?: string }) => {
+        const { setCursor } = await import('../../store/cursor.js');
+        const source = opts.source ?? config.feed.source;
+        await withStore(config, logger, (store) => setCursor(store, source, null, config.feed.types));
+        process.stdout.write(
+          `source ${source}: reset to the start of the feed (types ${config.feed.types?.join(',') ?? 'all'}); stored events are de-duplicated\n`,
+        );
+        return 0;
+      }),
+    );
+  return cursor;
+}

@@ -1,0 +1,26 @@
+import { Command } from 'commander';
+import { action } from '../context.js';
+
+export function migrateCommand(): Command {
+  return new Command('migrate')
+    .description('Create or update the tables in DATABASE_SCHEMA. Safe to run while another migrate runs.')
+    .action(
+      action(async ({ config, logger }) => {
+        const { createStore } = await import('../../store/db.js');
+        const { migrate } = await import('../../store/migrate.js');
+        const store = createStore({ ...config.database, logger });
+        try {
+          const { applied } = await migrate(store);
+          logger.info({ schema: config.database.schema, applied }, 'schema up to date');
+          process.stdout.write(
+            applied.length > 0
+              ? `applied ${applied.join(', ')} in schema ${config.database.schema}\n`
+              : `schema ${config.database.schema} already up to date\n`,
+          );
+        } finally {
+          await store.close();
+        }
+        return 0;
+      }),
+    );
+}

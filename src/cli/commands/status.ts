@@ -1,0 +1,29 @@
+import { Command } from 'commander';
+import { action } from '../context.js';
+import { withStore } from '../with-store.js';
+
+export function statusCommand(): Command {
+  return new Command('status')
+    .description(
+      'Per source: cursor, types, last success, events stored, outbox backlog, quarantine; queue counts.',
+    )
+    .option('--json', 'print JSON')
+    .action(
+      action(async ({ config, logger }, opts: { json?: boolean }) => {
+        const { createPublisher } = await import('../../queue/publisher.js');
+        const { statusReport, formatStatus } = await import('../status-report.js');
+        const publisher = createPublisher({
+          redisUrl: config.redis.url,
+          prefix: config.queues.prefix,
+          timeoutMs: 2000,
+        });
+        try {
+          const report = await withStore(config, logger, (store) => statusReport(config, store, publisher));
+          process.stdout.write(opts.json ? `${JSON.stringify(report, null, 2)}\n` : formatStatus(report));
+          return 0;
+        } finally {
+          await publisher.close();
+        }
+      }),
+    );
+}

@@ -1,0 +1,40 @@
+import type { CommitInfo } from '../sync/catch-up.js';
+
+/**
+ * A one-line progress display on a terminal (pages, events, events/s), redrawn
+ * at most twice a second. On anything else it does nothing: logs say enough.
+ */
+export function progressReporter(stream: NodeJS.WriteStream = process.stderr): {
+  onCommit: (info: CommitInfo) => void;
+  done: () => void;
+} {
+  if (!stream.isTTY) return { onCommit: () => {}, done: () => {} };
+  const started = performance.now();
+  let pages = 0;
+  let events = 0;
+  let duplicates = 0;
+  let lastDraw = 0;
+  const draw = (): void => {
+    const seconds = (performance.now() - started) / 1000;
+    const rate = seconds > 0 ? Math.round(events / seconds) : 0;
+    stream.write(`\r\x1b[Kpages ${pages}  events ${events}  duplicates ${duplicates}  ${rate} events/s`);
+  };
+  return {
+    onCommit(info) {
+      pages += info.pages;
+      events += info.result.inserted.length;
+      duplicates += info.result.duplicates;
+      const now = performance.now();
+      if (now - lastDraw > 500) {
+        lastDraw = now;
+        draw();
+      }
+    },
+    done() {
+      if (pages > 0) {
+        draw();
+        stream.write('\n');
+      }
+    },
+  };
+}

@@ -1,0 +1,129 @@
+import type { Config } from '../config.js';
+import type { Logger } from '../logger.js';
+import { dbGauges } from '../metrics/db-gauges.js';
+import { createMetrics } from '../metrics/metrics.js';
+import { startHealthServer } from '../metrics/server.js';
+import { createStore } from '../store/db.js';
+import { shutdownSignal } from '../sync/signals.js';
+import { createSync, type RunResult } from '../sync/sync.js';
+import { watch } from '../sync/watch.js';
+import { progressReporter } from './progress.js';
+
+/** `feedsync sync`: one run (--once) or the loop (--watch). Returns the exit code. */
+export async function runSync(
+  config: Config,
+  logger: Logger,
+  opts: { watch: boolean; migrate: boolean },
+): Promise<number> {
+  const shutdown = shutdownSignal(logger);
+  const progress = progressReporter();
+  let lastBeat = Date.now();
+  const beat = (): void => {
+    lastBeat = Date.now();
+  };
+  const store = createStore({ ...config.database, logger });
+  const metrics = createMetrics(dbGauges(store, config.feed.source));
+  const sync = createSync(config, {
+    logger,
+    store,
+    autoMigrate: opts.migrate,
+    hooks: {
+      ...metrics.hooks,
+      onCommit: (info) => {
+        progress.onCommit(info);
+        metrics.hooks.onCommit(info);
+        beat();
+      },
+      onRetry: (info) => {
+        metrics.hooks.onRetry(info);
+        beat();
+      },
+    },
+  });
+  const log = logger.child({ module: 'cli' });
+
+  try {
+    if (!opts.watch) {
+      const result = await sync.runOnce(shutdown.signal).catch((err: unknown) => {
+        metrics.observeFailure();
+        throw err;
+      });
+      progress.done();
+      metrics.observeRun(result);
+      const summary = await metrics.summary();
+      log.info(
+        {
+          ...summary,
+          status: result.status,
+          cursor: result.cursor,
+          durationMs: Math.round(result.durationMs),
+        },
+        'sync run finished',
+      );
+      if (config.pushgatewayUrl) await push(config.pushgatewayUrl, metrics.registry, config.feed.source, log);
+      return exitCode(result);
+    }
+
+    // Stale when no beat came for three intervals plus the longest wait a request may legitimately take.
+    const staleAfterMs = 3 * config.syncIntervalMs + 2 * config.feed.timeoutMs + config.feed.maxRetryWaitMs;
+    const health = await startHealthServer({
+      port: config.metricsPort,
+      registry: metrics.registry,
+      logger,
+      live: () => Date.now() - lastBeat < staleAfterMs,
+      ready: async () => {
+        const [postgres, redis] = await Promise.all([
+          sync.store.pool
+            .query('SELECT 1')
+            .then(() => true)
+            .catch(() => false),
+          sync.publisher.ping(),
+        ]);
+        return { ok: postgres && redis, checks: { postgres, redis } };
+      },
+    });
+    log.info({ port: health.port, intervalMs: config.syncIntervalMs }, 'watching the feed');
+    try {
+      await watch({
+        sync,
+        intervalMs: config.syncIntervalMs,
+        signal: shutdown.signal,
+        logger,
+        onBeat: beat,
+        onRun: (result) => {
+          metrics.observeRun(result);
+          log.info(
+            { status: result.status, stored: result.stored, pages: result.pages },
+            'sync run finished',
+          );
+        },
+      });
+    } finally {
+      await health.close();
+    }
+    return 0;
+  } finally {
+    progress.done();
+    await sync.close();
+    await store.close();
+    shutdown.dispose();
+  }
+}
+
+function exitCode(result: RunResult): number {
+  return result.drained ? 0 : 1;
+}
+
+async function push(
+  url: string,
+  registry: import('prom-client').Registry,
+  source: string,
+  log: Logger,
+): Promise<void> {
+  const { Pushgateway } = await import('prom-client');
+  try {
+    await new Pushgateway(url, {}, registry).pushAdd({ jobName: 'feedsync', groupings: { source } });
+  } catch (err) {
+    log.warn({ err }, 'could not push metrics to the Pushgateway');
+  }
+}

@@ -1,0 +1,95 @@
+import type { Config } from '../config.js';
+import type { Publisher } from '../queue/publisher.js';
+import { quoteSchema, type Store } from '../store/db.js';
+
+export interface SourceStatus {
+  source: string;
+  cursor: string | null;
+  types: string[] | null;
+  lastSuccessAt: string | null;
+  eventsStored: number;
+  newestEventAt: string | null;
+  outboxBacklog: number;
+  quarantined: number;
+}
+
+export interface StatusReport {
+  schema: string;
+  sources: SourceStatus[];
+  /** Job counts per queue, or null where Redis did not answer. */
+  queues: Record<string, Record<string, number> | null>;
+}
+
+/** What `feedsync status` shows: per source, then per queue. */
+export async function statusReport(
+  config: Config,
+  store: Store,
+  publisher: Publisher,
+): Promise<StatusReport> {
+  const s = quoteSchema(store.schema);
+  const { rows } = await store.pool.query<{
+    source: string;
+    after_id: string | null;
+    types: string[] | null;
+    last_success_at: Date | null;
+    events: string;
+    newest: Date | null;
+    backlog: string;
+    quarantined: string;
+  }>(
+    `WITH sources AS (
+       SELECT source FROM ${s}.cursors UNION SELECT DISTINCT source FROM ${s}.outbox WHERE published_at IS NULL
+       UNION SELECT DISTINCT source FROM ${s}.quarantine
+     )
+     SELECT src.source, c.after_id, c.types, c.last_success_at,
+       (SELECT count(*) FROM ${s}.events e WHERE e.source = src.source) AS events,
+       (SELECT max(created_at) FROM ${s}.events e WHERE e.source = src.source) AS newest,
+       (SELECT count(*) FROM ${s}.outbox o WHERE o.source = src.source AND o.published_at IS NULL) AS backlog,
+       (SELECT count(*) FROM ${s}.quarantine q WHERE q.source = src.source) AS quarantined
+     FROM sources src LEFT JOIN ${s}.cursors c ON c.source = src.source ORDER BY src.source`,
+  );
+  const queues: StatusReport['queues'] = {};
+  for (const name of [config.queues.emailEvents, config.queues.contactEvents]) {
+    queues[name] = await publisher.counts(name).catch(() => null);
+  }
+  return {
+    schema: store.schema,
+    sources: rows.map((r) => ({
+      source: r.source,
+      cursor: r.after_id,
+      types: r.types,
+      lastSuccessAt: r.last_success_at?.toISOString() ?? null,
+      eventsStored: Number(r.events),
+      newestEventAt: r.newest?.toISOString() ?? null,
+      outboxBacklog: Number(r.backlog),
+      quarantined: Number(r.quarantined),
+    })),
+    queues,
+  };
+}
+
+/** The report as aligned text for a person. */
+export function formatStatus(report: StatusReport): string {
+  const lines = [`schema ${report.schema}`];
+  if (report.sources.length === 0) lines.push('no source has run yet');
+  for (const s of report.sources) {
+    lines.push(
+      `source ${s.source}`,
+      `  cursor          ${s.cursor ?? '(start)'}`,
+      `  types           ${s.types?.join(',') ?? 'all'}`,
+      `  last success    ${s.lastSuccessAt ?? 'never'}`,
+      `  events stored   ${s.eventsStored}${s.newestEventAt ? ` (newest ${s.newestEventAt})` : ''}`,
+      `  outbox backlog  ${s.outboxBacklog}`,
+      `  quarantined     ${s.quarantined}`,
+    );
+  }
+  for (const [queue, counts] of Object.entries(report.queues)) {
+    const text = counts
+      ? Object.entries(counts)
+          .map(([k, v]) => `${k} ${v}`)
+          .join(', ')
+      : 'Redis unreachable';
+    lines.push(`queue ${queue}: ${text}`);
+  }
+  return `${lines.join('\n')}\n`;
+}

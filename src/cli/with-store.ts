@@ -1,0 +1,27 @@
+import type { Config } from '../config.js';
+import type { Logger } from '../logger.js';
+import type { Store } from '../store/db.js';
+
+/** Opens the store for one command, checks the schema is migrated, and closes it after. */
+export async function withStore<T>(
+  config: Config,
+  logger: Logger,
+  fn: (store: Store) => Promise<T>,
+): Promise<T> {
+  const { createStore } = await import('../store/db.js');
+  const { schemaState } = await import('../store/migrate.js');
+  const { ConfigError } = await import('../errors.js');
+  const store = createStore({ ...config.database, logger });
+  try {
+    const state = await schemaState(store);
+    if (state.pending.length > 0) {
+      throw new ConfigError(
+        `the schema "${store.schema}" is not up to date; run "feedsync migrate"`,
+        'SCHEMA_OUTDATED',
+      );
+    }
+    return await fn(store);
+  } finally {
+    await store.close();
+  }
+}

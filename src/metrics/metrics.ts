@@ -1,0 +1,137 @@
+import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import type { CommitInfo } from '../sync/catch-up.js';
+import type { RunResult, SyncHooks } from '../sync/sync.js';
+
+/** Reads the gauges that come from the database, at scrape or summary time. */
+export interface GaugeSource {
+  /** Seconds since the newest stored event's created_at; null when nothing is stored. */
+  cursorLagSeconds(): Promise<number | null>;
+  outboxBacklog(): Promise<number>;
+}
+
+export interface Metrics {
+  readonly registry: Registry;
+  /** Hooks to pass to createSync. */
+  readonly hooks: Required<SyncHooks>;
+  observeRun(result: RunResult): void;
+  /** Counts a run that threw. */
+  observeFailure(): void;
+  /** A short summary for the end of a once run. */
+  summary(): Promise<Record<string, number | null>>;
+}
+
+/** The Prometheus metrics of the sync worker (names in docs/DEPLOYMENT.md). */
+export function createMetrics(gauges: GaugeSource): Metrics {
+  const registry = new Registry();
+  const stored = new Counter({
+    name: 'feedsync_events_stored_total',
+    help: 'Events stored for the first time, by type.',
+    labelNames: ['type'],
+    registers: [registry],
+  });
+  const duplicates = new Counter({
+    name: 'feedsync_events_duplicate_total',
+    help: 'Events that were already stored (overlap, repeats, webhook and feed both).',
+    registers: [registry],
+  });
+  const quarantined = new Counter({
+    name: 'feedsync_events_quarantined_total',
+    help: 'Items kept in the quarantine table because they are not storable events.',
+    registers: [registry],
+  });
+  const pages = new Counter({
+    name: 'feedsync_pages_total',
+    help: 'Feed pages committed.',
+    registers: [registry],
+  });
+  const requests = new Histogram({
+    name: 'feedsync_feed_request_duration_seconds',
+    help: 'Feed request latency, by HTTP status (0: no answer).',
+    labelNames: ['status'],
+    buckets: [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+    registers: [registry],
+  });
+  const retries = new Counter({
+    name: 'feedsync_feed_retries_total',
+    help: 'Feed requests retried.',
+    registers: [registry],
+  });
+  const published = new Counter({
+    name: 'feedsync_jobs_published_total',
+    help: 'Jobs handed to BullMQ, by queue.',
+    labelNames: ['queue'],
+    registers: [registry],
+  });
+  const lastSuccess = new Gauge({
+    name: 'feedsync_last_success_timestamp_seconds',
+    help: 'When a run last caught up with the feed (unix seconds).',
+    registers: [registry],
+  });
+  const runDuration = new Histogram({
+    name: 'feedsync_run_duration_seconds',
+    help: 'Duration of sync runs.',
+    buckets: [0.1, 0.5, 1, 5, 15, 60, 300, 900, 3600],
+    registers: [registry],
+  });
+  const runFailures = new Counter({
+    name: 'feedsync_run_failures_total',
+    help: 'Runs that failed.',
+    registers: [registry],
+  });
+  new Gauge({
+    name: 'feedsync_cursor_lag_seconds',
+    help: "Now minus the newest stored event's created_at.",
+    registers: [registry],
+    async collect() {
+      const lag = await gauges.cursorLagSeconds().catch(() => null);
+      if (lag !== null) this.set(lag);
+    },
+  });
+  new Gauge({
+    name: 'feedsync_outbox_backlog',
+    help: 'Outbox rows not yet published to BullMQ.',
+    registers: [registry],
+    async collect() {
+      this.set(await gauges.outboxBacklog().catch(() => Number.NaN));
+    },
+  });
+
+  const hooks: Required<SyncHooks> = {
+    onCommit(info: CommitInfo) {
+      pages.inc(info.pages);
+      for (const e of info.result.inserted) stored.inc({ type: e.type });
+      if (info.result.duplicates > 0) duplicates.inc(info.result.duplicates);
+      if (info.result.quarantined > 0) quarantined.inc(info.result.quarantined);
+    },
+    onFeedResponse: ({ status, seconds }) => requests.observe({ status: String(status) }, seconds),
+    onRetry: () => retries.inc(),
+    onPublished: (queue, count) => published.inc({ queue }, count),
+  };
+
+  return {
+    registry,
+    hooks,
+    observeRun(result) {
+      runDuration.observe(result.durationMs / 1000);
+      if (result.status === 'caught-up') lastSuccess.set(Date.now() / 1000);
+    },
+    observeFailure: () => runFailures.inc(),
+    async summary() {
+      const sum = async (name: string): Promise<number> => {
+        const metric = await registry.getSingleMetric(name)?.get();
+        // Counters only: every value is a sample of the total, one per label set.
+        return (metric?.values ?? []).reduce((acc, v) => acc + v.value, 0);
+      };
+      return {
+        events_stored: await sum('feedsync_events_stored_total'),
+        events_duplicate: await sum('feedsync_events_duplicate_total'),
+        events_quarantined: await sum('feedsync_events_quarantined_total'),
+        pages: await sum('feedsync_pages_total'),
+        feed_retries: await sum('feedsync_feed_retries_total'),
+        jobs_published: await sum('feedsync_jobs_published_total'),
+        outbox_backlog: await gauges.outboxBacklog().catch(() => null),
+        cursor_lag_seconds: await gauges.cursorLagSeconds().catch(() => null),
+      };
+    },
+  };
+}

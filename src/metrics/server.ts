@@ -1,0 +1,66 @@
+import { createServer, type Server } from 'node:http';
+import type { Registry } from 'prom-client';
+import type { Logger } from '../logger.js';
+
+export interface HealthServerOptions {
+  port: number;
+  host?: string;
+  /** Prometheus registry served at /metrics; omitted, /metrics is 404. */
+  registry?: Registry;
+  /** /healthz: the loop's heartbeat is fresh. */
+  live: () => boolean;
+  /** /readyz: Postgres and Redis answer. Reports which one does not. */
+  ready: () => Promise<{ ok: boolean; checks: Record<string, boolean> }>;
+  logger: Logger;
+}
+
+/** /healthz, /readyz and /metrics for Kubernetes and Prometheus. */
+export async function startHealthServer(
+  opts: HealthServerOptions,
+): Promise<{ server: Server; port: number; close(): Promise<void> }> {
+  const server = createServer((req, res) => {
+    const path = (req.url ?? '/').split('?')[0];
+    const reply = (status: number, body: string, type = 'application/json'): void => {
+      res.writeHead(status, { 'content-type': type, 'cache-control': 'no-store' }).end(body);
+    };
+    if (req.method !== 'GET' && req.method !== 'HEAD') return reply(405, '{"error":"method not allowed"}');
+    if (path === '/healthz') {
+      const ok = opts.live();
+      return reply(ok ? 200 : 503, JSON.stringify({ ok }));
+    }
+    if (path === '/readyz') {
+      opts
+        .ready()
+        .then((r) => reply(r.ok ? 200 : 503, JSON.stringify(r)))
+        .catch(() => reply(503, '{"ok":false}'));
+      return;
+    }
+    if (path === '/metrics' && opts.registry) {
+      const registry = opts.registry;
+      registry
+        .metrics()
+        .then((text) => reply(200, text, registry.contentType))
+        .catch((err: unknown) => {
+          opts.logger.warn({ err }, 'metrics collection failed');
+          reply(500, '{"error":"metrics collection failed"}');
+        });
+      return;
+    }
+    reply(404, '{"error":"not found"}');
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(opts.port, opts.host ?? '0.0.0.0', () => resolve());
+  });
+  const address = server.address();
+  const port = typeof address === 'object' && address ? address.port : opts.port;
+  return {
+    server,
+    port,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections();
+      }),
+  };
+}
