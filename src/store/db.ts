@@ -134,7 +134,11 @@ export function createStore(opts: StoreOptions): Store {
     pool,
     schema: opts.schema,
     close() {
-      closing ??= root.destroy();
+      closing ??= (async () => {
+        await root.destroy();
+        // kysely ends the pool only if it ever used it; migrate and the lock may have alone.
+        if (!pool.ended) await pool.end();
+      })();
       return closing;
     },
   };

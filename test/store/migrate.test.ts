@@ -1,0 +1,131 @@
+import { execFile } from 'node:child_process';
+import { copyFile, mkdir, mkdtemp, rm, symlink, writeFile } from 'node:fs/promises';
+import { createRequire } from 'node:module';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { promisify } from 'node:util';
+import { afterAll, describe, expect, it } from 'vitest';
+import { FeedsyncError } from '../../src/errors.js';
+import { createStore, migrate, type Store, schemaState } from '../../src/store/index.js';
+import { dropSchema, TEST_DATABASE_URL, uniqueSchema } from '../support/postgres.js';
+
+const run = promisify(execFile);
+const root = fileURLToPath(new URL('../../', import.meta.url));
+const schemas: string[] = [];
+const stores: Store[] = [];
+const temps: string[] = [];
+
+function newStore(schema: string): Store {
+  const store = createStore({ url: TEST_DATABASE_URL, schema, max: 2 });
+  stores.push(store);
+  return store;
+}
+
+function freshSchema(label: string): string {
+  const schema = uniqueSchema(label);
+  schemas.push(schema);
+  return schema;
+}
+
+async function tables(store: Store): Promise<string[]> {
+  const { rows } = await store.pool.query<{ table_name: string }>(
+    'SELECT table_name FROM information_schema.tables WHERE table_schema = $1 ORDER BY table_name',
+    [store.schema],
+  );
+  return rows.map((r) => r.table_name);
+}
+
+afterAll(async () => {
+  for (const store of stores) await store.close();
+  for (const schema of schemas) await dropSchema(schema);
+  for (const dir of temps) await rm(dir, { recursive: true, force: true });
+});
+
+describe('migrate', () => {
+  it('creates every table in the schema, migrator tables included, and is a no-op the second time', async () => {
+    const store = newStore(freshSchema('mig_twice'));
+    expect(await schemaState(store)).toEqual({ current: null, latest: '0001_init', pending: ['0001_init'] });
+
+    expect(await migrate(store)).toEqual({ applied: ['0001_init'] });
+    expect(await tables(store)).toEqual([
+      'cursors',
+      'email_status',
+      'events',
+      'kysely_migration',
+      'kysely_migration_lock',
+      'outbox',
+      'quarantine',
+    ]);
+    expect(await schemaState(store)).toEqual({ current: '0001_init', latest: '0001_init', pending: [] });
+
+    expect(await migrate(store)).toEqual({ applied: [] });
+  });
+
+  it('is safe when two stores run it at once: one applies, the other finds nothing to do', async () => {
+    const schema = freshSchema('mig_concurrent');
+    const results = await Promise.all([migrate(newStore(schema)), migrate(newStore(schema))]);
+    expect(results.map((r) => r.applied).sort()).toEqual([[], ['0001_init']]);
+    expect(await schemaState(newStore(schema))).toMatchObject({ pending: [] });
+  });
+
+  it('is safe when two processes run it at once', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'feedsync-migrate-'));
+    temps.push(dir);
+    // Build the store module into dir/dist, next to links to migrations/ and node_modules/,
+    // the same layout as the published package.
+    const tsc = createRequire(import.meta.url).resolve('typescript/lib/tsc.js');
+    await run(process.execPath, [
+      tsc,
+      ...['--outDir', join(dir, 'dist'), '--rootDir', join(root, 'src'), '--module', 'node16'],
+      ...['--moduleResolution', 'node16', '--target', 'ES2023', '--skipLibCheck', '--types', 'node'],
+      join(root, 'src/store/index.ts'),
+    ]);
+    await symlink(join(root, 'migrations'), join(dir, 'migrations'));
+    await symlink(join(root, 'node_modules'), join(dir, 'node_modules'));
+
+    const schema = freshSchema('mig_processes');
+    const entry = pathToFileURL(join(dir, 'dist/store/index.js')).href;
+    const script = `
+      import { createStore, migrate } from ${JSON.stringify(entry)};
+      const store = createStore({ url: ${JSON.stringify(TEST_DATABASE_URL)}, schema: ${JSON.stringify(schema)} });
+      try { process.stdout.write(JSON.stringify(await migrate(store))); } finally { await store.close(); }`;
+    const child = () => run(process.execPath, ['--input-type=module', '-e', script], { timeout: 20_000 });
+    const outputs = await Promise.all([child(), child(), child()]);
+    const applied = outputs.map((o) => (JSON.parse(o.stdout) as { applied: string[] }).applied);
+    expect(applied.flat()).toEqual(['0001_init']);
+    expect(await tables(newStore(schema))).toContain('events');
+  });
+
+  it('throws on a failed migration, keeps nothing of it, and reports it as pending', async () => {
+    const folder = await mkdtemp(join(tmpdir(), 'feedsync-migrations-'));
+    temps.push(folder);
+    const folderUrl = pathToFileURL(`${folder}/`);
+    await copyFile(join(root, 'migrations/0001_init.sql'), join(folder, '0001_init.sql'));
+    await mkdir(join(folder, 'ignored-folder'));
+    await writeFile(join(folder, 'README.md'), 'not a migration');
+
+    const store = newStore(freshSchema('mig_fail'));
+    expect(await migrate(store, { folder: folderUrl })).toEqual({ applied: ['0001_init'] });
+
+    await writeFile(join(folder, '0002_broken.sql'), 'CREATE TABLE half_done (x int);\nSELECT 1 / 0;\n');
+    expect(await schemaState(store, { folder: folderUrl })).toEqual({
+      current: '0001_init',
+      latest: '0002_broken',
+      pending: ['0002_broken'],
+    });
+    const failure = await migrate(store, { folder: folderUrl }).catch((err: unknown) => err);
+    expect(failure).toBeInstanceOf(FeedsyncError);
+    expect(failure).toMatchObject({ code: 'MIGRATION_FAILED' });
+    expect((failure as Error).message).toMatch(/0002_broken.*division by zero/);
+    expect(await tables(store)).not.toContain('half_done');
+    expect(await schemaState(store, { folder: folderUrl })).toMatchObject({ pending: ['0002_broken'] });
+    // The failed run gave its connection back without the schema lock: another run proceeds.
+    await writeFile(join(folder, '0002_broken.sql'), 'CREATE TABLE half_done (x int);\n');
+    expect(await migrate(store, { folder: folderUrl })).toEqual({ applied: ['0002_broken'] });
+  });
+
+  it('refuses a schema name that is not a plain lowercase identifier', () => {
+    expect(() => createStore({ url: TEST_DATABASE_URL, schema: 'Bad"; DROP' })).toThrow(/identifier/);
+  });
+});
