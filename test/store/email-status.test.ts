@@ -143,7 +143,7 @@ describe('email_status projection', () => {
         }
         if (at < shuffled.length) batches.push(shuffled.slice(at));
         // Some events arrive again (feed overlap, webhook and feed both).
-        resent.forEach((i, k) => batches[k % batches.length]!.push(events[i]!));
+        for (const [k, i] of resent.entries()) batches[k % batches.length]!.push(events[i]!);
 
         await applyInOrder(`shuffled-${run}`, batches);
         await applyInOrder(
