@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import type { ServiceEvent } from '../api/types.js';
 import { applyStatement } from './apply-statement.js';
 import { quoteSchema, type Store } from './db.js';
@@ -37,6 +38,15 @@ export interface Applier {
   apply(batch: ApplyBatch): Promise<ApplyResult>;
 }
 
+export interface ApplierOptions {
+  /**
+   * Run the statement as a named prepared statement, planned once per connection
+   * (about a third of the time of a page). Default true. Turn it off behind a
+   * transaction pooler that does not keep prepared statements across transactions.
+   */
+  prepare?: boolean;
+}
+
 interface ApplyRow {
   ok: boolean;
   inserted: string[];
@@ -50,8 +60,17 @@ interface ApplyRow {
  * together or not at all. The cursor row must exist (ensureCursor) for a
  * compare-and-set to succeed.
  */
-export function createApplier(store: Store, route: (type: string) => EventRoute | null): Applier {
+export function createApplier(
+  store: Store,
+  route: (type: string) => EventRoute | null,
+  opts: ApplierOptions = {},
+): Applier {
   const text = applyStatement(quoteSchema(store.schema));
+  // Named after its text: one name per schema and version of the statement, short of the 63-byte limit.
+  const name =
+    opts.prepare === false
+      ? undefined
+      : `feedsync_apply_${createHash('sha256').update(text).digest('hex').slice(0, 16)}`;
 
   return {
     async apply(batch) {
@@ -107,7 +126,7 @@ export function createApplier(store: Store, route: (type: string) => EventRoute 
         };
       }
 
-      const { rows } = await store.pool.query<ApplyRow>(text, [
+      const values = [
         batch.source,
         batch.receivedVia,
         ids,
@@ -121,7 +140,10 @@ export function createApplier(store: Store, route: (type: string) => EventRoute 
         batch.cursor?.next ?? null,
         raws,
         reasons,
-      ]);
+      ];
+      const { rows } = await store.pool.query<ApplyRow>(
+        name === undefined ? { text, values } : { name, text, values },
+      );
       const row = rows[0]!;
       if (!row.ok) {
         return { status: 'cursor-conflict', inserted: [], duplicates: 0, quarantined: 0, outboxRows: 0 };

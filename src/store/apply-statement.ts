@@ -6,7 +6,8 @@
  *   go    true when there is no cursor to move, or the compare-and-set hit its row
  *   ins   events, ON CONFLICT DO NOTHING, gated on go; RETURNING the new ones
  *   mail  the new email.* events that carry a string email_id
- *   fold  one row per email, so that one upsert per email suffices
+ *   fold  one row per email, so that one upsert per email suffices (no joins: a
+ *         batch may hold thousands of events)
  *   up    email_status upsert that never moves backwards
  *   ob    outbox rows for the new routed events, in feed order
  *   q     quarantine rows, gated on go
@@ -36,6 +37,7 @@ export function applyStatement(quotedSchema: string): string {
     `${column} = CASE WHEN ${when} THEN excluded.${column} ELSE e.${column} END`;
   const earliest = (column: string) => `${column} = LEAST(e.${column}, excluded.${column})`;
   const byStatus = `ORDER BY rank DESC, created_at, id COLLATE "C"`;
+  const byTime = `ORDER BY created_at, id COLLATE "C"`;
   const firstOf = (status: string) => `min(created_at) FILTER (WHERE status = '${status}')`;
 
   return `
@@ -55,15 +57,14 @@ WITH input AS (
   ORDER BY ord
   ON CONFLICT (source, id) DO NOTHING
   RETURNING ev.id, ev.type, ev.created_at, ev.data
-), mail AS (
+), mail AS MATERIALIZED (
   SELECT id, created_at, substr(type, 7) AS status, data->>'email_id' AS email_id,
     CASE type WHEN 'email.sent' THEN 1 WHEN 'email.delivered' THEN 2 WHEN 'email.bounced' THEN 3
       WHEN 'email.failed' THEN 3 WHEN 'email.complained' THEN 4 END AS rank,
-    NULLIF(ARRAY(
-      SELECT a #>> '{}' FROM jsonb_array_elements(CASE jsonb_typeof(data->'to')
+    -- The string addresses of data.to as a jsonb array, NULL when there are none.
+    (SELECT jsonb_agg(a) FROM jsonb_array_elements(CASE jsonb_typeof(data->'to')
         WHEN 'array' THEN data->'to' WHEN 'string' THEN jsonb_build_array(data->'to') ELSE '[]' END) AS a
-      WHERE jsonb_typeof(a) = 'string'
-    ), '{}') AS recipients
+      WHERE jsonb_typeof(a) = 'string') AS recipients
   FROM ins
   WHERE type IN ('email.sent', 'email.delivered', 'email.bounced', 'email.failed', 'email.complained')
     AND jsonb_typeof(data->'email_id') = 'string'
@@ -75,8 +76,9 @@ WITH input AS (
     ${firstOf('sent')} AS sent_at, ${firstOf('delivered')} AS delivered_at,
     ${firstOf('bounced')} AS bounced_at, ${firstOf('complained')} AS complained_at,
     ${firstOf('failed')} AS failed_at,
-    (array_agg(id ORDER BY created_at, id COLLATE "C") FILTER (WHERE recipients IS NOT NULL))[1]
-      AS recipients_event_id
+    (array_agg(recipients ${byTime}) FILTER (WHERE recipients IS NOT NULL))[1] AS recipients,
+    (array_agg(id ${byTime}) FILTER (WHERE recipients IS NOT NULL))[1] AS recipients_event_id,
+    (array_agg(created_at ${byTime}) FILTER (WHERE recipients IS NOT NULL))[1] AS recipients_event_at
   FROM mail GROUP BY email_id
 ), up AS (
   INSERT INTO ${s}.email_status AS e (source, email_id, status, last_event_id, last_event_at,
@@ -84,8 +86,9 @@ WITH input AS (
     recipients, recipients_event_id, recipients_event_at)
   SELECT $1::text, f.email_id, f.status, f.last_event_id, f.last_event_at,
     f.sent_at, f.delivered_at, f.bounced_at, f.complained_at, f.failed_at,
-    m.recipients, f.recipients_event_id, m.created_at
-  FROM fold f LEFT JOIN mail m ON m.id = f.recipients_event_id
+    CASE WHEN f.recipients IS NOT NULL THEN ARRAY(SELECT jsonb_array_elements_text(f.recipients)) END,
+    f.recipients_event_id, f.recipients_event_at
+  FROM fold f
   -- A fixed order keeps two writers of overlapping emails from deadlocking.
   ORDER BY f.email_id
   ON CONFLICT (source, email_id) DO UPDATE SET

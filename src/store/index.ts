@@ -1,5 +1,6 @@
 export {
   type Applier,
+  type ApplierOptions,
   type ApplyBatch,
   type ApplyResult,
   createApplier,
