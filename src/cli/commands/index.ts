@@ -2,6 +2,7 @@ import type { Command } from 'commander';
 import { cursorCommand } from './cursor.js';
 import { migrateCommand } from './migrate.js';
 import { reconcileCommand } from './reconcile.js';
+import { simulatorCommand } from './simulator.js';
 import { statusCommand } from './status.js';
 import { syncCommand } from './sync.js';
 
@@ -17,6 +18,7 @@ export function registerCommands(program: Command): void {
     statusCommand,
     cursorCommand,
     reconcileCommand,
+    simulatorCommand,
   ];
   for (const make of commands) program.addCommand(make());
 }

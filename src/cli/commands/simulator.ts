@@ -1,0 +1,148 @@
+import { Command, InvalidArgumentError, Option } from 'commander';
+
+interface SimulatorFlags {
+  port: number;
+  host: string;
+  keyPrefix?: string;
+  timeScale: number;
+  backlog: number;
+  latencyMs?: number;
+  rate429?: number;
+  retryAfterSec?: number;
+  rate5xx?: number;
+  duplicateRate?: number;
+  slowBodyMs?: number;
+  truncateRate?: number;
+  hangRate?: number;
+  logLevel: string;
+}
+
+const FAULT_FLAGS = [
+  'latencyMs',
+  'rate429',
+  'retryAfterSec',
+  'rate5xx',
+  'duplicateRate',
+  'slowBodyMs',
+  'truncateRate',
+  'hangRate',
+] as const;
+
+function number(min: number, max: number, whole = false) {
+  return (value: string): number => {
+    const n = Number(value);
+    if (value.trim() === '' || !Number.isFinite(n) || n < min || n > max || (whole && !Number.isInteger(n))) {
+      throw new InvalidArgumentError(`must be a ${whole ? 'whole number' : 'number'} from ${min} to ${max}`);
+    }
+    return n;
+  };
+}
+
+const share = number(0, 1);
+const ms = number(0, 600_000, true);
+
+/**
+ * `feedsync simulator`: a local stand-in for the service. Needs no FEED_*
+ * configuration; it runs until SIGINT or SIGTERM.
+ */
+export function simulatorCommand(): Command {
+  return (
+    new Command('simulator')
+      .description('Run a local stand-in for the email delivery service, state in memory (DESIGN section 5).')
+      // addCommand does not pass the program's settings down: a bad flag must still reach cli.ts (exit 2).
+      .exitOverride()
+      .showHelpAfterError()
+      .option('--port <port>', 'TCP port; 0 picks a free one', number(0, 65_535, true), 4010)
+      .option('--host <host>', 'interface to listen on', '127.0.0.1')
+      .option(
+        '--key-prefix <prefix>',
+        'accept only <prefix>_test_… and <prefix>_live_… keys (default: any lowercase prefix)',
+      )
+      .option(
+        '--time-scale <factor>',
+        'multiply the webhook retry gaps (about a day in all)',
+        number(0, 1_000),
+        1,
+      )
+      .option(
+        '--backlog <n>',
+        'a synthetic backlog of N events at the start of the feed',
+        number(0, 1e11, true),
+        0,
+      )
+      .option('--latency-ms <ms>', 'milliseconds added to every /api response', ms)
+      .option('--rate-429 <share>', 'share (0..1) of /api requests answered 429 with Retry-After', share)
+      .option('--retry-after-sec <s>', 'the Retry-After sent with a 429 (default 1)', number(0, 86_400, true))
+      .option('--rate-5xx <share>', 'share (0..1) of /api requests answered 503', share)
+      .option(
+        '--duplicate-rate <share>',
+        'share (0..1) of feed pages that repeat the end of the previous page',
+        share,
+      )
+      .option('--slow-body-ms <ms>', 'drip each /events body out over this many ms', ms)
+      .option('--truncate-rate <share>', 'share (0..1) of /events bodies cut short', share)
+      .option('--hang-rate <share>', 'share (0..1) of /events responses that never finish', share)
+      .addOption(
+        new Option('--log-level <level>', 'requests are logged at debug')
+          .choices(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'])
+          .default('info'),
+      )
+      .addHelpText(
+        'after',
+        '\nThe control API (loopback clients only) is at /_sim: GET /_sim/stats, POST /_sim/faults,\n' +
+          'POST /_sim/backlog {count}, POST /_sim/contacts {type, email}, GET /_sim/webhooks/{id}/deliveries,\n' +
+          'POST /_sim/webhooks/{id}/deliveries/{delivery}/resend. Stop with Ctrl-C (SIGINT) or SIGTERM.',
+      )
+      .action(async (flags: SimulatorFlags) => {
+        process.exitCode = await runSimulator(flags);
+      })
+  );
+}
+
+async function runSimulator(flags: SimulatorFlags): Promise<number> {
+  const [{ startSimulator }, { createLogger }] = await Promise.all([
+    import('../../simulator/index.js'),
+    import('../../logger.js'),
+  ]);
+  const logger = createLogger({ level: flags.logLevel });
+  const faults: Record<string, number> = {};
+  for (const name of FAULT_FLAGS) if (flags[name] !== undefined) faults[name] = flags[name];
+
+  let sim: Awaited<ReturnType<typeof startSimulator>>;
+  try {
+    sim = await startSimulator({
+      port: flags.port,
+      host: flags.host,
+      timeScale: flags.timeScale,
+      backlog: flags.backlog,
+      faults,
+      logger: logger.child({ module: 'simulator' }),
+      ...(flags.keyPrefix === undefined ? {} : { keyPrefix: flags.keyPrefix }),
+    });
+  } catch (err) {
+    process.stderr.write(`feedsync: cannot start the simulator: ${(err as Error).message}\n`);
+    return (err as NodeJS.ErrnoException).code === undefined ? 2 : 1;
+  }
+
+  console.log(`Simulator listening at ${sim.baseUrl}`);
+  console.log(`Example key: ${flags.keyPrefix ?? 'sim'}_test_local`);
+  console.log(`  export FEED_BASE_URL=${sim.baseUrl} FEED_API_KEY=${flags.keyPrefix ?? 'sim'}_test_local`);
+  console.log(`Control API: ${sim.origin}/_sim/stats (Ctrl-C to stop)`);
+
+  await new Promise<void>((resolve) => {
+    const stop = (name: NodeJS.Signals) => {
+      process.off('SIGINT', stop);
+      process.off('SIGTERM', stop);
+      // A second signal while closing exits at once.
+      process.once('SIGINT', () => process.exit(1));
+      process.once('SIGTERM', () => process.exit(1));
+      logger.info({ signal: name }, 'stopping the simulator');
+      resolve();
+    };
+    process.on('SIGINT', stop);
+    process.on('SIGTERM', stop);
+  });
+  await sim.close();
+  logger.flush();
+  return 0;
+}
