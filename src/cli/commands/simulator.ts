@@ -124,10 +124,16 @@ async function runSimulator(flags: SimulatorFlags): Promise<number> {
     return (err as NodeJS.ErrnoException).code === undefined ? 2 : 1;
   }
 
-  console.log(`Simulator listening at ${sim.baseUrl}`);
-  console.log(`Example key: ${flags.keyPrefix ?? 'sim'}_test_local`);
-  console.log(`  export FEED_BASE_URL=${sim.baseUrl} FEED_API_KEY=${flags.keyPrefix ?? 'sim'}_test_local`);
-  console.log(`Control API: ${sim.origin}/_sim/stats (Ctrl-C to stop)`);
+  const key = `${flags.keyPrefix ?? 'sim'}_test_local`;
+  // One write, so a script reading the output sees the whole banner at once.
+  console.log(
+    [
+      `Simulator listening at ${sim.baseUrl}`,
+      `Example key: ${key}`,
+      `  export FEED_BASE_URL=${sim.baseUrl} FEED_API_KEY=${key}`,
+      `Control API: ${sim.origin}/_sim/stats (Ctrl-C to stop)`,
+    ].join('\n'),
+  );
 
   await new Promise<void>((resolve) => {
     const stop = (name: NodeJS.Signals) => {
