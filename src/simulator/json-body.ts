@@ -38,10 +38,15 @@ export function isJsonContentType(header: string | undefined): boolean {
 async function readRawBody(req: IncomingMessage): Promise<Buffer> {
   const chunks: Buffer[] = [];
   let size = 0;
-  // Keep reading past the limit (discarding) so the client sees the 413 rather than a reset.
-  for await (const chunk of req as AsyncIterable<Buffer>) {
-    size += chunk.length;
-    if (size <= MAX_BODY_BYTES) chunks.push(chunk);
+  try {
+    // Keep reading past the limit (discarding) so the client sees the 413 rather than a reset.
+    for await (const chunk of req as AsyncIterable<Buffer>) {
+      size += chunk.length;
+      if (size <= MAX_BODY_BYTES) chunks.push(chunk);
+    }
+  } catch {
+    // The client went away mid-body: its fault, not ours, so never a 500.
+    throw badRequest('invalid_body', 'the request body was cut short');
   }
   if (size > MAX_BODY_BYTES) {
     throw new SimError(413, 'payload_too_large', `the request body is larger than ${MAX_BODY_BYTES} bytes`);
