@@ -113,7 +113,7 @@ export function startRelay(opts: RelayOptions): Relay {
   const log = opts.logger.child({ module: 'relay' });
   const stopper = new AbortController();
   let wake: AbortController = new AbortController();
-  let kicked = true;
+  let kicked = false;
   let generation = 0;
   let failures = 0;
   let lastError: unknown = null;
@@ -136,17 +136,18 @@ export function startRelay(opts: RelayOptions): Relay {
         await sleep(60_000, AbortSignal.any([stopper.signal, wake.signal])).catch(() => {});
         continue;
       }
+      // Consume the kick before the batch: a kick that lands while it runs asks for one more.
+      kicked = false;
       const gen = ++generation;
       try {
         const n = await publishBatch(opts.store, opts.publisher, batchSize, opts.onPublished);
         if (failures > 0) log.info({ failures }, 'outbox relay recovered');
         failures = 0;
         lastError = null;
-        if (n === 0) {
-          kicked = false;
-          settle((w) => w.generation < gen);
-        }
+        if (n > 0) kicked = true;
+        else settle((w) => w.generation < gen);
       } catch (err) {
+        kicked = true;
         failures++;
         lastError = err;
         log.warn({ err, failures }, 'outbox relay failed; retrying with backoff');
