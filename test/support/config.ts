@@ -4,7 +4,10 @@ import { TEST_REDIS_URL } from './redis.js';
 import { TEST_API_KEY } from './simulator.js';
 
 /** The environment of a test run: one file's schema and queue prefix, a simulator's URL. */
-export function testEnv(opts: { schema: string; prefix: string; baseUrl?: string }, extra: Record<string, string> = {}) {
+export function testEnv(
+  opts: { schema: string; prefix: string; baseUrl?: string },
+  extra: Record<string, string> = {},
+) {
   return {
     DATABASE_URL: TEST_DATABASE_URL,
     DATABASE_SCHEMA: opts.schema,
@@ -17,6 +20,9 @@ export function testEnv(opts: { schema: string; prefix: string; baseUrl?: string
   };
 }
 
-export function testConfig(opts: { schema: string; prefix: string; baseUrl?: string }, extra: Record<string, string> = {}): Config {
+export function testConfig(
+  opts: { schema: string; prefix: string; baseUrl?: string },
+  extra: Record<string, string> = {},
+): Config {
   return loadConfig(testEnv(opts, extra));
 }

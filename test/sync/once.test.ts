@@ -1,5 +1,5 @@
-import { Queue } from 'bullmq';
 import { Writable } from 'node:stream';
+import { Queue } from 'bullmq';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ServiceClient } from '../../src/api/client.js';
 import { createLogger } from '../../src/logger.js';
@@ -50,7 +50,12 @@ async function queueCount(name: string): Promise<number> {
 describe('sync --once against the simulator', () => {
   it('stores every event once, enqueues every email and contact event once, and sends nothing', async () => {
     const client = new ServiceClient({ baseUrl: sim().baseUrl, apiKey: TEST_API_KEY });
-    for (const to of ['delivered@example.com', 'bounced@example.com', 'complained@example.com', 'failed@example.com']) {
+    for (const to of [
+      'delivered@example.com',
+      'bounced@example.com',
+      'complained@example.com',
+      'failed@example.com',
+    ]) {
       await client.sendEmail({ from: 'app@example.com', to: [to], subject: 's', html: '<p>x</p>' });
     }
     await client.close();
