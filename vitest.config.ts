@@ -3,6 +3,8 @@ import { defineConfig } from 'vitest/config';
 export default defineConfig({
   test: {
     include: ['test/**/*.test.ts'],
+    // The fault-injection suite runs on its own: `npm run test:faults`.
+    exclude: ['test/faults/**', 'node_modules/**'],
     // Files share one Postgres and one Redis (each in its own schema and queue
     // prefix); two at a time keeps the two cores busy without starving the servers.
     pool: 'forks',
