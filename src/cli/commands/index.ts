@@ -1,5 +1,6 @@
 import type { Command } from 'commander';
 import { cursorCommand } from './cursor.js';
+import { demoCommand } from './demo.js';
 import { migrateCommand } from './migrate.js';
 import { reconcileCommand } from './reconcile.js';
 import { simulatorCommand } from './simulator.js';
@@ -18,6 +19,7 @@ export function registerCommands(program: Command): void {
     statusCommand,
     cursorCommand,
     reconcileCommand,
+    demoCommand,
     simulatorCommand,
   ];
   for (const make of commands) program.addCommand(make());
