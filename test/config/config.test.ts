@@ -1,0 +1,125 @@
+import { describe, expect, it } from 'vitest';
+import { loadConfig, requireService, secretsOf } from '../../src/config.js';
+import { ConfigError } from '../../src/errors.js';
+
+const files: Record<string, string> = {
+  '/run/key': 'svc_live_fromfile\n',
+  '/run/secret': 'whsec_a, whsec_b',
+};
+const readFile = (p: string): string => {
+  const text = files[p];
+  if (text === undefined) throw Object.assign(new Error('missing'), { code: 'ENOENT' });
+  return text;
+};
+
+function error(env: Record<string, string>): ConfigError {
+  try {
+    loadConfig(env, readFile);
+  } catch (err) {
+    expect(err).toBeInstanceOf(ConfigError);
+    expect((err as ConfigError).exitCode).toBe(2);
+    return err as ConfigError;
+  }
+  throw new Error('expected a ConfigError');
+}
+
+describe('loadConfig', () => {
+  it('has the documented defaults and is frozen', () => {
+    const c = loadConfig({}, readFile);
+    expect(c.feed).toMatchObject({
+      baseUrl: null,
+      apiKey: null,
+      source: 'default',
+      types: null,
+      pageLimit: 100,
+    });
+    expect(c.feed.maxRetryWaitMs).toBe(600_000);
+    expect(c.database).toEqual({ url: 'postgres://postgres@127.0.0.1:5432/postgres', schema: 'feedsync' });
+    expect(c.redis.url).toBe('redis://127.0.0.1:6379');
+    expect(c.queues).toMatchObject({
+      prefix: 'bull',
+      emailEvents: 'email-events',
+      contactEvents: 'contact-events',
+    });
+    expect([c.syncIntervalMs, c.metricsPort, c.webhooks.port, c.logLevel]).toEqual([
+      30_000,
+      9464,
+      8080,
+      'info',
+    ]);
+    expect(Object.isFrozen(c) && Object.isFrozen(c.feed)).toBe(true);
+  });
+
+  it('reads secrets from *_FILE variables', () => {
+    const c = loadConfig({ FEED_API_KEY_FILE: '/run/key', WEBHOOK_SECRET_FILE: '/run/secret' }, readFile);
+    expect(c.feed.apiKey).toBe('svc_live_fromfile');
+    expect(c.webhooks.secrets).toEqual(['whsec_a', 'whsec_b']);
+  });
+
+  it('normalises FEED_TYPES: trimmed, unique, sorted', () => {
+    const c = loadConfig({ FEED_TYPES: ' email.delivered,contact.subscribed,email.delivered ' }, readFile);
+    expect(c.feed.types).toEqual(['contact.subscribed', 'email.delivered']);
+  });
+
+  it.each([
+    [{ FEED_PAGE_LIMIT: 'ten' }, 'FEED_PAGE_LIMIT'],
+    [{ FEED_PAGE_LIMIT: '0' }, 'FEED_PAGE_LIMIT'],
+    [{ SYNC_INTERVAL_MS: '-5' }, 'SYNC_INTERVAL_MS'],
+    [{ METRICS_PORT: '70000' }, 'METRICS_PORT'],
+    [{ LOG_LEVEL: 'loud' }, 'LOG_LEVEL'],
+    [{ DATABASE_SCHEMA: 'Robert"; DROP' }, 'DATABASE_SCHEMA'],
+    [{ QUEUE_PREFIX: 'a:b' }, 'QUEUE_PREFIX'],
+    [{ FEED_TYPES: 'delivered' }, 'FEED_TYPES'],
+    [{ FEED_BASE_URL: 'https://api.example.com/v1' }, 'FEED_BASE_URL'],
+    [{ FEED_BASE_URL: 'http://api.example.com/api' }, 'FEED_BASE_URL'],
+    [{ FEED_BASE_URL: 'not a url' }, 'FEED_BASE_URL'],
+    [{ DATABASE_URL: 'mysql://x@y/z' }, 'DATABASE_URL'],
+    [{ REDIS_URL: 'http://localhost' }, 'REDIS_URL'],
+    [{ FEED_API_KEY_FILE: '/nope' }, 'FEED_API_KEY_FILE'],
+    [{ FEED_API_KEY: 'svc_test_x', FEED_API_KEY_FILE: '/run/key' }, 'FEED_API_KEY'],
+    [{ PUSHGATEWAY_URL: 'nope' }, 'PUSHGATEWAY_URL'],
+  ])('refuses %o, naming the variable', (env, name) => {
+    expect(error(env).message.startsWith(name)).toBe(true);
+  });
+
+  it('accepts https anywhere and http to loopback only', () => {
+    expect(loadConfig({ FEED_BASE_URL: 'https://api.example.com/api/' }, readFile).feed.baseUrl).toBe(
+      'https://api.example.com/api',
+    );
+    for (const host of ['127.0.0.1:4010', 'localhost', '[::1]:8080']) {
+      expect(loadConfig({ FEED_BASE_URL: `http://${host}/api` }, readFile).feed.baseUrl).toBe(
+        `http://${host}/api`,
+      );
+    }
+  });
+
+  it('never puts a secret value into its messages', () => {
+    const e = error({ DATABASE_URL: 'postgres://u:hunter2secret@h/db', METRICS_PORT: 'x' });
+    expect(e.message).not.toContain('hunter2secret');
+    expect(error({ FEED_BASE_URL: 'http://user:pw-secret-1@example.com/api' }).message).not.toContain(
+      'pw-secret-1',
+    );
+  });
+
+  it('requireService names what is missing', () => {
+    expect(() => requireService(loadConfig({}, readFile))).toThrow(/FEED_BASE_URL/);
+    expect(() => requireService(loadConfig({ FEED_BASE_URL: 'http://127.0.0.1/api' }, readFile))).toThrow(
+      /FEED_API_KEY/,
+    );
+  });
+
+  it('lists every secret for the logger to scrub', () => {
+    const c = loadConfig(
+      {
+        FEED_API_KEY: 'svc_live_abcdef',
+        WEBHOOK_SECRET: 'whsec_one,whsec_two',
+        DATABASE_URL: 'postgres://app:p%40ss-word@db/app',
+        REDIS_URL: 'redis://:redis-pass@cache:6379',
+      },
+      readFile,
+    );
+    expect(secretsOf(c)).toEqual(
+      expect.arrayContaining(['svc_live_abcdef', 'whsec_one', 'whsec_two', 'p@ss-word', 'redis-pass']),
+    );
+  });
+});
