@@ -44,12 +44,20 @@ export async function runSync(
 
   try {
     if (!opts.watch) {
-      const result = await sync.runOnce(shutdown.signal).catch((err: unknown) => {
+      let result: RunResult | undefined;
+      try {
+        result = await sync.runOnce(shutdown.signal);
+        metrics.observeRun(result);
+      } catch (err) {
         metrics.observeFailure();
         throw err;
-      });
+      } finally {
+        // A run that found the lock taken did nothing worth reporting.
+        if (config.pushgatewayUrl && result?.status !== 'locked') {
+          await push(config.pushgatewayUrl, metrics.registry, config.feed.source, log);
+        }
+      }
       progress.done();
-      metrics.observeRun(result);
       const summary = await metrics.summary();
       log.info(
         {
@@ -60,7 +68,6 @@ export async function runSync(
         },
         'sync run finished',
       );
-      if (config.pushgatewayUrl) await push(config.pushgatewayUrl, metrics.registry, config.feed.source, log);
       return exitCode(result);
     }
 

@@ -13,5 +13,12 @@ export function dbGauges(store: Store, source: string): GaugeSource {
       return rows[0]?.lag ?? null;
     },
     outboxBacklog: () => outboxBacklog(store),
+    async lastSuccessSeconds() {
+      const { rows } = await store.pool.query<{ at: number | null }>(
+        `SELECT extract(epoch FROM last_success_at)::float8 AS at FROM ${quoteSchema(store.schema)}.cursors WHERE source = $1`,
+        [source],
+      );
+      return rows[0]?.at ?? null;
+    },
   };
 }

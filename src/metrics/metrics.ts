@@ -7,6 +7,8 @@ export interface GaugeSource {
   /** Seconds since the newest stored event's created_at; null when nothing is stored. */
   cursorLagSeconds(): Promise<number | null>;
   outboxBacklog(): Promise<number>;
+  /** When the source last caught up (unix seconds), from its cursor row; null before the first time. */
+  lastSuccessSeconds(): Promise<number | null>;
 }
 
 export interface Metrics {
@@ -62,10 +64,15 @@ export function createMetrics(gauges: GaugeSource): Metrics {
     labelNames: ['queue'],
     registers: [registry],
   });
-  const lastSuccess = new Gauge({
+  // Read from the cursor row, so a restarted worker or a failed once run still reports the true time.
+  new Gauge({
     name: 'feedsync_last_success_timestamp_seconds',
     help: 'When a run last caught up with the feed (unix seconds).',
     registers: [registry],
+    async collect() {
+      const at = await gauges.lastSuccessSeconds().catch(() => null);
+      if (at !== null) this.set(at);
+    },
   });
   const runDuration = new Histogram({
     name: 'feedsync_run_duration_seconds',
@@ -113,7 +120,6 @@ export function createMetrics(gauges: GaugeSource): Metrics {
     hooks,
     observeRun(result) {
       runDuration.observe(result.durationMs / 1000);
-      if (result.status === 'caught-up') lastSuccess.set(Date.now() / 1000);
     },
     observeFailure: () => runFailures.inc(),
     async summary() {
