@@ -1,0 +1,59 @@
+import { describe, expect, it } from 'vitest';
+import { runCli } from '../support/processes.js';
+
+const env = { PATH: process.env.PATH ?? '' };
+const COMMANDS = [
+  ['migrate'],
+  ['sync'],
+  ['status'],
+  ['cursor'],
+  ['cursor', 'show'],
+  ['cursor', 'set'],
+  ['cursor', 'reset'],
+  ['reconcile'],
+  ['simulator'],
+  ['demo'],
+];
+
+describe('the command line', () => {
+  it('lists every command in its help', async () => {
+    const { code, stdout } = await runCli(['--help'], env);
+    expect(code).toBe(0);
+    for (const [name] of COMMANDS) expect(stdout).toContain(name);
+  });
+
+  it.each(COMMANDS)('%s has --help', async (...words) => {
+    const { code, stdout } = await runCli([...words, '--help'], env);
+    expect(code).toBe(0);
+    expect(stdout).toContain(`Usage: feedsync ${words.join(' ')}`);
+  });
+
+  it.each([
+    [['bogus']],
+    [['sync', '--bogus']],
+    [['sync', '--once', '--watch']],
+    [['cursor']],
+    [['cursor', 'set']],
+    [['status', 'extra']],
+  ])('%j is a usage error: usage printed, exit 2', async (args) => {
+    const { code, stderr } = await runCli(args, env);
+    expect(code).toBe(2);
+    expect(stderr).toMatch(/error|Usage/);
+  });
+
+  it('a bad configuration value exits 2 naming the variable', async () => {
+    const { code, stderr } = await runCli(['status'], { ...env, FEED_PAGE_LIMIT: 'lots' });
+    expect(code).toBe(2);
+    expect(stderr).toContain('FEED_PAGE_LIMIT');
+  });
+
+  it('a command on an unmigrated schema exits 2 and says to migrate', async () => {
+    const { code, stderr } = await runCli(['reconcile'], {
+      ...env,
+      DATABASE_URL: 'postgres://postgres@127.0.0.1:5432/test',
+      DATABASE_SCHEMA: 'no_such_schema_here',
+    });
+    expect(code).toBe(2);
+    expect(stderr).toContain('feedsync migrate');
+  });
+});
