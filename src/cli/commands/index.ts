@@ -1,11 +1,16 @@
 import type { Command } from 'commander';
 import { cursorCommand } from './cursor.js';
+import { doctorCommand } from './doctor.js';
 import { demoCommand } from './demo.js';
 import { migrateCommand } from './migrate.js';
 import { reconcileCommand } from './reconcile.js';
+import { requeueCommand } from './requeue.js';
+import { sendCommand } from './send.js';
+import { serveWebhooksCommand } from './serve-webhooks.js';
 import { simulatorCommand } from './simulator.js';
 import { statusCommand } from './status.js';
 import { syncCommand } from './sync.js';
+import { webhooksCommand } from './webhooks.js';
 
 /**
  * Adds every subcommand to the program: one file per command in this folder.
@@ -20,7 +25,12 @@ export function registerCommands(program: Command): void {
     cursorCommand,
     reconcileCommand,
     demoCommand,
+    serveWebhooksCommand,
+    webhooksCommand,
+    sendCommand,
     simulatorCommand,
+    requeueCommand,
+    doctorCommand,
   ];
   for (const make of commands) program.addCommand(make());
 }

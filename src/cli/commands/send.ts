@@ -1,0 +1,107 @@
+import { Command } from 'commander';
+import { action } from '../context.js';
+
+interface SendFlags {
+  from?: string;
+  to: string[];
+  subject?: string;
+  html?: string;
+  htmlFile?: string;
+  idempotencyKey?: string;
+  json?: boolean;
+}
+
+const collect = (value: string, previous: string[]): string[] => [...previous, value];
+
+/**
+ * `feedsync send`: the one explicit send, and the only code path that calls
+ * POST /emails. Every field is checked before any request; the Idempotency-Key
+ * (given or generated) is printed before the request, so a send whose outcome is
+ * unknown can be retried with it and is still delivered once.
+ */
+export function sendCommand(): Command {
+  return new Command('send')
+    .description('Send one email through the service, idempotently (the only command that ever sends).')
+    .option('--from <address>', 'sender address')
+    .option('--to <addresses>', 'recipient; repeat the flag or separate with commas', collect, [])
+    .option('--subject <text>', 'subject line (may be empty)')
+    .option('--html <html>', 'HTML body')
+    .option('--html-file <path>', 'read the HTML body from a file instead')
+    .option('--idempotency-key <key>', 'reuse a key to retry a send safely (default: a new UUID, printed)')
+    .option('--json', 'print {"id", "idempotency_key"} as JSON')
+    .addHelpText(
+      'after',
+      '\nA send that failed or timed out may still have happened: run it again with the printed\n' +
+        '--idempotency-key and the same fields, and the service reports the same id without sending twice.\n' +
+        'Exit codes: 0 sent, 1 failed, 2 missing or invalid fields, 3 key rejected.',
+    )
+    .action(
+      action(async ({ config }, flags: SendFlags) => {
+        const { readFile } = await import('node:fs/promises');
+        const { randomUUID } = await import('node:crypto');
+        const { requireService } = await import('../../config.js');
+        const { ApiError, ConfigError } = await import('../../errors.js');
+        const usage = (message: string) => new ConfigError(message, 'USAGE');
+
+        const from = flags.from?.trim();
+        if (!from) throw usage('send: --from is required');
+        const to = flags.to
+          .flatMap((t) => t.split(','))
+          .map((t) => t.trim())
+          .filter(Boolean);
+        if (to.length === 0)
+          throw usage('send: --to is required (repeat it or separate addresses with commas)');
+        const bad = to.find((address) => !/^[^@\s]+@[^@\s]+$/.test(address));
+        if (bad !== undefined) throw usage(`send: --to "${bad}" is not an email address`);
+        if (flags.subject === undefined) throw usage('send: --subject is required (it may be empty)');
+        if (flags.html !== undefined && flags.htmlFile !== undefined) {
+          throw usage('send: give either --html or --html-file, not both');
+        }
+        let html = flags.html;
+        if (flags.htmlFile !== undefined) {
+          try {
+            html = await readFile(flags.htmlFile, 'utf8');
+          } catch (err) {
+            const code = (err as NodeJS.ErrnoException).code ?? 'error';
+            throw usage(`send: cannot read --html-file ${flags.htmlFile} (${code})`);
+          }
+        }
+        if (html === undefined) throw usage('send: --html or --html-file is required');
+        const key = flags.idempotencyKey ?? randomUUID();
+        if (key.length === 0 || key.length > 256)
+          throw usage('send: --idempotency-key must be 1 to 256 characters');
+        const service = requireService(config);
+
+        // Printed before the request: if the outcome is never known, the key makes a retry safe.
+        if (flags.idempotencyKey === undefined) process.stderr.write(`idempotency key: ${key}\n`);
+        const { ServiceClient } = await import('../../api/client.js');
+        const client = new ServiceClient({
+          ...service,
+          timeoutMs: config.feed.timeoutMs,
+          retry: { maxRetries: config.feed.maxRetries, maxRetryWaitMs: config.feed.maxRetryWaitMs },
+        });
+        try {
+          const { id } = await client.sendEmail(
+            { from, to, subject: flags.subject, html },
+            { idempotencyKey: key },
+          );
+          process.stdout.write(
+            flags.json
+              ? `${JSON.stringify({ id, idempotency_key: key })}\n`
+              : `sent ${id} (idempotency key ${key})\n`,
+          );
+          return 0;
+        } catch (err) {
+          // No answer, or a server error: the service may have sent it. A 4xx refused it for sure.
+          if (err instanceof ApiError && (err.status === 0 || err.status >= 500)) {
+            process.stderr.write(
+              `feedsync: the send may or may not have happened; retry with --idempotency-key ${key} and the same fields\n`,
+            );
+          }
+          throw err;
+        } finally {
+          await client.close();
+        }
+      }),
+    );
+}

@@ -1,0 +1,38 @@
+import { Command } from 'commander';
+import { action } from '../context.js';
+
+/** `feedsync serve-webhooks`: the receiver of the service's signed POSTs, until SIGTERM. */
+export function serveWebhooksCommand(): Command {
+  return new Command('serve-webhooks')
+    .description(
+      "Receive the service's signed webhooks at POST /webhooks on WEBHOOK_PORT into the same store as the feed; /healthz and /readyz beside it.",
+    )
+    .addHelpText(
+      'after',
+      '\nNeeds WEBHOOK_SECRET (several, comma-separated, during a rotation) and a migrated schema; not\n' +
+        'FEED_BASE_URL or FEED_API_KEY. Answers: 200 stored (or already stored), 401 bad signature,\n' +
+        '400 not JSON or not an event (kept in quarantine), 413 body too large, 404/405 wrong path or\n' +
+        'method, 503 Postgres unavailable (the service retries). SIGTERM stops accepting, finishes the\n' +
+        'requests in flight and exits 0.\n' +
+        'Exit codes: 0 stopped by a signal, 1 runtime failure, 2 configuration error (no secret, schema\n' +
+        'not migrated).',
+    )
+    .action(
+      action(async ({ config, logger }) => {
+        const { startWebhookService } = await import('../../webhooks/webhook-service.js');
+        const { shutdownSignal } = await import('../../sync/signals.js');
+        const shutdown = shutdownSignal(logger);
+        try {
+          const service = await startWebhookService(config, { logger });
+          await new Promise<void>((resolve) => {
+            if (shutdown.signal.aborted) resolve();
+            else shutdown.signal.addEventListener('abort', () => resolve(), { once: true });
+          });
+          await service.close();
+          return 0;
+        } finally {
+          shutdown.dispose();
+        }
+      }),
+    );
+}

@@ -1,0 +1,175 @@
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { Logger } from '../logger.js';
+import { readBody } from './read-body.js';
+import type { DeliveryAnswer, DeliveryHandler } from './receiver.js';
+import { SIGNATURE_HEADER } from './signature.js';
+
+/** The path the service posts to. */
+export const WEBHOOK_PATH = '/webhooks';
+
+export interface ReceiverServerOptions {
+  /** WEBHOOK_PORT; 0 picks a free port. */
+  port: number;
+  /** Interface to listen on. Default `0.0.0.0`. */
+  host?: string;
+  /** WEBHOOK_MAX_BODY_BYTES: a larger body is answered 413 and not read further. */
+  maxBodyBytes: number;
+  handle: DeliveryHandler;
+  /** /readyz: whether deliveries can be stored now, and what was checked. */
+  ready: () => Promise<{ ok: boolean; checks: Record<string, boolean> }>;
+  logger: Logger;
+  /** How long close() waits for requests in flight before cutting them. Default 20000 ms. */
+  closeTimeoutMs?: number;
+  /** The longest a request may take to arrive, headers and body. Default 30000 ms. */
+  requestTimeoutMs?: number;
+}
+
+export interface ReceiverServer {
+  readonly port: number;
+  /** `http://<host>:<port>/webhooks`, with a loopback host when listening on every interface. */
+  readonly url: string;
+  /** Requests being answered now. */
+  inFlight(): number;
+  /** Stops accepting, lets requests in flight finish (up to closeTimeoutMs), then closes. */
+  close(): Promise<void>;
+}
+
+/** What lingering after a 413 may still read and discard, so the client sees the answer, not a reset. */
+const LINGER_MS = 2_000;
+
+/** POST /webhooks, GET /healthz and /readyz, on node:http. Bad input never gets a 500. */
+export async function startReceiverServer(opts: ReceiverServerOptions): Promise<ReceiverServer> {
+  const log = opts.logger.child({ module: 'webhook-server' });
+  let inFlight = 0;
+  let closing = false;
+  const idleWaiters: (() => void)[] = [];
+
+  const server = createServer((req, res) => {
+    inFlight++;
+    res.once('close', () => {
+      inFlight--;
+      if (inFlight === 0) for (const wake of idleWaiters.splice(0)) wake();
+    });
+    route(req, res).catch((err: unknown) => {
+      log.error({ err }, 'webhook request failed');
+      if (!res.headersSent) writeJson(res, 503, { error: 'unavailable', message: 'retry later' });
+      else res.destroy();
+    });
+  });
+  server.requestTimeout = opts.requestTimeoutMs ?? 30_000;
+  server.headersTimeout = Math.min(server.requestTimeout, 10_000);
+
+  // While closing, every answer ends its connection, so keep-alive clients move on.
+  const reply = (
+    res: ServerResponse,
+    status: number,
+    body: Record<string, unknown>,
+    headers: Record<string, string> = {},
+  ): void => writeJson(res, status, body, closing ? { ...headers, connection: 'close' } : headers);
+
+  const route = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
+    const path = (req.url ?? '/').split('?')[0];
+    const method = req.method ?? 'GET';
+    if (path === WEBHOOK_PATH) {
+      if (method !== 'POST') return reply(res, 405, { error: 'method_not_allowed' }, { allow: 'POST' });
+      return delivery(req, res);
+    }
+    if (path === '/healthz' || path === '/readyz') {
+      if (method !== 'GET' && method !== 'HEAD') {
+        return reply(res, 405, { error: 'method_not_allowed' }, { allow: 'GET, HEAD' });
+      }
+      if (path === '/healthz') return reply(res, closing ? 503 : 200, { ok: !closing });
+      const r = await opts.ready().catch(() => ({ ok: false, checks: {} }));
+      const ok = r.ok && !closing;
+      return reply(res, ok ? 200 : 503, { ...r, ok });
+    }
+    reply(res, 404, { error: 'not_found' });
+  };
+
+  const delivery = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
+    const body = await readBody(req, opts.maxBodyBytes);
+    if (!body.ok) {
+      if (body.reason === 'aborted') {
+        res.destroy();
+        return;
+      }
+      reply(res, 413, { error: 'payload_too_large', limit: opts.maxBodyBytes }, { connection: 'close' });
+      linger(req);
+      return;
+    }
+    const header = req.headers[SIGNATURE_HEADER];
+    const answer: DeliveryAnswer = await opts.handle(
+      body.body,
+      Array.isArray(header) ? header.join(',') : header,
+    );
+    const headers: Record<string, string> = {};
+    if (answer.retryAfterSec !== undefined) headers['retry-after'] = String(answer.retryAfterSec);
+    reply(res, answer.status, answer.body, headers);
+  };
+
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(opts.port, opts.host ?? '0.0.0.0', () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  const { port } = server.address() as AddressInfo;
+  const host = opts.host && opts.host !== '0.0.0.0' && opts.host !== '::' ? opts.host : '127.0.0.1';
+
+  let closed: Promise<void> | undefined;
+  return {
+    port,
+    url: `http://${host.includes(':') ? `[${host}]` : host}:${port}${WEBHOOK_PATH}`,
+    inFlight: () => inFlight,
+    close() {
+      closed ??= (async () => {
+        closing = true;
+        const done = new Promise<void>((resolve) => server.close(() => resolve()));
+        server.closeIdleConnections();
+        const timeoutMs = opts.closeTimeoutMs ?? 20_000;
+        let timer: NodeJS.Timeout | undefined;
+        const idle = inFlight === 0 ? Promise.resolve() : new Promise<void>((r) => idleWaiters.push(r));
+        const expired = new Promise<'expired'>((r) => {
+          timer = setTimeout(() => r('expired'), timeoutMs);
+        });
+        if ((await Promise.race([idle, expired])) === 'expired') {
+          log.warn({ inFlight }, 'requests still in flight at the close timeout; cutting them');
+        }
+        clearTimeout(timer);
+        server.closeAllConnections();
+        await done;
+      })();
+      return closed;
+    },
+  };
+}
+
+function writeJson(
+  res: ServerResponse,
+  status: number,
+  body: Record<string, unknown>,
+  headers: Record<string, string> = {},
+): void {
+  const text = JSON.stringify(body);
+  res.writeHead(status, {
+    'content-type': 'application/json',
+    'content-length': Buffer.byteLength(text),
+    'cache-control': 'no-store',
+    ...headers,
+  });
+  res.end(res.req.method === 'HEAD' ? undefined : text);
+}
+
+/**
+ * After a 413 the answer goes out and the connection closes; what the client is
+ * still sending is read and thrown away for a short while, because closing a
+ * socket with unread bytes resets it and the client might never see the 413.
+ */
+function linger(req: IncomingMessage): void {
+  const timer = setTimeout(() => req.socket.destroy(), LINGER_MS);
+  timer.unref();
+  req.socket.once('close', () => clearTimeout(timer));
+  req.resume();
+}

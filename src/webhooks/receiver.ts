@@ -1,0 +1,157 @@
+import type { ServiceEvent } from '../api/types.js';
+import { checkEnvelope } from '../feed/page.js';
+import type { Logger } from '../logger.js';
+import type { Applier, ApplyResult } from '../store/applier.js';
+import { DEFAULT_TOLERANCE_SEC, verifyWebhookSignature } from './signature.js';
+
+/** What the receiver answers one delivery: a status and a small JSON body. */
+export interface DeliveryAnswer {
+  status: number;
+  body: Record<string, unknown>;
+  /** Sent as Retry-After with a 503, in seconds. */
+  retryAfterSec?: number;
+}
+
+export interface DeliveryHandlerOptions {
+  /** WEBHOOK_SECRET values; a signature made with any one of them is accepted (rotation). */
+  secrets: readonly string[];
+  /** FEED_SOURCE: the same source as the feed, so an event that arrives both ways is stored once. */
+  source: string;
+  applier: Applier;
+  /**
+   * FEED_TYPES; events of other types are acknowledged (200) and not stored, as the
+   * feed drops them. `webhook.test` is always stored. Default null: every type.
+   */
+  types?: readonly string[] | null;
+  /** Seconds the signature's `t` may differ from now, either way. Default 300. */
+  toleranceSec?: number;
+  /** Now, in unix seconds. Default the system clock. */
+  now?: () => number;
+  /** Throws while the store cannot take events (schema outdated, Postgres down): answered 503. */
+  ready?: () => Promise<void>;
+  /** Called after each commit that added outbox rows: the relay's kick. */
+  onStored?: (result: ApplyResult) => void;
+  /** A store call that takes longer is answered 503 (the service retries). Default 10000 ms. */
+  storeTimeoutMs?: number;
+  logger: Logger;
+}
+
+/** Verifies, checks and stores one delivery; never throws. */
+export type DeliveryHandler = (raw: Buffer, signature: string | undefined) => Promise<DeliveryAnswer>;
+
+const STORE_UNAVAILABLE: DeliveryAnswer = {
+  status: 503,
+  body: { error: 'store_unavailable', message: 'the store is unavailable; retry later' },
+  retryAfterSec: 30,
+};
+
+/**
+ * The receiver's decisions, apart from HTTP: signature over the raw bytes first
+ * (401), then JSON (400), then the envelope (400), then one applier transaction
+ * (200 only after the commit; 503 when Postgres fails, so the service retries).
+ * A signed body that is not a storable event is kept in quarantine, raw, and
+ * answered 400: it came from the service, so nothing is dropped silently.
+ */
+export function createDeliveryHandler(opts: DeliveryHandlerOptions): DeliveryHandler {
+  const log = opts.logger.child({ module: 'webhooks' });
+  const secrets = opts.secrets.filter((s) => s.length > 0);
+  if (secrets.length === 0) throw new Error('createDeliveryHandler: at least one secret is required');
+  const now = opts.now ?? (() => Math.floor(Date.now() / 1000));
+  const tolerance = opts.toleranceSec ?? DEFAULT_TOLERANCE_SEC;
+  const wanted = opts.types ? new Set([...opts.types, 'webhook.test']) : null;
+  const timeoutMs = opts.storeTimeoutMs ?? 10_000;
+
+  const apply = async (batch: {
+    events: ServiceEvent[];
+    quarantine: { raw: string; reason: string }[];
+  }): Promise<ApplyResult> => {
+    await withTimeout(opts.ready?.() ?? Promise.resolve(), timeoutMs);
+    return withTimeout(
+      opts.applier.apply({ source: opts.source, receivedVia: 'webhook', ...batch }),
+      timeoutMs,
+    );
+  };
+
+  /** Keeps a signed body that is no storable event, then answers 400 (503 when even that fails). */
+  const quarantine = async (raw: Buffer, reason: string, error: string): Promise<DeliveryAnswer> => {
+    try {
+      await apply({ events: [], quarantine: [{ raw: raw.toString('utf8'), reason }] });
+    } catch (err) {
+      log.error({ err }, 'could not quarantine a signed delivery; answering 503');
+      return STORE_UNAVAILABLE;
+    }
+    log.warn({ reason, bytes: raw.length }, 'signed delivery is not a storable event; quarantined');
+    return { status: 400, body: { error, message: reason, quarantined: true } };
+  };
+
+  return async (raw, signature) => {
+    const t = now();
+    const signed =
+      signature !== undefined &&
+      secrets.some((secret) =>
+        verifyWebhookSignature(raw, signature, secret, { now: t, toleranceSec: tolerance }),
+      );
+    if (!signed) {
+      // The header's value is never logged: it is an HMAC of the body under our secret.
+      log.warn({ bytes: raw.length, header: signature !== undefined }, 'webhook signature rejected');
+      return {
+        status: 401,
+        body: { error: 'invalid_signature', message: 'missing, malformed, stale or wrong signature' },
+      };
+    }
+
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(raw.toString('utf8'));
+    } catch {
+      return quarantine(raw, 'the body is not JSON', 'invalid_json');
+    }
+    const problem = checkEnvelope(parsed);
+    if (problem) return quarantine(raw, `not an event envelope: ${problem}`, 'not_an_event');
+    const event = parsed as ServiceEvent;
+    const ref = { id: event.id, type: event.type };
+
+    if (wanted && !wanted.has(event.type)) {
+      log.debug(ref, 'event type outside FEED_TYPES; acknowledged, not stored');
+      return { status: 200, body: { received: true, id: event.id, stored: false, ignored: 'type' } };
+    }
+
+    let result: ApplyResult;
+    try {
+      result = await apply({ events: [event], quarantine: [] });
+    } catch (err) {
+      // SQLSTATE class 22: Postgres refused a value that passed the envelope checks (a 30 February).
+      if (isDataError(err))
+        return quarantine(raw, `the database refused a value: ${messageOf(err)}`, 'not_an_event');
+      log.error({ err, ...ref }, 'could not store a webhook event; answering 503');
+      return STORE_UNAVAILABLE;
+    }
+    if (result.outboxRows > 0) opts.onStored?.(result);
+    if (result.inserted.length === 0 && result.duplicates === 0) {
+      // The applier quarantined it itself (a NUL character Postgres cannot hold).
+      log.warn(ref, 'webhook event could not be stored as such; quarantined');
+      return { status: 400, body: { error: 'not_an_event', message: 'unstorable event', quarantined: true } };
+    }
+    const duplicate = result.inserted.length === 0;
+    log.debug({ ...ref, duplicate }, 'webhook event stored');
+    return { status: 200, body: { received: true, id: event.id, stored: true, duplicate } };
+  };
+}
+
+/** A Postgres data exception (SQLSTATE class 22): bad input, not an outage. */
+function isDataError(err: unknown): boolean {
+  const code = (err as { code?: unknown } | null)?.code;
+  return typeof code === 'string' && /^22[0-9A-Z]{3}$/.test(code);
+}
+
+function messageOf(err: unknown): string {
+  return err instanceof Error ? err.message.slice(0, 200) : 'unknown error';
+}
+
+function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`the store did not answer within ${ms} ms`)), ms);
+  });
+  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
+}

@@ -1,0 +1,145 @@
+import type { Config } from '../config.js';
+import { ConfigError } from '../errors.js';
+import type { Logger } from '../logger.js';
+import { createPublisher, type Publisher } from '../queue/publisher.js';
+import { type Relay, startRelay } from '../queue/relay.js';
+import { routeFor } from '../queue/routes.js';
+import { createApplier } from '../store/applier.js';
+import { createStore, type Store } from '../store/db.js';
+import { createDeliveryHandler } from './receiver.js';
+import { type ReceiverServer, startReceiverServer } from './receiver-server.js';
+import { schemaGate } from './schema-gate.js';
+
+export interface WebhookServiceOptions {
+  logger: Logger;
+  /** Overrides WEBHOOK_PORT (tests pass 0). */
+  port?: number;
+  /** Interface to listen on. Default `0.0.0.0`. */
+  host?: string;
+  /** Replaces the store and publisher made from the config; the caller then closes them. */
+  store?: Store;
+  publisher?: Publisher;
+  /** Now, in unix seconds, for the signature's tolerance. Default the system clock. */
+  now?: () => number;
+  /** How long close() waits for the relay to publish what the last deliveries stored. Default 5000 ms. */
+  drainTimeoutMs?: number;
+}
+
+export interface WebhookService {
+  readonly server: ReceiverServer;
+  readonly store: Store;
+  readonly relay: Relay;
+  /** Stops accepting, finishes requests in flight, publishes what it can, stops the relay, closes. */
+  close(): Promise<void>;
+}
+
+/**
+ * `feedsync serve-webhooks` without the signals: the receiver, its store and its
+ * own outbox relay (webhook events reach BullMQ without waiting for a sync run).
+ * Refuses to start without WEBHOOK_SECRET or with an outdated schema (exit 2). It
+ * starts while Postgres is down: deliveries are answered 503 and /readyz fails
+ * until Postgres answers.
+ */
+export async function startWebhookService(
+  config: Config,
+  opts: WebhookServiceOptions,
+): Promise<WebhookService> {
+  if (config.webhooks.secrets.length === 0) {
+    throw new ConfigError('WEBHOOK_SECRET: required for serve-webhooks (or WEBHOOK_SECRET_FILE)');
+  }
+  const log = opts.logger.child({ module: 'serve-webhooks' });
+  const ownsStore = !opts.store;
+  const ownsPublisher = !opts.publisher;
+  // Deliveries come in parallel; a few more connections than a sync run needs.
+  const store =
+    opts.store ??
+    createStore({ ...config.database, max: 8, applicationName: 'feedsync-webhooks', logger: opts.logger });
+  const gate = schemaGate(store);
+  try {
+    await gate.ensure();
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      if (ownsStore) await store.close();
+      throw err;
+    }
+    log.warn({ err }, 'Postgres does not answer yet; deliveries get 503 until it does');
+  }
+
+  const publisher =
+    opts.publisher ?? createPublisher({ redisUrl: config.redis.url, prefix: config.queues.prefix });
+  const relay = startRelay({ store, publisher, logger: opts.logger });
+  // Rows a previous run stored but did not publish.
+  if (gate.current) relay.kick();
+
+  const handle = createDeliveryHandler({
+    secrets: config.webhooks.secrets,
+    source: config.feed.source,
+    applier: createApplier(store, routeFor(config.queues)),
+    types: config.feed.types,
+    ready: () => gate.ensure(),
+    onStored: () => relay.kick(),
+    logger: opts.logger,
+    ...(opts.now ? { now: opts.now } : {}),
+  });
+
+  let server: ReceiverServer;
+  try {
+    server = await startReceiverServer({
+      port: opts.port ?? config.webhooks.port,
+      ...(opts.host ? { host: opts.host } : {}),
+      maxBodyBytes: config.webhooks.maxBodyBytes,
+      handle,
+      logger: opts.logger,
+      ready: async () => {
+        const postgres = await gate
+          .ensure()
+          .then(() => store.pool.query('SELECT 1'))
+          .then(() => true)
+          .catch(() => false);
+        // Redis is reported, not required: deliveries are stored while it is down and published later.
+        const redis = await publisher.ping();
+        return { ok: postgres, checks: { postgres, redis } };
+      },
+    });
+  } catch (err) {
+    await relay.stop();
+    if (ownsPublisher) await publisher.close();
+    if (ownsStore) await store.close();
+    throw err;
+  }
+  log.info(
+    { port: server.port, source: config.feed.source, secretCount: config.webhooks.secrets.length },
+    'receiving webhooks at POST /webhooks',
+  );
+
+  let closing: Promise<void> | undefined;
+  return {
+    server,
+    store,
+    relay,
+    close() {
+      closing ??= (async () => {
+        await server.close();
+        const drainMs = opts.drainTimeoutMs ?? 5_000;
+        let timer: NodeJS.Timeout | undefined;
+        const timeout = new Promise<void>((resolve) => {
+          timer = setTimeout(resolve, drainMs);
+        });
+        // What is left unpublished stays in the outbox; the next sync run's relay publishes it.
+        // Without a schema check that passed, Postgres never answered: nothing was stored to publish.
+        if (gate.current) {
+          await Promise.race([
+            relay.drain().catch((err: unknown) => log.warn({ err }, 'outbox not drained at shutdown')),
+            timeout,
+          ]);
+        }
+        clearTimeout(timer);
+        await relay.stop();
+        if (ownsPublisher) await publisher.close();
+        if (ownsStore) await store.close();
+        log.info('webhook receiver stopped');
+      })();
+      return closing;
+    },
+  };
+}
