@@ -1,0 +1,154 @@
+import pg from 'pg';
+import type { Config } from '../config.js';
+import type { Logger } from '../logger.js';
+import { redactUrl } from '../logger.js';
+import { getCursor } from '../store/cursor.js';
+import { createStore, quoteSchema, type Store } from '../store/db.js';
+import { schemaState } from '../store/migrate.js';
+import { type Check, check } from './report.js';
+
+/** An unpublished outbox row older than this means the relay is not draining. */
+export const STALE_OUTBOX_MS = 5 * 60_000;
+
+/** Postgres answers, the schema is current, the cursor matches FEED_TYPES, the outbox drains, nothing is quarantined. */
+export async function postgresChecks(config: Config, logger: Logger, timeoutMs: number): Promise<Check[]> {
+  const where = redactUrl(config.database.url);
+  const reached = await reach(config.database.url, timeoutMs);
+  if (reached !== null) {
+    return [
+      check(
+        'postgres',
+        'fail',
+        `cannot reach Postgres at ${where}: ${reached}`,
+        'check DATABASE_URL (host, port, database, user, password) and that the server runs and accepts this client',
+      ),
+      ...['schema', 'cursor', 'outbox', 'quarantine'].map((name) =>
+        check(name, 'skip', 'not checked: Postgres is unreachable'),
+      ),
+    ];
+  }
+  const checks = [check('postgres', 'ok', `reachable at ${where}`)];
+  const store = createStore({ ...config.database, logger, max: 1, applicationName: 'feedsync-doctor' });
+  try {
+    const schema = await schemaCheck(store);
+    checks.push(schema);
+    if (schema.status !== 'ok') {
+      for (const name of ['cursor', 'outbox', 'quarantine']) {
+        checks.push(check(name, 'skip', 'not checked: the schema is not current'));
+      }
+      return checks;
+    }
+    checks.push(
+      await cursorCheck(store, config),
+      await outboxCheck(store, config),
+      await quarantineCheck(store),
+    );
+    return checks;
+  } finally {
+    await store.close();
+  }
+}
+
+/** Null when Postgres answers a query within the timeout, else why not. */
+async function reach(url: string, timeoutMs: number): Promise<string | null> {
+  const client = new pg.Client({
+    connectionString: url,
+    connectionTimeoutMillis: timeoutMs,
+    query_timeout: timeoutMs,
+    application_name: 'feedsync-doctor',
+  });
+  // A failure after connect arrives as an event; without a listener it would crash the process.
+  client.on('error', () => {});
+  try {
+    await client.connect();
+    await client.query('SELECT 1');
+    return null;
+  } catch (err) {
+    const e = err as { code?: string; message?: string };
+    return e.message || e.code || 'unknown error';
+  } finally {
+    await client.end().catch(() => {});
+  }
+}
+
+async function schemaCheck(store: Store): Promise<Check> {
+  const state = await schemaState(store);
+  if (state.current !== null && state.current > state.latest) {
+    return check(
+      'schema',
+      'fail',
+      `schema "${store.schema}" has migration ${state.current}, newer than this build's latest (${state.latest})`,
+      'run the feedsync version that migrated it (or newer); an older build may misread the tables',
+    );
+  }
+  if (state.pending.length > 0) {
+    return check(
+      'schema',
+      'fail',
+      state.current === null
+        ? `schema "${store.schema}" has no feedsync tables yet (pending: ${state.pending.join(', ')})`
+        : `schema "${store.schema}" is at ${state.current}; pending: ${state.pending.join(', ')}`,
+      'run "feedsync migrate" (or start the worker with "sync --migrate")',
+    );
+  }
+  return check('schema', 'ok', `schema "${store.schema}" is at ${state.latest}, the latest of this build`);
+}
+
+async function cursorCheck(store: Store, config: Config): Promise<Check> {
+  const source = config.feed.source;
+  const row = await getCursor(store, source);
+  const wanted = config.feed.types ? [...config.feed.types].sort().join(',') : 'all types';
+  if (!row) {
+    return check('cursor', 'ok', `source "${source}" has no cursor yet: the first sync reads from the start`);
+  }
+  const stored = row.types ? [...row.types].sort().join(',') : 'all types';
+  if (stored !== wanted) {
+    return check(
+      'cursor',
+      'fail',
+      `the cursor of source "${source}" was built with ${stored}, but FEED_TYPES is ${wanted}: sync refuses to run`,
+      `set FEED_TYPES back (${stored === 'all types' ? 'unset' : stored}), or "feedsync cursor reset --source ${source}" ` +
+        '(events are re-read and de-duplicated), or use another FEED_SOURCE',
+    );
+  }
+  return check(
+    'cursor',
+    'ok',
+    `source "${source}": after ${row.afterId ?? '(start)'}, types ${stored}, ` +
+      `last success ${row.lastSuccessAt?.toISOString() ?? 'never'}`,
+  );
+}
+
+async function outboxCheck(store: Store, config: Config): Promise<Check> {
+  const { rows } = await store.pool.query<{ backlog: string; oldest: Date | null; kept: string }>(
+    `SELECT count(*) FILTER (WHERE published_at IS NULL) AS backlog,
+            min(created_at) FILTER (WHERE published_at IS NULL) AS oldest,
+            count(*) FILTER (WHERE published_at IS NOT NULL) AS kept
+       FROM ${quoteSchema(store.schema)}.outbox`,
+  );
+  const backlog = Number(rows[0]?.backlog ?? 0);
+  const oldest = rows[0]?.oldest ?? null;
+  const retention = `${rows[0]?.kept ?? 0} published rows kept ${config.queues.outboxRetentionHours} h for "feedsync requeue"`;
+  if (backlog > 0 && oldest && Date.now() - oldest.getTime() > STALE_OUTBOX_MS) {
+    return check(
+      'outbox',
+      'warn',
+      `${backlog} rows wait for BullMQ, the oldest since ${oldest.toISOString()}; ${retention}`,
+      'the events are stored, but their jobs are not in Redis: check Redis, then run "feedsync sync --once" to drain',
+    );
+  }
+  return check('outbox', 'ok', `backlog ${backlog}; ${retention}`);
+}
+
+async function quarantineCheck(store: Store): Promise<Check> {
+  const table = `${quoteSchema(store.schema)}.quarantine`;
+  const { rows } = await store.pool.query<{ n: string }>(`SELECT count(*) AS n FROM ${table}`);
+  const n = Number(rows[0]?.n ?? 0);
+  if (n === 0) return check('quarantine', 'ok', 'no quarantined items');
+  return check(
+    'quarantine',
+    'warn',
+    `${n} feed item${n === 1 ? '' : 's'} could not be stored as events and wait in ${table}`,
+    `look at them (SELECT id, source, reason, received_at, raw FROM ${table}), handle them, then delete the rows`,
+  );
+}

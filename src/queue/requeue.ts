@@ -1,0 +1,193 @@
+import { ConfigError } from '../errors.js';
+import { quoteSchema, type Store } from '../store/db.js';
+import type { JobToAdd, Publisher } from './publisher.js';
+import { jobIdFor } from './routes.js';
+
+/** Where a requeue starts: rows published at or after a time, or the rows from an event's own row on. */
+export type RequeueSince = { time: Date } | { eventId: string };
+
+export interface RequeueOptions {
+  source: string;
+  since: RequeueSince;
+  /** OUTBOX_RETENTION_HOURS: published rows older than this may have been pruned. */
+  retentionHours: number;
+  /** Count what would be re-driven; add nothing. */
+  dryRun?: boolean;
+  /** Outbox rows per round of addBulk. Default 1000. */
+  batchSize?: number;
+  /** Called after each addBulk, for progress output. */
+  onBatch?: (queue: string, count: number) => void;
+}
+
+export interface RequeueResult {
+  /** Published rows re-driven (with dryRun: that would be). */
+  requeued: number;
+  /** The same, per queue. */
+  byQueue: Record<string, number>;
+  /** The outbox seq the requeue started from; null when no row matched. */
+  fromSeq: string | null;
+  /** The oldest published row still kept for this source; null when none is. */
+  oldestKept: Date | null;
+  /**
+   * True when the requested start lies before the retention window and before the
+   * oldest kept row: jobs published before that row were pruned and cannot be re-driven.
+   */
+  predatesRetention: boolean;
+  /** Rows of this source not yet published: the relay of the next sync adds them, not requeue. */
+  unpublished: number;
+}
+
+interface OutboxRow {
+  seq: string;
+  event_id: string;
+  queue: string;
+  job_name: string;
+  payload: unknown;
+}
+
+/**
+ * Re-drives published outbox rows into BullMQ with their deterministic jobIds, in
+ * seq order (for when Redis lost its data: a flush, a failover, an eviction).
+ * A job still kept in Redis is left as it is, so running it twice adds nothing new.
+ * Only rows kept by the retention (OUTBOX_RETENTION_HOURS) can be re-driven.
+ */
+export async function requeue(
+  store: Store,
+  publisher: Pick<Publisher, 'addBulk'>,
+  opts: RequeueOptions,
+): Promise<RequeueResult> {
+  const t = `${quoteSchema(store.schema)}.outbox`;
+  const batchSize = opts.batchSize ?? 1000;
+  const start = await resolveStart(store, opts);
+  const { rows: kept } = await store.pool.query<{ oldest: Date | null; unpublished: string }>(
+    `SELECT min(published_at) AS oldest, count(*) FILTER (WHERE published_at IS NULL) AS unpublished
+       FROM ${t} WHERE source = $1`,
+    [opts.source],
+  );
+  const oldestKept = kept[0]?.oldest ?? null;
+  const retentionStart = Date.now() - opts.retentionHours * 3_600_000;
+  const predatesRetention =
+    start.time !== null &&
+    start.time.getTime() < retentionStart &&
+    (oldestKept === null || start.time < oldestKept);
+  const result: RequeueResult = {
+    requeued: 0,
+    byQueue: {},
+    fromSeq: null,
+    oldestKept,
+    predatesRetention,
+    unpublished: Number(kept[0]?.unpublished ?? 0),
+  };
+
+  // Rows after `seq`, published, and (for a time) published at or after it.
+  const where = `source = $1 AND published_at IS NOT NULL AND seq > $2::bigint AND published_at >= $3`;
+  const params = [opts.source, start.afterSeq, start.publishedFrom ?? new Date(0)];
+  if (opts.dryRun) {
+    const { rows } = await store.pool.query<{ queue: string; n: string; first: string }>(
+      `SELECT queue, count(*) AS n, min(seq) AS first FROM ${t} WHERE ${where} GROUP BY queue`,
+      params,
+    );
+    for (const row of rows) {
+      result.byQueue[row.queue] = Number(row.n);
+      result.requeued += Number(row.n);
+      if (result.fromSeq === null || BigInt(row.first) < BigInt(result.fromSeq)) result.fromSeq = row.first;
+    }
+    return result;
+  }
+
+  let after = start.afterSeq;
+  // Bounded: each round moves `after` forward past at least one row, and rows are finite.
+  for (;;) {
+    const { rows } = await store.pool.query<OutboxRow>(
+      `SELECT seq, event_id, queue, job_name, payload FROM ${t}
+        WHERE ${where} ORDER BY seq LIMIT ${batchSize}`,
+      [opts.source, after, params[2]],
+    );
+    if (rows.length === 0) break;
+    result.fromSeq ??= rows[0]!.seq;
+    const byQueue = new Map<string, JobToAdd[]>();
+    for (const row of rows) {
+      const jobs = byQueue.get(row.queue) ?? [];
+      byQueue.set(row.queue, jobs);
+      jobs.push({ name: row.job_name, jobId: jobIdFor(opts.source, row.event_id), data: row.payload });
+    }
+    for (const [queue, jobs] of byQueue) {
+      await publisher.addBulk(queue, jobs);
+      result.byQueue[queue] = (result.byQueue[queue] ?? 0) + jobs.length;
+      result.requeued += jobs.length;
+      opts.onBatch?.(queue, jobs.length);
+    }
+    after = rows[rows.length - 1]!.seq;
+    if (rows.length < batchSize) break;
+  }
+  return result;
+}
+
+interface Start {
+  /** Rows with a larger seq qualify. */
+  afterSeq: string;
+  /** Rows published before this do not qualify (a time given). */
+  publishedFrom: Date | null;
+  /** The moment the start stands for, to compare with the retention; null when unknown. */
+  time: Date | null;
+}
+
+async function resolveStart(store: Store, opts: RequeueOptions): Promise<Start> {
+  if ('time' in opts.since) {
+    return { afterSeq: '0', publishedFrom: opts.since.time, time: opts.since.time };
+  }
+  const s = quoteSchema(store.schema);
+  const { eventId } = opts.since;
+  const own = await store.pool.query<{ seq: string }>(
+    `SELECT seq FROM ${s}.outbox WHERE source = $1 AND event_id = $2`,
+    [opts.source, eventId],
+  );
+  const row = own.rows[0];
+  // The event's own row is kept, so nothing it asks for was pruned.
+  if (row) return { afterSeq: (BigInt(row.seq) - 1n).toString(), publishedFrom: null, time: null };
+  // No row of its own (its type gets no job, or the row was pruned): start from the rows
+  // stored with it or after it; they share its transaction's timestamp.
+  const stored = await store.pool.query<{ received_at: Date }>(
+    `SELECT received_at FROM ${s}.events WHERE source = $1 AND id = $2`,
+    [opts.source, eventId],
+  );
+  const event = stored.rows[0];
+  if (!event) {
+    throw new ConfigError(
+      `source "${opts.source}" has no stored event ${JSON.stringify(eventId.slice(0, 200))}; pass a stored event id or a time`,
+      'UNKNOWN_EVENT',
+    );
+  }
+  const first = await store.pool.query<{ seq: string | null }>(
+    `SELECT min(seq) AS seq FROM ${s}.outbox WHERE source = $1 AND created_at >= $2`,
+    [opts.source, event.received_at],
+  );
+  const seq = first.rows[0]?.seq;
+  return {
+    afterSeq: seq ? (BigInt(seq) - 1n).toString() : '9223372036854775806',
+    publishedFrom: null,
+    time: event.received_at,
+  };
+}
+
+/**
+ * Reads `--since`: an ISO date or date-time (UTC when it names no zone), or a
+ * duration back from now (`90m`, `6h`, `2d`); anything else is an event id.
+ */
+export function parseSince(value: string, now = Date.now()): RequeueSince {
+  const text = value.trim();
+  if (text.length === 0) throw new ConfigError('--since: give a time or an event id', 'USAGE');
+  const ago = /^(\d+)(s|m|h|d)$/.exec(text);
+  if (ago) {
+    const unit = { s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 }[ago[2] as 's' | 'm' | 'h' | 'd'];
+    return { time: new Date(now - Number(ago[1]) * unit) };
+  }
+  const iso = /^\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(Z|[+-]\d{2}:?\d{2})?)?$/i.exec(text);
+  if (iso) {
+    const zoned = text.length === 10 || iso[1] !== undefined ? text : `${text.replace(' ', 'T')}Z`;
+    const ms = Date.parse(zoned);
+    if (Number.isNaN(ms)) throw new ConfigError(`--since: not a valid date: ${text}`, 'USAGE');
+    return { time: new Date(ms) };
+  }
+  return { eventId: text };
+}

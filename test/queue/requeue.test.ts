@@ -1,0 +1,218 @@
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
+import { Queue } from 'bullmq';
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createLogger } from '../../src/logger.js';
+import { createPublisher, type Publisher } from '../../src/queue/publisher.js';
+import { parseSince, requeue } from '../../src/queue/requeue.js';
+import { createStore, type Store } from '../../src/store/db.js';
+import { migrate } from '../../src/store/migrate.js';
+import { createSync } from '../../src/sync/sync.js';
+import { testConfig, testEnv } from '../support/config.js';
+import { dropSchema, TEST_DATABASE_URL, uniqueSchema } from '../support/postgres.js';
+import { deletePrefix, TEST_REDIS_URL, uniquePrefix } from '../support/redis.js';
+import { useSimulator } from '../support/simulator.js';
+
+const run = promisify(execFile);
+const schema = uniqueSchema('requeue');
+const prefix = uniquePrefix('requeue');
+const sim = useSimulator({ backlog: 2_500 });
+const EMAIL = 'email-events';
+const CONTACT = 'contact-events';
+let store: Store;
+let publisher: Publisher;
+let redis: Redis;
+let ids: { email: string[]; contact: string[] };
+let startedAt: Date;
+
+/** Job ids in a queue's wait list: no worker runs, so every added job waits there. */
+async function waiting(queue: string): Promise<string[]> {
+  return redis.lrange(`${prefix}:${queue}:wait`, 0, -1);
+}
+
+beforeAll(async () => {
+  store = createStore({ url: TEST_DATABASE_URL, schema });
+  await migrate(store);
+  publisher = createPublisher({ redisUrl: TEST_REDIS_URL, prefix });
+  redis = new Redis(TEST_REDIS_URL);
+  sim().emitContactEvent('contact.subscribed', 'new@example.com');
+  startedAt = new Date(Date.now() - 1000);
+  const sync = createSync(testConfig({ schema, prefix, baseUrl: sim().baseUrl }), {
+    logger: createLogger({ level: 'silent' }),
+    store,
+    publisher,
+  });
+  try {
+    const result = await sync.runOnce();
+    expect(result.drained).toBe(true);
+  } finally {
+    await sync.close();
+  }
+  ids = { email: await waiting(EMAIL), contact: await waiting(CONTACT) };
+});
+afterAll(async () => {
+  await publisher.close();
+  redis.disconnect();
+  await store.close();
+  await dropSchema(schema);
+  await deletePrefix(prefix);
+});
+
+const sorted = (list: string[]) => [...list].sort();
+
+describe('requeue', () => {
+  it('puts every job back once, with the same ids and data, after the prefix was flushed', async () => {
+    expect(ids.email).toHaveLength(2_500);
+    expect(ids.contact).toEqual(['default/evt_000000002501']);
+    const q = new Queue(EMAIL, { connection: redis, prefix });
+    const before = await q.getJob('default/evt_000000000011');
+    await deletePrefix(prefix);
+    expect(await waiting(EMAIL)).toEqual([]);
+
+    const batches: number[] = [];
+    const result = await requeue(store, publisher, {
+      source: 'default',
+      since: { time: startedAt },
+      retentionHours: 168,
+      onBatch: (_queue, n) => batches.push(n),
+    });
+    expect(result).toMatchObject({
+      requeued: 2_501,
+      byQueue: { [EMAIL]: 2_500, [CONTACT]: 1 },
+      predatesRetention: false,
+      unpublished: 0,
+    });
+    // Batches of 1000 rows, split per queue.
+    expect(batches.reduce((a, b) => a + b, 0)).toBe(2_501);
+    expect(Math.max(...batches)).toBeLessThanOrEqual(1000);
+    const email = await waiting(EMAIL);
+    expect(sorted(email)).toEqual(sorted(ids.email));
+    expect(new Set(email).size).toBe(email.length);
+    expect(await waiting(CONTACT)).toEqual(ids.contact);
+    const after = await q.getJob('default/evt_000000000011');
+    expect(after?.name).toBe(before?.name);
+    expect(after?.data).toEqual(before?.data);
+    await q.close();
+  });
+
+  it('adds nothing new when run again while the jobs are kept', async () => {
+    const again = await requeue(store, publisher, {
+      source: 'default',
+      since: { time: startedAt },
+      retentionHours: 168,
+    });
+    expect(again.requeued).toBe(2_501);
+    expect(await waiting(EMAIL)).toHaveLength(2_500);
+    expect(await waiting(CONTACT)).toHaveLength(1);
+  });
+
+  it("starts from an event's own row, in seq order", async () => {
+    await deletePrefix(prefix);
+    const result = await requeue(store, publisher, {
+      source: 'default',
+      since: { eventId: 'evt_000000002001' },
+      retentionHours: 168,
+    });
+    expect(result.requeued).toBe(501);
+    const email = await waiting(EMAIL);
+    expect(sorted(email)).toEqual(sorted(ids.email).slice(2_000));
+  });
+
+  it('counts without adding on a dry run, and refuses an unknown event id', async () => {
+    await deletePrefix(prefix);
+    const dry = await requeue(store, publisher, {
+      source: 'default',
+      since: { eventId: 'evt_000000000101' },
+      retentionHours: 168,
+      dryRun: true,
+    });
+    expect(dry).toMatchObject({ requeued: 2_401, byQueue: { [EMAIL]: 2_400, [CONTACT]: 1 } });
+    expect(await waiting(EMAIL)).toEqual([]);
+    await expect(
+      requeue(store, publisher, { source: 'default', since: { eventId: 'evt_nope' }, retentionHours: 168 }),
+    ).rejects.toMatchObject({ code: 'UNKNOWN_EVENT', exitCode: 2 });
+    const none = await requeue(store, publisher, {
+      source: 'other',
+      since: { time: startedAt },
+      retentionHours: 168,
+    });
+    expect(none).toMatchObject({ requeued: 0, fromSeq: null, oldestKept: null });
+  });
+
+  it('starts at the rows stored with an event that has no job of its own', async () => {
+    await store.pool.query(
+      `INSERT INTO "${schema}".events (source, id, type, created_at, data, received_via, received_at)
+       SELECT 'default', 'evt_test_1', 'webhook.test', now(), '{}', 'webhook', created_at
+         FROM "${schema}".outbox WHERE event_id = 'evt_000000002401'`,
+    );
+    const result = await requeue(store, publisher, {
+      source: 'default',
+      since: { eventId: 'evt_test_1' },
+      retentionHours: 168,
+      dryRun: true,
+    });
+    // Same transaction timestamp as its batch: the whole batch of that commit qualifies.
+    expect(result.requeued).toBeGreaterThanOrEqual(101);
+    expect(result.predatesRetention).toBe(false);
+  });
+
+  it('says when the start predates the oldest row kept by the retention', async () => {
+    await store.pool.query(
+      `UPDATE "${schema}".outbox SET published_at = now() - interval '8 days' WHERE source = 'default'`,
+    );
+    try {
+      const old = await requeue(store, publisher, {
+        source: 'default',
+        since: { time: new Date(Date.now() - 30 * 86_400_000) },
+        retentionHours: 168,
+        dryRun: true,
+      });
+      expect(old.predatesRetention).toBe(true);
+      expect(old.requeued).toBe(2_501);
+      const recent = await requeue(store, publisher, {
+        source: 'default',
+        since: { time: new Date(Date.now() - 3_600_000) },
+        retentionHours: 168,
+        dryRun: true,
+      });
+      expect(recent).toMatchObject({ predatesRetention: false, requeued: 0 });
+    } finally {
+      await store.pool.query(`UPDATE "${schema}".outbox SET published_at = now() WHERE source = 'default'`);
+    }
+  });
+
+  it('runs as `feedsync requeue`, printing how many rows it re-drove', async () => {
+    await deletePrefix(prefix);
+    const env = { ...process.env, ...testEnv({ schema, prefix }) };
+    const { stdout } = await run('node', ['dist/cli.js', 'requeue', '--since', '1h'], { env });
+    expect(stdout).toMatch(/^requeued 2501 published outbox rows of source default \(/);
+    expect(sorted(await waiting(EMAIL))).toEqual(sorted(ids.email));
+    const json = await run('node', ['dist/cli.js', 'requeue', '--since', 'evt_000000002500', '--json'], {
+      env,
+    });
+    expect(JSON.parse(json.stdout)).toMatchObject({ source: 'default', requeued: 2, dryRun: false });
+    const help = await run('node', ['dist/cli.js', 'requeue', '--help'], { env });
+    expect(help.stdout).toContain('OUTBOX_RETENTION_HOURS');
+    const bad = await run('node', ['dist/cli.js', 'requeue'], { env }).catch((err: { code: number }) => err);
+    expect((bad as { code: number }).code).toBe(2);
+  });
+});
+
+describe('parseSince', () => {
+  const now = Date.parse('2024-05-01T12:00:00Z');
+  it('reads dates, date-times (UTC without a zone) and durations back from now', () => {
+    expect(parseSince('2024-04-30', now)).toEqual({ time: new Date('2024-04-30T00:00:00Z') });
+    expect(parseSince('2024-04-30T10:15', now)).toEqual({ time: new Date('2024-04-30T10:15:00Z') });
+    expect(parseSince('2024-04-30 10:15:30', now)).toEqual({ time: new Date('2024-04-30T10:15:30Z') });
+    expect(parseSince('2024-04-30T10:15:00+02:00', now)).toEqual({ time: new Date('2024-04-30T08:15:00Z') });
+    expect(parseSince('90m', now)).toEqual({ time: new Date('2024-05-01T10:30:00Z') });
+    expect(parseSince('2d', now)).toEqual({ time: new Date('2024-04-29T12:00:00Z') });
+  });
+  it('takes anything else as an event id, and refuses an impossible date', () => {
+    expect(parseSince('evt_000000000042', now)).toEqual({ eventId: 'evt_000000000042' });
+    expect(parseSince(' ev:1 ', now)).toEqual({ eventId: 'ev:1' });
+    expect(() => parseSince('2024-13-45', now)).toThrow(/not a valid date/);
+    expect(() => parseSince('  ', now)).toThrow(/time or an event id/);
+  });
+});
