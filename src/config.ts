@@ -134,7 +134,8 @@ export function loadConfig(
   for (const name of FILE_VARIANTS) {
     const file = env[`${name}_FILE`];
     if (!file) continue;
-    if (raw[name] !== undefined) throw new ConfigError(`${name}: set either ${name} or ${name}_FILE, not both`);
+    if (raw[name] !== undefined)
+      throw new ConfigError(`${name}: set either ${name} or ${name}_FILE, not both`);
     try {
       raw[name] = readFile(file).trim();
     } catch (err) {

@@ -52,7 +52,10 @@ describe('logger redaction', () => {
       apiKey: key,
       retry: { maxRetries: 0, maxRetryWaitMs: 0 },
     });
-    const err = await client.listWebhooks().catch((e: unknown) => e as Error);
+    const err = (await client.listWebhooks().then(
+      () => null,
+      (e: unknown) => e,
+    )) as Error;
     await client.close();
     expect(err).toBeInstanceOf(Error);
     expect(
