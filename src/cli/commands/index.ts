@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 import { cursorCommand } from './cursor.js';
-import { doctorCommand } from './doctor.js';
 import { demoCommand } from './demo.js';
+import { doctorCommand } from './doctor.js';
 import { migrateCommand } from './migrate.js';
 import { reconcileCommand } from './reconcile.js';
 import { requeueCommand } from './requeue.js';
