@@ -1,0 +1,109 @@
+import { Pool } from 'undici';
+import { createPublisher } from '../dist/queue/publisher.js';
+import { jobIdFor } from '../dist/queue/routes.js';
+import { createApplier } from '../dist/store/applier.js';
+import { ensureCursor } from '../dist/store/cursor.js';
+import { API_KEY, benchPrefix, deletePrefix, dropSchema, REDIS_URL, SOURCE } from './lib/env.mjs';
+import { backlogEvents, defaultQueues, migratedStore, route } from './lib/store.mjs';
+
+/**
+ * The three ceilings: what each part alone can do with the same events, one
+ * request or statement at a time as feedsync issues them. The slowest one bounds
+ * the whole.
+ */
+
+/** Feed paging alone: sequential cursor requests with next_after, the body parsed and nothing else. */
+export async function feedPaging(sim, count, limit) {
+  await sim.setLatency(0);
+  await sim.setBacklog(count);
+  const base = new URL(sim.baseUrl);
+  const pool = new Pool(base.origin, { connections: 1 });
+  let after = null;
+  let events = 0;
+  let requests = 0;
+  const started = performance.now();
+  try {
+    for (let i = 0; i <= Math.ceil(count / limit); i++) {
+      const query = new URLSearchParams({ limit: String(limit) });
+      if (after) query.set('after', after);
+      const res = await pool.request({
+        method: 'GET',
+        path: `${base.pathname}/events?${query}`,
+        headers: { authorization: `Bearer ${API_KEY}`, accept: 'application/json' },
+      });
+      if (res.statusCode !== 200) throw new Error(`feed answered ${res.statusCode}`);
+      const page = await res.body.json();
+      requests++;
+      events += page.data.length;
+      if (page.data.length < limit) break;
+      after = page.next_after;
+    }
+  } finally {
+    await pool.close();
+  }
+  const seconds = (performance.now() - started) / 1000;
+  if (events !== count) throw new Error(`paged ${events} events, expected ${count}`);
+  return { eventsPerSec: events / seconds, seconds, roundTripMs: (seconds * 1000) / requests, requests };
+}
+
+/** The same events in batches like feedsync's catch-up (pages of `limit`, `pagesPerCommit` per transaction). */
+function batchesOf(count, size) {
+  const startMs = Date.now() - count * 100;
+  const batches = [];
+  for (let p = 1; p <= count; p += size)
+    batches.push(backlogEvents(p, Math.min(count, p + size - 1), startMs));
+  return batches;
+}
+
+/** Postgres ingest alone: the applier's own statement (createApplier), one batch after the other, cursor moves included. */
+export async function postgresIngest(count, batchSize) {
+  const batches = batchesOf(count, batchSize);
+  const store = await migratedStore('ingest');
+  try {
+    await ensureCursor(store, SOURCE, null);
+    const applier = createApplier(store, route);
+    let prev = null;
+    const started = performance.now();
+    for (const events of batches) {
+      const next = events.at(-1).id;
+      const r = await applier.apply({
+        source: SOURCE,
+        receivedVia: 'feed',
+        events,
+        quarantine: [],
+        cursor: { prev, next },
+      });
+      if (r.status !== 'applied' || r.inserted.length !== events.length)
+        throw new Error('ingest did not apply');
+      prev = next;
+    }
+    const seconds = (performance.now() - started) / 1000;
+    return { eventsPerSec: count / seconds, seconds };
+  } finally {
+    await store.close();
+    await dropSchema(store.schema);
+  }
+}
+
+/** BullMQ addBulk alone: the relay's job names, ids, data and options, `batchSize` jobs a call. */
+export async function bullmqAddBulk(count, batchSize) {
+  const batches = batchesOf(count, batchSize).map((events) =>
+    events.map((e) => ({
+      name: e.type,
+      jobId: jobIdFor(SOURCE, e.id),
+      data: { source: SOURCE, id: e.id, type: e.type, created_at: e.created_at, data: e.data },
+    })),
+  );
+  const prefix = benchPrefix('addbulk');
+  const publisher = createPublisher({ redisUrl: REDIS_URL, prefix });
+  try {
+    if (!(await publisher.ping())) throw new Error('Redis does not answer');
+    const started = performance.now();
+    for (const jobs of batches) await publisher.addBulk(defaultQueues.emailEvents, jobs);
+    const seconds = (performance.now() - started) / 1000;
+    return { eventsPerSec: count / seconds, seconds };
+  } finally {
+    await publisher.close();
+    await deletePrefix(prefix);
+  }
+}

@@ -1,0 +1,12 @@
+// The simulator in a process of its own, so that it never shares a thread with
+// what is measured. Prints its origin, then serves until stdin closes or a signal.
+import { startSimulator } from '../../dist/simulator/index.js';
+
+const sim = await startSimulator({ port: 0, backlog: 0 });
+process.stdout.write(`${JSON.stringify({ origin: sim.origin, baseUrl: sim.baseUrl })}\n`);
+const stop = () => sim.close().finally(() => process.exit(0));
+process.on('SIGTERM', stop);
+process.on('SIGINT', stop);
+// The parent going away closes the pipe: never outlive it.
+process.stdin.on('end', stop);
+process.stdin.resume();

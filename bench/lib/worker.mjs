@@ -1,0 +1,80 @@
+import { spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { API_KEY, CLI, DATABASE_URL, REDIS_URL } from './env.mjs';
+
+/** The environment of a real `feedsync sync --once` run against the simulator. */
+export function workerEnv({ schema, prefix, baseUrl }) {
+  return {
+    PATH: process.env.PATH,
+    DATABASE_URL,
+    DATABASE_SCHEMA: schema,
+    REDIS_URL,
+    QUEUE_PREFIX: prefix,
+    FEED_BASE_URL: baseUrl,
+    FEED_API_KEY: API_KEY,
+    LOG_LEVEL: 'info',
+  };
+}
+
+/** VmRSS and VmHWM of a live process, in kB; null once it is gone. */
+function memoryOf(pid) {
+  try {
+    const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+    const kb = (name) => Number(new RegExp(`^${name}:\\s+(\\d+)`, 'm').exec(status)?.[1] ?? 0);
+    return { rss: kb('VmRSS'), hwm: kb('VmHWM') };
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * Runs `node dist/cli.js sync --once` (or other arguments) as its own process and
+ * measures it from spawn to exit, sampling its memory every `sampleMs`.
+ * Resolves with the wall time, the run's own summary line, and the memory peaks.
+ */
+export function runWorker(
+  env,
+  { args = ['sync', '--once'], sampleMs = 50, nodeArgs = [], timeoutMs = 600_000 } = {},
+) {
+  return new Promise((resolve, reject) => {
+    const started = performance.now();
+    const child = spawn(process.execPath, [...nodeArgs, CLI, ...args], {
+      env,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.setEncoding('utf8').on('data', (d) => {
+      stdout += d;
+    });
+    child.stderr.setEncoding('utf8').on('data', (d) => {
+      stderr += d;
+    });
+    const samples = [];
+    let hwm = 0;
+    const sample = () => {
+      const m = memoryOf(child.pid);
+      if (!m) return;
+      hwm = Math.max(hwm, m.hwm, m.rss);
+      samples.push({ t: performance.now() - started, rss: m.rss });
+    };
+    const timer = setInterval(sample, sampleMs);
+    const killer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
+    child.on('error', reject);
+    child.on('exit', (code, signal) => {
+      const wallMs = performance.now() - started;
+      clearInterval(timer);
+      clearTimeout(killer);
+      const summary = stdout
+        .split('\n')
+        .filter((l) => l.startsWith('{'))
+        .map((l) => JSON.parse(l))
+        .find((l) => l.msg === 'sync run finished');
+      if (code !== 0) {
+        reject(new Error(`sync exited with ${code ?? signal}: ${stderr.slice(-2000)}${stdout.slice(-2000)}`));
+        return;
+      }
+      resolve({ wallMs, summary, peakRssMb: hwm / 1024, samples });
+    });
+  });
+}

@@ -1,0 +1,185 @@
+// `npm run bench`: the ceilings, feedsync end to end, latency, memory, cold start
+// and a grown events table, measured in one run on this machine and printed as
+// one table. `--quick` runs everything at a tenth of the size (to check the
+// harness); `--json FILE` also writes the raw results.
+import { writeFileSync } from 'node:fs';
+import { bullmqAddBulk, feedPaging, postgresIngest } from './ceilings.mjs';
+import { coldStart, prepareSchema, release, rssHalves, syncOnce } from './end-to-end.mjs';
+import { fillStore } from './growth.mjs';
+import { cleanUp } from './lib/env.mjs';
+import { describeMachine } from './lib/machine.mjs';
+import { startSimChild } from './lib/simulator.mjs';
+import { markdownTable, mb, ms, pct, rate } from './lib/table.mjs';
+
+const args = process.argv.slice(2);
+const quick = args.includes('--quick');
+const jsonAt = args.indexOf('--json');
+const jsonFile = jsonAt >= 0 ? args[jsonAt + 1] : null;
+const scale = quick ? 0.1 : 1;
+const n = (x) => Math.round(x * scale);
+
+/** feedsync's defaults: FEED_PAGE_LIMIT, pages per transaction while catching up, relay batch. */
+const PAGE_LIMIT = 100;
+const PAGES_PER_COMMIT = 10;
+const RELAY_BATCH = 1000;
+const SIZES = {
+  ceiling: n(200_000),
+  endToEnd: n(200_000),
+  latency: n(20_000),
+  memory: n(1_000_000),
+  stored: n(5_000_000),
+  coldRuns: 5,
+};
+
+const log = (msg) => console.log(`[bench ${new Date().toISOString().slice(11, 19)}] ${msg}`);
+
+async function main() {
+  const started = performance.now();
+  const machine = await describeMachine();
+  const sim = await startSimChild();
+  const results = { machine, sizes: SIZES };
+  try {
+    log(`feed paging alone, ${SIZES.ceiling} events`);
+    const paging = await feedPaging(sim, SIZES.ceiling, PAGE_LIMIT);
+    log(`Postgres ingest alone, ${SIZES.ceiling} events`);
+    const ingest = await postgresIngest(SIZES.ceiling, PAGE_LIMIT * PAGES_PER_COMMIT);
+    log(`BullMQ addBulk alone, ${SIZES.ceiling} jobs`);
+    const addBulk = await bullmqAddBulk(SIZES.ceiling, RELAY_BATCH);
+    Object.assign(results, { paging, ingest, addBulk });
+
+    log(`filling a schema with ${SIZES.stored} stored events`);
+    const fillStarted = performance.now();
+    const grownSchema = await prepareSchema('grown', (store) => fillStore(store, SIZES.stored));
+    results.fillSeconds = (performance.now() - fillStarted) / 1000;
+
+    // The empty and the grown runs back to back, so that they see the same machine.
+    log(`sync --once, ${SIZES.endToEnd} events, empty store`);
+    const plain = await syncOnce(sim, { label: 'plain', events: SIZES.endToEnd });
+    log(`sync --once, ${SIZES.endToEnd} events, ${SIZES.stored} already stored`);
+    const grown = await syncOnce(sim, { label: 'grown', events: SIZES.endToEnd, schema: grownSchema });
+
+    const latency = [];
+    for (const latencyMs of [20, 50]) {
+      log(`sync --once, ${SIZES.latency} events, +${latencyMs} ms a page`);
+      latency.push(await syncOnce(sim, { label: `lat${latencyMs}`, events: SIZES.latency, latencyMs }));
+    }
+
+    log(`sync --once, ${SIZES.memory} events (memory)`);
+    const big = await syncOnce(sim, { label: 'memory', events: SIZES.memory, keep: true });
+    log(`cold start, caught-up feed, ${SIZES.coldRuns} runs`);
+    const cold = await coldStart(big.env, SIZES.coldRuns);
+    await release(big);
+    Object.assign(results, { plain, grown, latency, big, cold });
+
+    const rows = tableRows(results);
+    const table = markdownTable(rows);
+    results.rows = rows;
+    results.totalSeconds = (performance.now() - started) / 1000;
+    console.log('');
+    console.log(machineLine(machine));
+    console.log('');
+    console.log(table);
+    console.log('');
+    console.log(`(${Math.round(results.totalSeconds)} s in all)`);
+    if (jsonFile) writeFileSync(jsonFile, `${JSON.stringify(stripSamples(results), null, 2)}\n`);
+  } finally {
+    await sim.stop();
+    await cleanUp();
+  }
+}
+
+function tableRows(r) {
+  const ceilings = [
+    ['feed paging', r.paging],
+    ['Postgres ingest', r.ingest],
+    ['BullMQ addBulk', r.addBulk],
+  ];
+  const [lowName, low] = ceilings.reduce((a, b) => (b[1].eventsPerSec < a[1].eventsPerSec ? b : a));
+  const share = r.plain.eventsPerSec / low.eventsPerSec;
+  const rows = [
+    {
+      measure: `feed paging alone (limit ${PAGE_LIMIT}, sequential)`,
+      result: rate(r.paging.eventsPerSec),
+      against: `${r.paging.roundTripMs.toFixed(2)} ms a round trip`,
+    },
+    {
+      measure: `Postgres ingest alone (applier, ${PAGE_LIMIT * PAGES_PER_COMMIT} a transaction)`,
+      result: rate(r.ingest.eventsPerSec),
+    },
+    { measure: `BullMQ addBulk alone (${RELAY_BATCH} a call)`, result: rate(r.addBulk.eventsPerSec) },
+    {
+      measure: `sync --once, ${r.plain.events.toLocaleString('en-US')} events`,
+      result: rate(r.plain.eventsPerSec),
+      against: `lowest ceiling (${lowName})`,
+      ratio: pct(share),
+      target: '≥ 60%',
+      ok: share >= 0.6,
+    },
+  ];
+  for (const run of r.latency) {
+    const limit = PAGE_LIMIT / ((run.latencyMs + r.paging.roundTripMs) / 1000);
+    const ratio = run.eventsPerSec / limit;
+    rows.push({
+      measure: `sync --once, ${run.events.toLocaleString('en-US')} events, +${run.latencyMs} ms a page`,
+      result: rate(run.eventsPerSec),
+      against: `limit/round trip ${rate(limit)}`,
+      ratio: pct(ratio),
+      target: run.latencyMs === 50 ? '≥ 95%' : '',
+      ok: run.latencyMs === 50 ? ratio >= 0.95 : null,
+    });
+  }
+  const halves = rssHalves(r.big.samples);
+  const flat = r.big.peakRssMb / r.plain.peakRssMb;
+  rows.push(
+    {
+      measure: `peak RSS, ${r.big.events.toLocaleString('en-US')}-event catch-up`,
+      result: mb(r.big.peakRssMb),
+      against: `${r.plain.events.toLocaleString('en-US')}-event run ${mb(r.plain.peakRssMb)}; halves ${mb(halves.firstMb)} / ${mb(halves.secondMb)}`,
+      ratio: `${flat.toFixed(2)}×`,
+      target: '≤ 150 MB, flat',
+      ok: r.big.peakRssMb <= 150 && flat <= 1.15,
+    },
+    {
+      measure: `cold start, caught-up feed (median of ${r.cold.times.length})`,
+      result: ms(r.cold.medianMs),
+      against: `runs ${r.cold.times.map((t) => Math.round(t)).join(', ')} ms`,
+      target: '≤ 700 ms',
+      ok: r.cold.medianMs <= 700,
+    },
+  );
+  const grownRatio = r.grown.eventsPerSec / r.plain.eventsPerSec;
+  rows.push({
+    measure: `sync --once, ${r.grown.events.toLocaleString('en-US')} events, ${(r.sizes.stored / 1e6).toLocaleString('en-US')}M already stored`,
+    result: rate(r.grown.eventsPerSec),
+    against: `empty store ${rate(r.plain.eventsPerSec)}`,
+    ratio: pct(grownRatio),
+    target: '≥ 80%',
+    ok: grownRatio >= 0.8,
+  });
+  return rows;
+}
+
+function machineLine(m) {
+  return `Machine: ${m.cpu}, ${m.memory}; Node ${m.node}; ${m.postgres}; ${m.redis}; load at start ${m.loadAtStart}`;
+}
+
+function stripSamples(r) {
+  return JSON.parse(
+    JSON.stringify(r, (key, value) => (key === 'samples' || key === 'env' ? undefined : value)),
+  );
+}
+
+let interrupted = false;
+for (const signal of ['SIGINT', 'SIGTERM']) {
+  process.on(signal, () => {
+    if (interrupted) process.exit(130);
+    interrupted = true;
+    console.error(`\n${signal}: cleaning up`);
+    cleanUp().finally(() => process.exit(130));
+  });
+}
+
+main().catch((err) => {
+  console.error(err);
+  process.exitCode = 1;
+});
