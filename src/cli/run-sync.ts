@@ -117,8 +117,9 @@ export async function runSync(
   }
 }
 
+/** A run stopped by SIGTERM exits 0 without draining: the next run drains. Redis down is exit 1. */
 function exitCode(result: RunResult): number {
-  return result.drained ? 0 : 1;
+  return result.status === 'stopped' || result.drained ? 0 : 1;
 }
 
 async function push(
