@@ -117,8 +117,8 @@ describe('serve-webhooks: refusals', () => {
     ['no t', (body: string) => signWebhookPayload(body, SECRET_NEW).replace(/^t=\d+,/, '')],
     ['no v1', (body: string) => signWebhookPayload(body, SECRET_NEW).replace(/,v1=.*$/, '')],
     ['a wrong secret', (body: string) => signWebhookPayload(body, 'whsec_wrong_secret_value')],
-    ['t 301 s in the past', (body: string) => signWebhookPayload(body, SECRET_NEW, now() - 301)],
-    ['t 301 s in the future', (body: string) => signWebhookPayload(body, SECRET_NEW, now() + 301)],
+    ['t 310 s in the past', (body: string) => signWebhookPayload(body, SECRET_NEW, now() - 310)],
+    ['t 310 s in the future', (body: string) => signWebhookPayload(body, SECRET_NEW, now() + 310)],
     ['a signature of another body', () => signWebhookPayload('{}', SECRET_NEW)],
     ['an uppercase v1', (body: string) => signWebhookPayload(body, SECRET_NEW).toUpperCase()],
   ])('401 for %s, nothing stored', async (_name, header) => {
@@ -217,6 +217,32 @@ describe('serve-webhooks: refusals', () => {
       headers: { 'service-signature': signWebhookPayload(body, SECRET_NEW) },
     });
     expect(res.status).toBe(200);
+  });
+});
+
+describe('serve-webhooks: the 300 s tolerance, on an injected clock', () => {
+  it.each([
+    [-300, 200],
+    [300, 200],
+    [-301, 401],
+    [301, 401],
+  ])('t = now %+i s: %i', async (offset, status) => {
+    const fixed = 1_750_000_000;
+    const svc = await startWebhookService(config, {
+      logger: logs.logger,
+      port: 0,
+      host: '127.0.0.1',
+      now: () => fixed,
+    });
+    const p = poolFor(svc.server.url, 1);
+    try {
+      expect((await deliver(p, JSON.stringify(emailEvent()), SECRET_NEW, fixed + offset)).status).toBe(
+        status,
+      );
+    } finally {
+      await p.close();
+      await svc.close();
+    }
   });
 });
 
