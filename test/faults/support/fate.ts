@@ -1,0 +1,86 @@
+import { Redis } from 'ioredis';
+import { jobIdFor } from '../../../src/queue/routes.js';
+import type { Store } from '../../../src/store/db.js';
+import { routed, type Served } from './served.js';
+
+export const QUEUES = ['email-events', 'contact-events'] as const;
+
+/** What became of every served event: stored, published, enqueued; each how often. */
+export interface Fate {
+  /** Distinct events served. */
+  served: number;
+  stored: number;
+  /** Served but not stored, or stored without its job. Counted once per event. */
+  lost: number;
+  /** Stored rows, outbox rows and jobs beyond one per event. */
+  duplicated: number;
+  /** Stored events that were never served (must be 0). */
+  strangers: number;
+  outboxRows: number;
+  unpublished: number;
+  jobs: number;
+  jobsMissing: number;
+}
+
+/**
+ * Compares the store and the queues with the served set. Jobs are read from the
+ * wait lists (no worker runs in these tests, so every added job waits there).
+ */
+export async function fateOf(opts: {
+  store: Store;
+  prefix: string;
+  redisUrl: string;
+  served: readonly Served[];
+  source?: string;
+}): Promise<Fate> {
+  const source = opts.source ?? 'default';
+  const s = `"${opts.store.schema}"`;
+  const servedIds = [...new Set(opts.served.map((e) => e.id))];
+  const { rows: ev } = await opts.store.pool.query<{ id: string; n: number }>(
+    `SELECT id, count(*)::int AS n FROM ${s}.events WHERE source = $1 GROUP BY id`,
+    [source],
+  );
+  const stored = new Map(ev.map((r) => [r.id, r.n]));
+  const { rows: ob } = await opts.store.pool.query<{ event_id: string; n: number; open: number }>(
+    `SELECT event_id, count(*)::int AS n, count(*) FILTER (WHERE published_at IS NULL)::int AS open
+       FROM ${s}.outbox WHERE source = $1 GROUP BY event_id`,
+    [source],
+  );
+  const jobs = await jobIds(opts.redisUrl, opts.prefix, source);
+  const jobCount = new Map<string, number>();
+  for (const id of jobs) jobCount.set(id, (jobCount.get(id) ?? 0) + 1);
+
+  const lost = new Set(servedIds.filter((id) => !stored.has(id)));
+  let jobsMissing = 0;
+  for (const e of routed(opts.served)) {
+    if (!jobCount.has(jobIdFor(source, e.id))) {
+      jobsMissing++;
+      lost.add(e.id);
+    }
+  }
+  const beyondOne = (counts: Iterable<number>) => [...counts].reduce((a, n) => a + Math.max(0, n - 1), 0);
+  const servedSet = new Set(servedIds);
+  return {
+    served: servedIds.length,
+    stored: stored.size,
+    lost: lost.size,
+    duplicated: beyondOne(stored.values()) + beyondOne(ob.map((r) => r.n)) + beyondOne(jobCount.values()),
+    strangers: [...stored.keys()].filter((id) => !servedSet.has(id)).length,
+    outboxRows: ob.reduce((a, r) => a + r.n, 0),
+    unpublished: ob.reduce((a, r) => a + r.open, 0),
+    jobs: jobs.length,
+    jobsMissing,
+  };
+}
+
+/** Job ids of one source in every queue's wait list, repeats kept. */
+export async function jobIds(redisUrl: string, prefix: string, source = 'default'): Promise<string[]> {
+  const redis = new Redis(redisUrl, { maxRetriesPerRequest: 1 });
+  try {
+    const lists = await Promise.all(QUEUES.map((q) => redis.lrange(`${prefix}:${q}:wait`, 0, -1)));
+    const mine = `${encodeURIComponent(source)}/`;
+    return lists.flat().filter((id) => id.startsWith(mine));
+  } finally {
+    redis.disconnect();
+  }
+}

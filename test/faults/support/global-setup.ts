@@ -1,0 +1,91 @@
+import { execFile } from 'node:child_process';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { availableParallelism, cpus, tmpdir, totalmem } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { Redis } from 'ioredis';
+import pg from 'pg';
+import type { TestProject } from 'vitest/node';
+import { TEST_DATABASE_URL } from '../../support/postgres.js';
+import { TEST_REDIS_URL } from '../../support/redis.js';
+import { type Machine, renderPage } from './reliability-page.js';
+import type { FaultRecord } from './results.js';
+
+const ROOT = fileURLToPath(new URL('../../../', import.meta.url));
+const PAGE = join(ROOT, 'docs', 'RELIABILITY.md');
+const ITEMS = 10;
+
+/**
+ * Before the suite: a directory for the measurements, and a build of dist/ when
+ * it is older than src/ (the children run the built command). After: the page.
+ */
+export default async function setup(project: TestProject): Promise<() => Promise<void>> {
+  const dir = mkdtempSync(join(tmpdir(), 'feedsync-faults-'));
+  project.provide('faultResultsDir', dir);
+  if (newest(join(ROOT, 'src')) > mtime(join(ROOT, 'dist', 'cli.js'))) {
+    await promisify(execFile)('npx', ['tsc', '-p', 'tsconfig.build.json'], { cwd: ROOT });
+  }
+  return async () => {
+    try {
+      const records = readdirSync(dir)
+        .filter((f) => f.endsWith('.json'))
+        .map((f) => JSON.parse(readFileSync(join(dir, f), 'utf8')) as FaultRecord);
+      for (const r of records.sort((a, b) => a.item - b.item)) {
+        process.stdout.write(
+          `fault ${r.item} ${r.passed ? 'pass' : 'FAIL'}: ${r.injected} ${r.injectedWhat}, ${r.checked} checked, ` +
+            `${r.lost} lost, ${r.duplicated} duplicated; ${r.figures.map(([k, v]) => `${k}: ${v}`).join('; ')}\n`,
+        );
+      }
+      const missing = Array.from({ length: ITEMS }, (_, i) => i + 1).filter(
+        (n) => !records.some((r) => r.item === n),
+      );
+      if (missing.length > 0) {
+        process.stdout.write(
+          `fault suite: items ${missing.join(', ')} did not run; docs/RELIABILITY.md left as it was\n`,
+        );
+        return;
+      }
+      writeFileSync(PAGE, renderPage(records, await machine()));
+      process.stdout.write(`fault suite: wrote ${PAGE}\n`);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  };
+}
+
+async function machine(): Promise<Machine> {
+  const client = new pg.Client({ connectionString: TEST_DATABASE_URL });
+  await client.connect();
+  const version = (await client.query<{ v: string }>('SHOW server_version')).rows[0]?.v ?? '?';
+  await client.end();
+  const redis = new Redis(TEST_REDIS_URL);
+  const info = await redis.info('server');
+  redis.disconnect();
+  return {
+    date: new Date().toISOString().slice(0, 10),
+    cpus: availableParallelism(),
+    cpuModel: cpus()[0]?.model.trim() ?? 'unknown CPU',
+    memoryGiB: Math.round((totalmem() / 2 ** 30) * 10) / 10,
+    node: process.versions.node,
+    postgres: `PostgreSQL ${version.split(' ')[0]}`,
+    redis: /redis_version:(\S+)/.exec(info)?.[1] ?? '?',
+  };
+}
+
+function mtime(path: string): number {
+  try {
+    return statSync(path).mtimeMs;
+  } catch {
+    return 0;
+  }
+}
+
+/** The newest modification time of any file under `dir`. */
+function newest(dir: string): number {
+  let latest = 0;
+  for (const entry of readdirSync(dir, { withFileTypes: true, recursive: true })) {
+    if (entry.isFile()) latest = Math.max(latest, mtime(join(entry.parentPath, entry.name)));
+  }
+  return latest;
+}

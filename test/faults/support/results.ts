@@ -1,0 +1,74 @@
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { inject } from 'vitest';
+
+declare module 'vitest' {
+  export interface ProvidedContext {
+    /** Where each fault test writes what it measured (set by global-setup.ts). */
+    faultResultsDir: string;
+  }
+}
+
+/** What one item of the suite measured. */
+export interface FaultRecord {
+  /** The item's number in the issue (1 to 10). */
+  item: number;
+  title: string;
+  /** What is claimed under this fault, in one sentence. */
+  claim: string;
+  /** How the fault was injected, for the reader. */
+  method: string;
+  /** Faults injected, and of what kind ("SIGKILLs"). */
+  injected: number;
+  injectedWhat: string;
+  /** Distinct events whose fate was checked. */
+  checked: number;
+  /** Events served but not stored (or not enqueued). */
+  lost: number;
+  /** Events stored, or jobs added, more than once. */
+  duplicated: number;
+  /** Further figures, in the order they are shown. */
+  figures: [label: string, value: string | number][];
+  passed: boolean;
+  /** The assertion that failed, when one did. */
+  failure?: string;
+  durationMs: number;
+}
+
+export type Measured = Omit<FaultRecord, 'item' | 'title' | 'claim' | 'method' | 'passed' | 'durationMs'>;
+
+/**
+ * Runs one item's test body and writes what it measured, passed or not, so the
+ * page shows a failure with its figures instead of hiding it. The body fills in
+ * `rec` as it goes and asserts at the end.
+ */
+export async function measured(
+  head: Pick<FaultRecord, 'item' | 'title' | 'claim' | 'method'>,
+  body: (rec: Measured) => Promise<void>,
+): Promise<void> {
+  const rec: Measured = {
+    injected: 0,
+    injectedWhat: 'faults',
+    checked: 0,
+    lost: 0,
+    duplicated: 0,
+    figures: [],
+  };
+  const started = performance.now();
+  let failure: string | undefined;
+  try {
+    await body(rec);
+  } catch (err) {
+    failure = (err as Error).message?.split('\n')[0] ?? String(err);
+    throw err;
+  } finally {
+    const record: FaultRecord = {
+      ...head,
+      ...rec,
+      passed: failure === undefined,
+      ...(failure === undefined ? {} : { failure }),
+      durationMs: Math.round(performance.now() - started),
+    };
+    writeFileSync(join(inject('faultResultsDir'), `item-${head.item}.json`), JSON.stringify(record, null, 2));
+  }
+}

@@ -1,0 +1,66 @@
+import { afterAll } from 'vitest';
+import { createStore, type Store } from '../../../src/store/db.js';
+import { migrate } from '../../../src/store/migrate.js';
+import { dropSchema, TEST_DATABASE_URL, uniqueSchema } from '../../support/postgres.js';
+import { deletePrefix, TEST_REDIS_URL, uniquePrefix } from '../../support/redis.js';
+import { TEST_API_KEY } from '../../support/simulator.js';
+
+/** A migrated schema and a BullMQ prefix of one case's own, on the shared or a private server. */
+export interface Sandbox {
+  schema: string;
+  prefix: string;
+  store: Store;
+  databaseUrl: string;
+  redisUrl: string;
+  /** The whole environment of a child `feedsync` process on this sandbox (nothing inherited). */
+  env(baseUrl: string | null, extra?: Record<string, string>): Record<string, string>;
+}
+
+export interface SandboxOptions {
+  databaseUrl?: string;
+  redisUrl?: string;
+  /** Leave the schema empty (the test migrates, or checks an unmigrated one). */
+  migrate?: boolean;
+}
+
+/**
+ * Makes sandboxes on demand and drops them all (schemas and Redis keys) in
+ * afterAll. A sandbox on a server that is gone by then is skipped quietly.
+ */
+export function useSandboxes(): (label: string, opts?: SandboxOptions) => Promise<Sandbox> {
+  const made: Sandbox[] = [];
+  afterAll(async () => {
+    for (const box of made) {
+      await box.store.close().catch(() => {});
+      await dropSchema(box.schema, box.databaseUrl).catch(() => {});
+      await deletePrefix(box.prefix, box.redisUrl).catch(() => {});
+    }
+  });
+  return async (label, opts = {}) => {
+    const schema = uniqueSchema(`f_${label}`);
+    const databaseUrl = opts.databaseUrl ?? TEST_DATABASE_URL;
+    const redisUrl = opts.redisUrl ?? TEST_REDIS_URL;
+    const store = createStore({ url: databaseUrl, schema });
+    const prefix = uniquePrefix(`f-${label.replace(/_/g, '-')}`);
+    const box: Sandbox = {
+      schema,
+      prefix,
+      store,
+      databaseUrl,
+      redisUrl,
+      env: (baseUrl, extra = {}) => ({
+        DATABASE_URL: databaseUrl,
+        DATABASE_SCHEMA: schema,
+        REDIS_URL: redisUrl,
+        QUEUE_PREFIX: prefix,
+        FEED_API_KEY: TEST_API_KEY,
+        LOG_LEVEL: 'warn',
+        ...(baseUrl ? { FEED_BASE_URL: baseUrl } : {}),
+        ...extra,
+      }),
+    };
+    made.push(box);
+    if (opts.migrate !== false) await migrate(store);
+    return box;
+  };
+}
