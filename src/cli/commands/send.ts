@@ -3,7 +3,7 @@ import { action } from '../context.js';
 
 interface SendFlags {
   from?: string;
-  to: string[];
+  to?: string[];
   subject?: string;
   html?: string;
   htmlFile?: string;
@@ -11,7 +11,7 @@ interface SendFlags {
   json?: boolean;
 }
 
-const collect = (value: string, previous: string[]): string[] => [...previous, value];
+const collect = (value: string, previous: string[] | undefined): string[] => [...(previous ?? []), value];
 
 /**
  * `feedsync send`: the one explicit send, and the only code path that calls
@@ -23,7 +23,7 @@ export function sendCommand(): Command {
   return new Command('send')
     .description('Send one email through the service, idempotently (the only command that ever sends).')
     .option('--from <address>', 'sender address')
-    .option('--to <addresses>', 'recipient; repeat the flag or separate with commas', collect, [])
+    .option('--to <addresses>', 'recipient; repeat the flag or separate with commas', collect)
     .option('--subject <text>', 'subject line (may be empty)')
     .option('--html <html>', 'HTML body')
     .option('--html-file <path>', 'read the HTML body from a file instead')
@@ -45,7 +45,7 @@ export function sendCommand(): Command {
 
         const from = flags.from?.trim();
         if (!from) throw usage('send: --from is required');
-        const to = flags.to
+        const to = (flags.to ?? [])
           .flatMap((t) => t.split(','))
           .map((t) => t.trim())
           .filter(Boolean);
