@@ -1,0 +1,217 @@
+import { Queue } from 'bullmq';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import type { ServiceEvent } from '../../src/api/types.js';
+import { createLogger } from '../../src/logger.js';
+import { createPublisher, type JobToAdd, type Publisher } from '../../src/queue/publisher.js';
+import { outboxBacklog, pruneOutbox, publishBatch, startRelay } from '../../src/queue/relay.js';
+import { routeFor } from '../../src/queue/routes.js';
+import { createApplier } from '../../src/store/applier.js';
+import { createStore, type Store } from '../../src/store/db.js';
+import { migrate } from '../../src/store/migrate.js';
+import { dropSchema, TEST_DATABASE_URL, uniqueSchema } from '../support/postgres.js';
+import { deletePrefix, TEST_REDIS_URL, uniquePrefix } from '../support/redis.js';
+
+const schema = uniqueSchema('relay');
+const prefix = uniquePrefix('relay');
+const queues = {
+  prefix,
+  emailEvents: 'email-events',
+  contactEvents: 'contact-events',
+  outboxRetentionHours: 168,
+};
+const logger = createLogger({ level: 'silent' });
+let store: Store;
+
+beforeAll(async () => {
+  store = createStore({ url: TEST_DATABASE_URL, schema, max: 6 });
+  await migrate(store);
+});
+afterAll(async () => {
+  await store.close();
+  await dropSchema(schema);
+  await deletePrefix(prefix);
+});
+beforeEach(async () => {
+  await store.pool.query(`TRUNCATE "${schema}".events, "${schema}".outbox`);
+});
+
+let serial = 0;
+/** Stores `n` new events (alternating email and contact types, plus a type without a queue). */
+async function storeEvents(n: number): Promise<ServiceEvent[]> {
+  const types = ['email.sent', 'contact.subscribed', 'email.delivered', 'email.opened'];
+  const events = Array.from({ length: n }, (_, i) => {
+    serial++;
+    return {
+      id: `evt:${String(serial).padStart(6, '0')}`,
+      type: types[i % types.length]!,
+      created_at: new Date(Date.UTC(2024, 0, 1, 0, 0, serial)).toISOString(),
+      data: { email_id: `em_${serial}`, to: ['a@example.com'] },
+    };
+  });
+  await createApplier(store, routeFor(queues)).apply({
+    source: 's/1',
+    receivedVia: 'feed',
+    events,
+    quarantine: [],
+  });
+  return events;
+}
+
+/** A publisher that records what it is given and fails while `failing` is set. */
+function recordingPublisher(): Publisher & {
+  added: { queue: string; jobs: JobToAdd[] }[];
+  failing: Error | null;
+} {
+  const rec = {
+    added: [] as { queue: string; jobs: JobToAdd[] }[],
+    failing: null as Error | null,
+    async addBulk(queue: string, jobs: readonly JobToAdd[]) {
+      // A real addBulk goes over the network: let the other relay's query run meanwhile.
+      await new Promise((resolve) => setImmediate(resolve));
+      if (rec.failing) throw rec.failing;
+      rec.added.push({ queue, jobs: [...jobs] });
+    },
+    ping: async () => true,
+    counts: async () => ({}),
+    maxmemoryPolicy: async () => 'noeviction',
+    close: async () => {},
+  };
+  return rec;
+}
+
+describe('publishBatch', () => {
+  it('adds each routed event to its queue with the contract job id, name, data and retention', async () => {
+    const events = await storeEvents(8);
+    const publisher = createPublisher({ redisUrl: TEST_REDIS_URL, prefix });
+    try {
+      expect(await publishBatch(store, publisher, 100)).toBe(6);
+      expect(await publishBatch(store, publisher, 100)).toBe(0);
+    } finally {
+      await publisher.close();
+    }
+    expect(await outboxBacklog(store)).toBe(0);
+    const email = new Queue('email-events', { connection: { url: TEST_REDIS_URL }, prefix });
+    try {
+      const first = events[0]!;
+      const job = await email.getJob(`s%2F1/${encodeURIComponent(first.id)}`);
+      expect(job?.id).toBe(`s%2F1/evt%3A${first.id.slice(4)}`);
+      expect(job?.name).toBe('email.sent');
+      expect(job?.data).toEqual({ source: 's/1', ...first });
+      expect(job?.opts).toMatchObject({
+        removeOnComplete: { age: 7 * 24 * 3600 },
+        removeOnFail: { age: 30 * 24 * 3600 },
+      });
+      expect(await email.getJobCountByTypes('waiting')).toBe(4);
+    } finally {
+      await email.close();
+    }
+  });
+
+  it('publishes oldest first, in batches, each row once even with two relays at the same rows', async () => {
+    const events = await storeEvents(60);
+    const publisher = recordingPublisher();
+    const relayOnce = async (): Promise<void> => {
+      while ((await publishBatch(store, publisher, 7)) > 0) {}
+    };
+    await Promise.all([relayOnce(), relayOnce()]);
+    const ids = publisher.added.flatMap((a) => a.jobs.map((j) => j.jobId));
+    expect(new Set(ids).size).toBe(ids.length);
+    expect(ids).toHaveLength(45);
+    for (const { jobs } of publisher.added) {
+      const sorted = [...jobs].sort((a, b) => a.jobId.localeCompare(b.jobId));
+      expect(jobs).toEqual(sorted);
+    }
+    const routed = events.filter((e) => e.type !== 'email.opened').length;
+    expect(ids.length).toBe(routed);
+    expect(await outboxBacklog(store)).toBe(0);
+  });
+
+  it('leaves the rows unpublished when addBulk fails', async () => {
+    await storeEvents(4);
+    const publisher = recordingPublisher();
+    publisher.failing = new Error('Redis is down');
+    await expect(publishBatch(store, publisher, 100)).rejects.toThrow('Redis is down');
+    expect(await outboxBacklog(store)).toBe(3);
+  });
+});
+
+describe('the relay loop', () => {
+  /** Idle sleeps wait for a kick; backoff sleeps are recorded and return at once. */
+  function fakeSleep() {
+    const backoffs: number[] = [];
+    const sleep = (ms: number, signal?: AbortSignal): Promise<void> => {
+      if (ms >= 60_000) {
+        return new Promise((resolve) => {
+          if (signal?.aborted) resolve();
+          else signal?.addEventListener('abort', () => resolve(), { once: true });
+        });
+      }
+      backoffs.push(ms);
+      return Promise.resolve();
+    };
+    return { sleep, backoffs };
+  }
+
+  it('drain() rejects after drainAttempts failures in a row, backing off; drains once Redis answers', async () => {
+    await storeEvents(8);
+    const publisher = recordingPublisher();
+    publisher.failing = new Error('Redis is down');
+    const { sleep, backoffs } = fakeSleep();
+    const relay = startRelay({ store, publisher, logger, sleep, drainAttempts: 3, maxBackoffMs: 1000 });
+    try {
+      await expect(relay.drain()).rejects.toThrow('Redis is down');
+      expect(relay.lastError).toBe(publisher.failing);
+      expect(await outboxBacklog(store)).toBe(6);
+      // Full-jitter halves: each wait lies between half and all of min(max, 250 * 2^failures).
+      backoffs.slice(0, 3).forEach((ms, i) => {
+        const step = Math.min(1000, 250 * 2 ** (i + 1));
+        expect(ms).toBeGreaterThanOrEqual(step / 2);
+        expect(ms).toBeLessThanOrEqual(step);
+      });
+
+      publisher.failing = null;
+      await relay.drain();
+      expect(relay.lastError).toBeNull();
+      expect(await outboxBacklog(store)).toBe(0);
+      expect(publisher.added.flatMap((a) => a.jobs)).toHaveLength(6);
+    } finally {
+      await relay.stop();
+    }
+  });
+
+  it('a drain() asked while a batch runs waits for the rows committed before it', async () => {
+    await storeEvents(4);
+    const publisher = recordingPublisher();
+    const { sleep } = fakeSleep();
+    const relay = startRelay({ store, publisher, logger, sleep });
+    try {
+      const first = relay.drain();
+      await storeEvents(4);
+      await Promise.all([first, relay.drain()]);
+      expect(await outboxBacklog(store)).toBe(0);
+      expect(publisher.added.flatMap((a) => a.jobs)).toHaveLength(6);
+    } finally {
+      await relay.stop();
+    }
+  });
+});
+
+describe('pruneOutbox', () => {
+  it('deletes published rows older than the retention and keeps the rest', async () => {
+    await storeEvents(8);
+    await store.pool.query(
+      `UPDATE "${schema}".outbox SET published_at = now() - interval '10 hours'
+        WHERE seq IN (SELECT seq FROM "${schema}".outbox ORDER BY seq LIMIT 2)`,
+    );
+    await store.pool.query(
+      `UPDATE "${schema}".outbox SET published_at = now()
+        WHERE seq IN (SELECT seq FROM "${schema}".outbox WHERE published_at IS NULL ORDER BY seq LIMIT 2)`,
+    );
+    expect(await pruneOutbox(store, 5)).toBe(2);
+    expect(await outboxBacklog(store)).toBe(2);
+    const { rows } = await store.pool.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM "${schema}".outbox`,
+    );
+    expect(rows[0]!.n).toBe(4);
+  });
+});
