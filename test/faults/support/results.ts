@@ -56,12 +56,24 @@ export async function measured(
   };
   const started = performance.now();
   let failure: string | undefined;
+  // An error nobody handles would end a real worker process: count them as failures too.
+  const uncaught: string[] = [];
+  const onUncaught = (err: unknown) => uncaught.push(firstLine(err));
+  process.on('uncaughtException', onUncaught);
+  process.on('unhandledRejection', onUncaught);
   try {
     await body(rec);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    if (uncaught.length > 0) {
+      rec.figures.push(['errors no handler caught (a worker process would crash)', uncaught.length]);
+      throw new Error(`${uncaught.length} errors no handler caught, the first: ${uncaught[0]}`);
+    }
   } catch (err) {
-    failure = (err as Error).message?.split('\n')[0] ?? String(err);
+    failure = firstLine(err);
     throw err;
   } finally {
+    process.off('uncaughtException', onUncaught);
+    process.off('unhandledRejection', onUncaught);
     const record: FaultRecord = {
       ...head,
       ...rec,
@@ -71,4 +83,8 @@ export async function measured(
     };
     writeFileSync(join(inject('faultResultsDir'), `item-${head.item}.json`), JSON.stringify(record, null, 2));
   }
+}
+
+function firstLine(err: unknown): string {
+  return ((err as Error)?.message ?? String(err)).split('\n')[0] ?? 'unknown error';
 }

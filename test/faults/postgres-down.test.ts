@@ -1,0 +1,196 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { defaultSleep } from '../../src/api/retry.js';
+import { createLogger } from '../../src/logger.js';
+import type { Simulator } from '../../src/simulator/index.js';
+import { createSync } from '../../src/sync/sync.js';
+import { watch } from '../../src/sync/watch.js';
+import { testConfig } from '../support/config.js';
+import { CLI, killChildren, runCli, spawnNode, waitFor } from '../support/processes.js';
+import { startTestSimulator, TEST_API_KEY } from '../support/simulator.js';
+import { type Fate, fateOf } from './support/fate.js';
+import { sendMail } from './support/mail.js';
+import { isPrefix, prefixState } from './support/prefix-check.js';
+import { type PrivatePostgres, startPrivatePostgres } from './support/private-postgres.js';
+import { measured } from './support/results.js';
+import { type Sandbox, useSandboxes } from './support/sandbox.js';
+import { readWholeFeed } from './support/served.js';
+
+const sandbox = useSandboxes();
+const INTERVAL_MS = 100;
+let postgres: PrivatePostgres;
+const sims: Simulator[] = [];
+
+beforeAll(async () => {
+  postgres = await startPrivatePostgres();
+});
+afterAll(async () => {
+  await killChildren();
+  for (const sim of sims) await sim.close();
+  await postgres?.dispose();
+});
+
+async function simulator(backlog: number, latencyMs = 0): Promise<Simulator> {
+  const sim = await startTestSimulator({ backlog, faults: { latencyMs } });
+  sims.push(sim);
+  return sim;
+}
+
+async function fate(box: Sandbox, sim: Simulator): Promise<Fate> {
+  const served = await readWholeFeed(sim.baseUrl, TEST_API_KEY);
+  return fateOf({ store: box.store, prefix: box.prefix, redisUrl: box.redisUrl, served });
+}
+
+async function cursorOf(box: Sandbox): Promise<string | null> {
+  const { rows } = await box.store.pool.query<{ after_id: string | null }>(
+    `SELECT after_id FROM "${box.schema}".cursors WHERE source = 'default'`,
+  );
+  return rows[0]?.after_id ?? null;
+}
+
+it('4. Postgres stopped: a once run exits 1 with the cursor intact; a watch run backs off and catches up', async () => {
+  await measured(
+    {
+      item: 4,
+      title: 'Postgres stopped',
+      claim:
+        'With Postgres gone, a once run fails (exit 1) and moves nothing; a watch run backs off, doubling its wait, ' +
+        'and catches up once Postgres is back. Nothing is lost or stored twice.',
+      method:
+        'A private Postgres cluster (initdb and pg_ctl, on its own port) that the test stops and starts. ' +
+        '(a) `feedsync sync --once` run while it is stopped; ' +
+        '(b) the cluster crashed (`pg_ctl stop -m immediate`) in the middle of a 20,000-event catch-up, then restarted ' +
+        'and the run repeated; (c) the watch loop (src/sync/watch.ts, interval 100 ms) kept running while the cluster ' +
+        'was stopped for a few seconds and new mail arrived.',
+    },
+    async (rec) => {
+      rec.injectedWhat = 'Postgres outages';
+      // (a) stopped before the run.
+      const simA = await simulator(3_000);
+      const boxA = await sandbox('pg_down_once', { databaseUrl: postgres.url });
+      const first = await runCli(['sync', '--once'], boxA.env(simA.baseUrl), 60_000);
+      expect(first.code, first.stderr).toBe(0);
+      const cursorBefore = await cursorOf(boxA);
+      await sendMail(simA, 'while-down');
+      await postgres.stop('fast');
+      rec.injected++;
+      const started = performance.now();
+      const down = await runCli(['sync', '--once'], boxA.env(simA.baseUrl), 60_000);
+      const failMs = Math.round(performance.now() - started);
+      await postgres.start();
+      const cursorAfter = await cursorOf(boxA);
+      const stateA = await prefixState(boxA.store, 100);
+      expect(down.code).toBe(1);
+      expect(down.stderr).toMatch(/ECONNREFUSED|connect/);
+      expect(cursorAfter).toBe(cursorBefore);
+      expect(stateA.stored).toBe(3_000);
+      const again = await runCli(['sync', '--once'], boxA.env(simA.baseUrl), 60_000);
+      expect(again.code, again.stderr).toBe(0);
+      const fateA = await fate(boxA, simA);
+
+      // (b) crashed in the middle of a catch-up.
+      const simB = await simulator(20_000, 3);
+      const boxB = await sandbox('pg_crash_run', { databaseUrl: postgres.url });
+      const child = spawnNode([CLI, 'sync', '--once'], boxB.env(simB.baseUrl));
+      await waitFor(async () => (await prefixState(boxB.store, 100)).stored >= 3_000, {
+        timeoutMs: 60_000,
+        what: '3000 events stored',
+      });
+      await postgres.stop('immediate');
+      rec.injected++;
+      const crashed = await child.waitExit(60_000);
+      await postgres.start();
+      const stateB = await waitFor(() => prefixState(boxB.store, 100).catch(() => null), {
+        timeoutMs: 30_000,
+        what: 'Postgres back after the crash',
+      });
+      expect(crashed.code).toBe(1);
+      expect(isPrefix(stateB)).toBe(true);
+      expect(stateB.partialPages).toBe(0);
+      const resumed = await runCli(['sync', '--once'], boxB.env(simB.baseUrl), 120_000);
+      expect(resumed.code, resumed.stderr).toBe(0);
+      const fateB = await fate(boxB, simB);
+
+      // (c) the watch loop through an outage.
+      const simC = await simulator(2_000);
+      const boxC = await sandbox('pg_down_watch', { databaseUrl: postgres.url });
+      const sync = createSync(
+        testConfig(
+          { schema: boxC.schema, prefix: boxC.prefix, baseUrl: simC.baseUrl },
+          { DATABASE_URL: postgres.url },
+        ),
+        { logger: createLogger({ level: 'silent' }) },
+      );
+      const waits: number[] = [];
+      const runs: string[] = [];
+      const stop = new AbortController();
+      const loop = watch({
+        sync,
+        intervalMs: INTERVAL_MS,
+        signal: stop.signal,
+        logger: createLogger({ level: 'silent' }),
+        onRun: (r) => runs.push(r.status),
+        sleep: (ms, signal) => {
+          waits.push(ms);
+          return defaultSleep(ms, signal);
+        },
+      });
+      let outageMs = 0;
+      let failuresSeen = 0;
+      try {
+        await waitFor(() => runs.includes('caught-up'), { timeoutMs: 60_000, what: 'the first watch run' });
+        await sendMail(simC, 'watch-outage');
+        const waitsBefore = waits.length;
+        await postgres.stop('fast');
+        rec.injected++;
+        const downAt = performance.now();
+        // Down long enough for several failed runs and growing waits.
+        await waitFor(() => waits.slice(waitsBefore).filter((w) => w > INTERVAL_MS).length >= 3, {
+          timeoutMs: 30_000,
+          what: 'three backed-off waits',
+        });
+        await sleep(500);
+        await postgres.start();
+        outageMs = Math.round(performance.now() - downAt);
+        failuresSeen = waits.slice(waitsBefore).filter((w) => w > INTERVAL_MS).length + 1;
+        const total = (await readWholeFeed(simC.baseUrl, TEST_API_KEY)).length;
+        await waitFor(
+          async () => {
+            const f = await fate(boxC, simC).catch(() => null);
+            return f !== null && f.stored === total && f.unpublished === 0 && f.lost === 0;
+          },
+          { timeoutMs: 90_000, intervalMs: 200, what: 'the watch loop to catch up after the outage' },
+        );
+      } finally {
+        stop.abort();
+        await loop;
+        await sync.close();
+      }
+      const fateC = await fate(boxC, simC);
+      const backoff = waits.filter((w) => w > INTERVAL_MS);
+
+      rec.checked = fateA.served + fateB.served + fateC.served;
+      rec.lost = fateA.lost + fateB.lost + fateC.lost;
+      rec.duplicated = fateA.duplicated + fateB.duplicated + fateC.duplicated;
+      rec.figures = [
+        ['(a) exit code of the once run with Postgres stopped', down.code ?? 'signal'],
+        ['(a) time until it gave up', `${failMs} ms`],
+        ['(a) cursor before / after the failed run', `${cursorBefore} / ${cursorAfter}`],
+        ['(b) exit code of the run whose Postgres crashed', crashed.code ?? 'signal'],
+        ['(b) events stored when it crashed (all whole pages, exactly 1..cursor)', stateB.stored],
+        ['(c) watch runs that failed while Postgres was down', failuresSeen],
+        ['(c) waits after failures, ms (interval 100, doubling, at most 10 intervals)', backoff.join(', ')],
+        ['(c) outage', `${outageMs} ms`],
+        ['events stored in all (a, b, c)', `${fateA.stored}, ${fateB.stored}, ${fateC.stored}`],
+      ];
+
+      for (const f of [fateA, fateB, fateC]) {
+        expect(f).toMatchObject({ lost: 0, duplicated: 0, strangers: 0, unpublished: 0 });
+      }
+      expect(backoff.length).toBeGreaterThanOrEqual(3);
+      for (let i = 1; i < Math.min(backoff.length, 4); i++) {
+        expect(backoff[i]).toBe(Math.min(INTERVAL_MS * 10, backoff[i - 1]! * 2));
+      }
+    },
+  );
+});
