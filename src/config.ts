@@ -3,18 +3,6 @@ import { z } from 'zod';
 import { checkBaseUrl } from './api/base-url.js';
 import { ConfigError } from './errors.js';
 
-/** Every event type the service documents. */
-export const KNOWN_EVENT_TYPES = [
-  'email.sent',
-  'email.delivered',
-  'email.bounced',
-  'email.complained',
-  'email.failed',
-  'contact.subscribed',
-  'contact.unsubscribed',
-  'webhook.test',
-] as const;
-
 /**
  * The whole configuration, parsed once at start from the environment and frozen.
  * No other module reads `process.env`.
