@@ -1,8 +1,9 @@
+import { Redis } from 'ioredis';
 import { afterAll } from 'vitest';
 import { createStore, type Store } from '../../../src/store/db.js';
 import { migrate } from '../../../src/store/migrate.js';
 import { dropSchema, TEST_DATABASE_URL, uniqueSchema } from '../../support/postgres.js';
-import { deletePrefix, TEST_REDIS_URL, uniquePrefix } from '../../support/redis.js';
+import { TEST_REDIS_URL, uniquePrefix } from '../../support/redis.js';
 import { TEST_API_KEY } from '../../support/simulator.js';
 
 /** A migrated schema and a BullMQ prefix of one case's own, on the shared or a private server. */
@@ -33,7 +34,7 @@ export function useSandboxes(): (label: string, opts?: SandboxOptions) => Promis
     for (const box of made) {
       await box.store.close().catch(() => {});
       await dropSchema(box.schema, box.databaseUrl).catch(() => {});
-      await deletePrefix(box.prefix, box.redisUrl).catch(() => {});
+      await deleteKeys(box.prefix, box.redisUrl).catch(() => {});
     }
   });
   return async (label, opts = {}) => {
@@ -63,4 +64,21 @@ export function useSandboxes(): (label: string, opts?: SandboxOptions) => Promis
     if (opts.migrate !== false) await migrate(store);
     return box;
   };
+}
+
+/** Deletes the prefix's keys; quietly does nothing when that Redis is gone (a private one, stopped). */
+async function deleteKeys(prefix: string, url: string): Promise<void> {
+  const redis = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
+  redis.on('error', () => {});
+  try {
+    await redis.connect();
+    let cursor = '0';
+    do {
+      const [next, keys] = await redis.scan(cursor, 'MATCH', `${prefix}:*`, 'COUNT', 1000);
+      cursor = next;
+      if (keys.length > 0) await redis.unlink(...keys);
+    } while (cursor !== '0');
+  } finally {
+    redis.disconnect();
+  }
 }
