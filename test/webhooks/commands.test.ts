@@ -61,6 +61,7 @@ async function startReceiver(env: Record<string, string>, port: number): Promise
   const child = spawnNode([CLI, 'serve-webhooks'], env);
   await waitFor(async () => (await get(port, '/healthz')) === 200 || child.process.exitCode !== null, {
     what: 'serve-webhooks to listen',
+    timeoutMs: 30_000,
   });
   expect(child.process.exitCode).toBeNull();
   return child;
@@ -104,7 +105,7 @@ describe('feedsync serve-webhooks (the built command)', () => {
     expect(r.code).toBe(0);
     expect(`${r.stdout}${r.stderr}`).not.toContain(secret);
     expect(`${r.stdout}${r.stderr}`).not.toContain('pw-never-logged');
-  });
+  }, 120_000);
 });
 
 describe('feedsync webhooks, with a receiver started by serve-webhooks', () => {
@@ -138,6 +139,7 @@ describe('feedsync webhooks, with a receiver started by serve-webhooks', () => {
     await client.close();
     await waitFor(async () => (await count(store, 'events', `type LIKE 'email.%'`)) === 2, {
       what: 'the email events delivered to the receiver',
+      timeoutMs: 30_000,
     });
 
     const listed = await runCli(['webhooks', 'list'], apiEnv());
@@ -163,7 +165,7 @@ describe('feedsync webhooks, with a receiver started by serve-webhooks', () => {
     const again = await runCli(['webhooks', 'delete', wh.id], apiEnv());
     expect(again.code).toBe(1);
     expect(again.stderr).toContain('404');
-  });
+  }, 120_000);
 
   it('create without --json prints a table and the secret line', async () => {
     const r = await runCli(

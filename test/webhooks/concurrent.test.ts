@@ -95,5 +95,5 @@ describe('serve-webhooks under load', () => {
     ];
     expect(jobs).toHaveLength(routed.length);
     expect(new Set(jobs)).toEqual(new Set(routed.map((e) => `default/${e.id}`)));
-  });
+  }, 120_000);
 });

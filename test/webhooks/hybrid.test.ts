@@ -134,7 +134,7 @@ async function settled(ok: number, failing: number, attemptsPerFailure = 8): Pro
       const d = sim.stats().webhook_deliveries;
       return d.succeeded === ok && d.failed === failing * attemptsPerFailure;
     },
-    { timeoutMs: 20_000, what: `${ok} deliveries accepted and ${failing} given up` },
+    { timeoutMs: 60_000, what: `${ok} deliveries accepted and ${failing} given up` },
   );
 }
 
@@ -191,7 +191,7 @@ describe('hybrid mode: webhooks for latency, sync --once as reconciliation', () 
     const jobs = await jobIds(prefix, config.queues.emailEvents);
     expect(jobs.sort()).toEqual(all.map((e) => `default/${e.id}`).sort());
     expect(sim.stats().emails_sent).toBe(sentBefore);
-  });
+  }, 120_000);
 
   it('a receiver and a feed sync running at the same time store each event once', async () => {
     proxy.blocked = () => false;
@@ -228,7 +228,7 @@ describe('hybrid mode: webhooks for latency, sync --once as reconciliation', () 
     const jobs = await jobIds(prefix, config.queues.emailEvents);
     expect(jobs).toHaveLength(all.length);
     expect(new Set(jobs).size).toBe(all.length);
-  });
+  }, 120_000);
 
   it('neither the signing secret nor the API key appears in any log', () => {
     const text = logs.map((l) => l.text()).join('');

@@ -112,7 +112,7 @@ describe('POST /emails is reached only by feedsync send', () => {
         await res?.body.dump();
         return res?.statusCode === 200;
       },
-      { what: 'the receiver' },
+      { what: 'the receiver', timeoutMs: 30_000 },
     );
     await run(['webhooks', 'test', wh.id]);
     await mail();
@@ -126,7 +126,7 @@ describe('POST /emails is reached only by feedsync send', () => {
           );
           return rows[0]!.n === 3;
         },
-        { what: 'the deliveries stored' },
+        { what: 'the deliveries stored', timeoutMs: 30_000 },
       );
     } finally {
       await store.close();
@@ -149,5 +149,5 @@ describe('POST /emails is reached only by feedsync send', () => {
     expect(r.code).toBe(0);
     expect(sim().stats().emails_sent).toBe(sent0 + ownSends + 1);
     expect(posts()).toBe(posts0 + ownSends + 1);
-  });
+  }, 120_000);
 });
