@@ -10,6 +10,7 @@ import {
   outboxBacklogOf,
   storedCount,
   useSandboxes,
+  waitForWorkersGone,
 } from './harness.js';
 
 // A few thousand events: several pages per commit and several addBulk batches per run.
@@ -49,6 +50,7 @@ describe('a worker killed with SIGKILL', () => {
 
     const crashed = await runNode([SYNC_WORKER], { ...env, CRASH_AT: point });
     expect(crashed.signal, `the worker reached ${point}\n${crashed.stderr}`).toBe('SIGKILL');
+    await waitForWorkersGone(box.store);
     // What the killed run left is consistent: the cursor covers exactly what is stored.
     await expectStoredUpToCursor(box.store);
     const storedAtCrash = await storedCount(box.store);

@@ -4,9 +4,11 @@ import { Redis } from 'ioredis';
 import { afterAll, expect } from 'vitest';
 import { createLogger, type Logger } from '../../src/logger.js';
 import { jobIdFor } from '../../src/queue/routes.js';
+import { advisoryKey } from '../../src/store/advisory-key.js';
 import { createStore, type Store } from '../../src/store/db.js';
 import { migrate } from '../../src/store/migrate.js';
 import { dropSchema, TEST_DATABASE_URL, uniqueSchema } from '../support/postgres.js';
+import { waitFor } from '../support/processes.js';
 import { deletePrefix, TEST_REDIS_URL, uniquePrefix } from '../support/redis.js';
 import { TEST_API_KEY } from '../support/simulator.js';
 
@@ -61,7 +63,8 @@ export function useSandboxes(opts: { redisUrl?: () => string } = {}): (label: st
   });
   return async (label) => {
     const schema = uniqueSchema(label);
-    const store = createStore({ url: TEST_DATABASE_URL, schema });
+    // Named apart from the workers' connections, which waitForWorkersGone looks for.
+    const store = createStore({ url: TEST_DATABASE_URL, schema, applicationName: 'feedsync-test' });
     const box = { schema, prefix: uniquePrefix(label.replace(/_/g, '-')), store };
     made.push(box);
     await migrate(store);
@@ -198,4 +201,28 @@ export async function expectStoredUpToCursor(store: Store, source = 'default'): 
     expect(n, 'every event up to the cursor stored').toBe(positionOf(cursor));
   }
   return cursor;
+}
+
+/**
+ * Waits until no worker connection (application_name `feedsync`) that ran a
+ * statement on this schema is left, and nobody holds the source's lock. A killed
+ * worker's last statement still runs, and commits, after the process is gone;
+ * its connections, and its lock, end only then.
+ */
+export async function waitForWorkersGone(store: Store, source = 'default'): Promise<void> {
+  const [k1, k2] = advisoryKey('feedsync.source', store.schema, source);
+  await waitFor(
+    async () => {
+      const { rows } = await store.pool.query<{ busy: number; locks: number }>(
+        `SELECT
+           (SELECT count(*)::int FROM pg_stat_activity
+             WHERE application_name = 'feedsync' AND pid <> pg_backend_pid() AND query LIKE $1) AS busy,
+           (SELECT count(*)::int FROM pg_locks
+             WHERE locktype = 'advisory' AND classid::bigint = $2 AND objid::bigint = $3 AND objsubid = 2) AS locks`,
+        [`%"${store.schema}"%`, k1 >>> 0, k2 >>> 0],
+      );
+      return rows[0]!.busy === 0 && rows[0]!.locks === 0;
+    },
+    { what: "the worker's connections and lock to end" },
+  );
 }

@@ -11,6 +11,7 @@ import {
   type Sandbox,
   storedCount,
   useSandboxes,
+  waitForWorkersGone,
 } from './harness.js';
 
 const BACKLOG = 8000;
@@ -96,7 +97,7 @@ describe('SIGTERM during a catch-up', () => {
       blocker.release();
     }
     // The dead worker's statement may still finish once the row is free; wait for it.
-    await waitFor(async () => !(await blocked(box)) && !(await busy(box)), { what: 'the orphaned commit' });
+    await waitForWorkersGone(box.store);
     await expectStoredUpToCursor(box.store);
     await finishAndCheck(box);
   });
@@ -107,16 +108,6 @@ async function blocked(box: Sandbox): Promise<boolean> {
   const { rows } = await box.store.pool.query<{ n: number }>(
     `SELECT count(*)::int AS n FROM pg_stat_activity
       WHERE application_name = 'feedsync' AND wait_event_type = 'Lock' AND query LIKE $1`,
-    [`%"${box.schema}"%`],
-  );
-  return rows[0]!.n > 0;
-}
-
-/** A statement of a worker on this schema still runs. */
-async function busy(box: Sandbox): Promise<boolean> {
-  const { rows } = await box.store.pool.query<{ n: number }>(
-    `SELECT count(*)::int AS n FROM pg_stat_activity
-      WHERE application_name = 'feedsync' AND state = 'active' AND pid <> pg_backend_pid() AND query LIKE $1`,
     [`%"${box.schema}"%`],
   );
   return rows[0]!.n > 0;
