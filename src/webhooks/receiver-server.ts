@@ -115,6 +115,8 @@ export async function startReceiverServer(opts: ReceiverServerOptions): Promise<
       resolve();
     });
   });
+  // After listen, a server error (too many open files, say) is reported, never a crash.
+  server.on('error', (err) => log.error({ err }, 'webhook server error'));
   const { port } = server.address() as AddressInfo;
   const host = opts.host && opts.host !== '0.0.0.0' && opts.host !== '::' ? opts.host : '127.0.0.1';
 
