@@ -42,7 +42,10 @@ export async function publishBatch(
 ): Promise<number> {
   const client = await store.pool.connect();
   try {
-    await client.query('BEGIN');
+    // During a catch-up the outbox grows faster than its statistics: a fresh table looks
+    // empty to the planner, which then reads the whole backlog and sorts it, on every
+    // batch. The partial index already yields the rows in seq order; no sort is needed.
+    await client.query('BEGIN; SET LOCAL enable_sort = off');
     const { rows } = await client.query<OutboxRow>(
       `SELECT seq, source, event_id, queue, job_name, payload FROM ${table(store)}
         WHERE published_at IS NULL ORDER BY seq LIMIT $1 FOR UPDATE SKIP LOCKED`,
