@@ -102,7 +102,19 @@ function keysOf(body: Record<string, unknown>): string {
   return keys.length > 0 ? keys.map((k) => JSON.stringify(k.slice(0, 40))).join(', ') : 'none';
 }
 
-const ISO_UTC = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:?\d{2})$/;
+const ISO_TIMESTAMP = /^(\d{4})-(\d{2})-(\d{2})T([01]\d|2[0-3]):[0-5]\d:[0-5]\d(\.\d+)?(Z|[+-]\d{2}:?\d{2})$/;
+
+/**
+ * An ISO 8601 timestamp that Postgres will store as it is: Date.parse alone would
+ * roll 30 February over into March, and Postgres refuses it (and year 0).
+ */
+function isStorableTimestamp(value: string): boolean {
+  const m = ISO_TIMESTAMP.exec(value);
+  if (!m) return false;
+  const [year, month, day] = [Number(m[1]), Number(m[2]), Number(m[3])];
+  const date = new Date(Date.UTC(year, month - 1, day));
+  return year >= 1 && date.getUTCMonth() === month - 1 && date.getUTCDate() === day;
+}
 
 /** Why an item is not a storable event envelope, or null when it is one. */
 export function checkEnvelope(item: unknown): string | null {
@@ -111,13 +123,7 @@ export function checkEnvelope(item: unknown): string | null {
   if (typeof e.id !== 'string' || e.id.length === 0) return 'no id';
   if (e.id.length > 500) return 'id longer than 500 characters';
   if (typeof e.type !== 'string' || e.type.length === 0) return 'no type';
-  if (
-    typeof e.created_at !== 'string' ||
-    !ISO_UTC.test(e.created_at) ||
-    Number.isNaN(Date.parse(e.created_at))
-  ) {
-    return 'bad created_at';
-  }
+  if (typeof e.created_at !== 'string' || !isStorableTimestamp(e.created_at)) return 'bad created_at';
   if (typeof e.data !== 'object' || e.data === null || Array.isArray(e.data)) return 'data is not an object';
   return null;
 }

@@ -142,6 +142,8 @@ describe('parsePage: items that are not storable events go to quarantine', () =>
     ['no created_at', { ...good, created_at: undefined }, 'bad created_at'],
     ['a created_at without time', { ...good, created_at: '2024-05-01' }, 'bad created_at'],
     ['a created_at that is no date', { ...good, created_at: '2024-13-45T99:99:99Z' }, 'bad created_at'],
+    ['a created_at on 30 February', { ...good, created_at: '2024-02-30T00:00:00Z' }, 'bad created_at'],
+    ['a created_at in year 0', { ...good, created_at: '0000-01-01T00:00:00Z' }, 'bad created_at'],
     ['data that is an array', { ...good, data: [] }, 'data is not an object'],
     ['data that is null', { ...good, data: null }, 'data is not an object'],
     ['data that is a string', { ...good, data: 'x' }, 'data is not an object'],
