@@ -26,7 +26,7 @@ function finishedLine(stdout: string): RunLine {
   return line as unknown as RunLine;
 }
 
-describe('several `sync --once` processes at once on one source', () => {
+describe.concurrent('several `sync --once` processes at once on one source', () => {
   it.each([2, 3])(
     '%i workers: all exit 0, one does the work, every event stored and enqueued once',
     async (n) => {
