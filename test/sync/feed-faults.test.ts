@@ -1,5 +1,5 @@
 import { beforeEach, describe, expect, it } from 'vitest';
-import { ApiError, AuthError, ConfigError, exitCodeOf } from '../../src/errors.js';
+import { ApiError, AuthError, ConfigError, exitCodeOf, PageError } from '../../src/errors.js';
 import { DEFAULT_FAULTS, type Faults } from '../../src/simulator/index.js';
 import { setCursor } from '../../src/store/cursor.js';
 import { createSync, type SyncOptions } from '../../src/sync/sync.js';
@@ -10,6 +10,7 @@ import { TEST_API_KEY, useSimulator } from '../support/simulator.js';
 import { startFeedServer } from './feed-server.js';
 import {
   captureLogger,
+  cursorOf,
   expectExactlyOnce,
   expectStoredUpToCursor,
   queuedJobIds,
@@ -235,6 +236,35 @@ describe('pages of a feed server of the test', () => {
       await feed.close();
     }
   });
+
+  it.each([
+    ['not JSON', '{"data": [', 'NOT_JSON'],
+    ['no list', '{"items": 1, "next_after": null}', 'NO_LIST'],
+    [
+      'more events than the limit',
+      JSON.stringify({ data: [1, 2, 3, 4, 5].map((n) => ev(100 + n)) }),
+      'TOO_MANY',
+    ],
+  ])(
+    'a page that is %s fails the run; the pages before it commit, the cursor stops before it',
+    async (_name, raw, code) => {
+      const items = Array.from({ length: 12 }, (_, i) => ev(i + 1));
+      // Pages of 4: the third page, after evt_x8, is broken.
+      const feed = await startFeedServer(items, {
+        rawPage: (after) => (after === 'evt_x8' ? raw : undefined),
+      });
+      const box = await sandbox('faults_page');
+      try {
+        const err = await runOn(box, feed.baseUrl, { FEED_PAGE_LIMIT: '4' }).catch((e: unknown) => e);
+        expect(err).toBeInstanceOf(PageError);
+        expect(err).toMatchObject({ code, exitCode: 1 });
+        expect(await cursorOf(box.store)).toBe('evt_x8');
+        expect(await storedCount(box.store)).toBe(8);
+      } finally {
+        await feed.close();
+      }
+    },
+  );
 
   it('sends FEED_TYPES in short form, filters client-side, and refuses another filter on the same cursor', async () => {
     const items = [

@@ -16,7 +16,13 @@ export interface FeedServer {
  * `type`, so a test can show the client filters by itself. Items without an id
  * are served in place like any other.
  */
-export async function startFeedServer(items: readonly unknown[]): Promise<FeedServer> {
+export async function startFeedServer(
+  items: readonly unknown[],
+  opts: {
+    /** A raw body to send instead of the page after `after` (a broken page); undefined: the page. */
+    rawPage?: (after: string | null) => string | undefined;
+  } = {},
+): Promise<FeedServer> {
   const queries: URLSearchParams[] = [];
   const idOf = (item: unknown): string | null => {
     const id = (item as { id?: unknown } | null)?.id;
@@ -30,6 +36,11 @@ export async function startFeedServer(items: readonly unknown[]): Promise<FeedSe
     }
     queries.push(url.searchParams);
     const after = url.searchParams.get('after');
+    const raw = opts.rawPage?.(after);
+    if (raw !== undefined) {
+      res.writeHead(200, { 'content-type': 'application/json' }).end(raw);
+      return;
+    }
     const limit = Number(url.searchParams.get('limit') ?? 100);
     let start = 0;
     if (after !== null) start = items.findIndex((item) => idOf(item) === after) + 1;
