@@ -160,8 +160,8 @@ export interface RedisServer {
   readonly up: boolean;
   /** Starts it again on the same port (after `stop`). */
   start(): Promise<void>;
-  /** SIGTERM, then waits for the exit (SIGKILL after 5 s). */
-  stop(): Promise<void>;
+  /** Sends `signal` (default SIGTERM: a clean shutdown), then waits for the exit (SIGKILL after 5 s). */
+  stop(signal?: NodeJS.Signals): Promise<void>;
   /** Stops it and removes its data directory. */
   dispose(): Promise<void>;
 }
@@ -197,10 +197,10 @@ export async function startRedisServer(opts: RedisServerOptions = {}): Promise<R
     });
     await waitFor(() => ping(port), { timeoutMs: 10_000, what: `redis-server on port ${port}` });
   };
-  const stop = async (): Promise<void> => {
+  const stop = async (signal: NodeJS.Signals = 'SIGTERM'): Promise<void> => {
     const proc = child;
     if (!proc) return;
-    proc.kill('SIGTERM');
+    proc.kill(signal);
     const killed = setTimeout(() => proc.kill('SIGKILL'), 5_000);
     await exited;
     clearTimeout(killed);
@@ -217,7 +217,7 @@ export async function startRedisServer(opts: RedisServerOptions = {}): Promise<R
     start,
     stop,
     async dispose() {
-      await stop();
+      await stop('SIGTERM');
       rmSync(dir, { recursive: true, force: true });
     },
   };

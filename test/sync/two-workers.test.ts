@@ -6,7 +6,7 @@ import { expectExactlyOnce, useSandboxes } from './harness.js';
 
 const BACKLOG = 2000;
 // Latency stretches each run over a second or two, so runs started together overlap.
-const sim = useSimulator({ backlog: BACKLOG, faults: { latencyMs: 60 } });
+const sim = useSimulator({ backlog: BACKLOG, faults: { latencyMs: 100 } });
 const sandbox = useSandboxes();
 afterAll(killChildren);
 
