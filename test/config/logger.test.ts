@@ -1,26 +1,14 @@
-import { Writable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
 import { ServiceClient } from '../../src/api/client.js';
-import { createLogger, redactUrl } from '../../src/logger.js';
-
-function captured(secrets: string[]) {
-  const lines: string[] = [];
-  const logger = createLogger({
-    level: 'trace',
-    secrets,
-    destination: new Writable({
-      write(chunk, _enc, cb) {
-        lines.push(String(chunk));
-        cb();
-      },
-    }),
-  });
-  return { logger, text: () => lines.join('') };
-}
+import { redactUrl } from '../../src/logger.js';
+import { captureLogger } from '../support/logs.js';
 
 describe('logger redaction', () => {
   it('scrubs secret values wherever they appear, and secret keys by name', () => {
-    const { logger, text } = captured(['svc_live_topsecret', 'whsec_rotating']);
+    const { logger, text } = captureLogger({
+      secrets: ['svc_live_topsecret', 'whsec_rotating'],
+      level: 'trace',
+    });
     logger.info(
       { apiKey: 'svc_live_topsecret', nested: { secret: 'x', password: 'y' } },
       'key svc_live_topsecret',

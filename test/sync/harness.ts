@@ -1,12 +1,12 @@
-import { Writable } from 'node:stream';
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import { afterAll, expect } from 'vitest';
-import { createLogger, type Logger } from '../../src/logger.js';
+import type { Logger } from '../../src/logger.js';
 import { jobIdFor } from '../../src/queue/routes.js';
 import { advisoryKey } from '../../src/store/advisory-key.js';
 import { createStore, type Store } from '../../src/store/db.js';
 import { migrate } from '../../src/store/migrate.js';
+import { captureLogger as captureLines } from '../support/logs.js';
 import { dropSchema, TEST_DATABASE_URL, uniqueSchema } from '../support/postgres.js';
 import { waitFor } from '../support/processes.js';
 import { deletePrefix, TEST_REDIS_URL, uniquePrefix } from '../support/redis.js';
@@ -25,20 +25,9 @@ const ROUTED_TYPES = [
   'contact.unsubscribed',
 ];
 
-/** A logger whose lines are kept in memory, so a test can grep them for secrets. */
+/** A logger kept in memory, with the API key scrubbed as the CLI's logger would. */
 export function captureLogger(level = 'debug'): { logger: Logger; text: () => string } {
-  const lines: string[] = [];
-  const logger = createLogger({
-    level,
-    secrets: [TEST_API_KEY],
-    destination: new Writable({
-      write(chunk, _enc, cb) {
-        lines.push(String(chunk));
-        cb();
-      },
-    }),
-  });
-  return { logger, text: () => lines.join('') };
+  return captureLines({ secrets: [TEST_API_KEY], level });
 }
 
 /** A migrated schema and a queue prefix of one test's own. */

@@ -1,12 +1,11 @@
-import { Writable } from 'node:stream';
 import { Queue } from 'bullmq';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ServiceClient } from '../../src/api/client.js';
-import { createLogger } from '../../src/logger.js';
 import { createStore, type Store } from '../../src/store/db.js';
 import { migrate } from '../../src/store/migrate.js';
 import { createSync } from '../../src/sync/sync.js';
 import { testConfig } from '../support/config.js';
+import { captureLogger } from '../support/logs.js';
 import { dropSchema, TEST_DATABASE_URL, uniqueSchema } from '../support/postgres.js';
 import { deletePrefix, TEST_REDIS_URL, uniquePrefix } from '../support/redis.js';
 import { TEST_API_KEY, useSimulator } from '../support/simulator.js';
@@ -14,17 +13,8 @@ import { TEST_API_KEY, useSimulator } from '../support/simulator.js';
 const schema = uniqueSchema('sync_once');
 const prefix = uniquePrefix('sync-once');
 const sim = useSimulator({ backlog: 950 });
-const logLines: string[] = [];
-const logger = createLogger({
-  level: 'debug',
-  secrets: [TEST_API_KEY],
-  destination: new Writable({
-    write(chunk, _enc, cb) {
-      logLines.push(String(chunk));
-      cb();
-    },
-  }),
-});
+const logs = captureLogger({ secrets: [TEST_API_KEY] });
+const logger = logs.logger;
 let store: Store;
 
 beforeAll(async () => {
@@ -93,6 +83,6 @@ describe('sync --once against the simulator', () => {
     const status = await store.pool.query(`SELECT email_id, status FROM "${schema}".email_status`);
     expect(status.rows.length).toBeGreaterThan(4);
     expect(sim().stats().emails_sent).toBe(sentBefore);
-    expect(logLines.join('')).not.toContain(TEST_API_KEY);
+    expect(logs.text()).not.toContain(TEST_API_KEY);
   });
 });

@@ -1,44 +1,37 @@
 import type { Pool } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createStore, type Store } from '../../src/store/db.js';
-import { migrate } from '../../src/store/migrate.js';
-import { startWebhookService, type WebhookService } from '../../src/webhooks/webhook-service.js';
+import type { Store } from '../../src/store/db.js';
+import type { WebhookService } from '../../src/webhooks/webhook-service.js';
 import { testConfig } from '../support/config.js';
-import { dropSchema, TEST_DATABASE_URL, uniqueSchema } from '../support/postgres.js';
-import { deletePrefix, uniquePrefix } from '../support/redis.js';
+import { uniqueSchema } from '../support/postgres.js';
+import { uniquePrefix } from '../support/redis.js';
 import {
   captureLogger,
   count,
   deliver,
   emailEvent,
   jobIds,
-  poolFor,
   SECRET_NEW,
   SECRET_OLD,
+  startTestReceiver,
+  type TestReceiver,
 } from './helpers.js';
 
 const schema = uniqueSchema('wh_concurrent');
 const prefix = uniquePrefix('wh-concurrent');
 const config = testConfig({ schema, prefix }, { WEBHOOK_SECRET: `${SECRET_OLD},${SECRET_NEW}` });
 const logs = captureLogger();
+let rx: TestReceiver;
 let store: Store;
 let service: WebhookService;
 let pool: Pool;
 
 beforeAll(async () => {
-  store = createStore({ url: TEST_DATABASE_URL, schema });
-  await migrate(store);
-  service = await startWebhookService(config, { logger: logs.logger, port: 0, host: '127.0.0.1' });
   // Bounded: at most 48 sockets; the rest of the 2,000 wait in the pool's queue.
-  pool = poolFor(service.server.url, 48);
+  rx = await startTestReceiver(config, logs.logger, { connections: 48, schema, prefix });
+  ({ store, service, pool } = rx);
 });
-afterAll(async () => {
-  await pool?.close();
-  await service?.close();
-  await store.close();
-  await dropSchema(schema);
-  await deletePrefix(prefix);
-});
+afterAll(() => rx?.close());
 
 const TYPES = ['email.sent', 'email.delivered', 'email.bounced', 'contact.subscribed', 'webhook.test'];
 

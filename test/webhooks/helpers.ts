@@ -1,30 +1,19 @@
-import { Writable } from 'node:stream';
 import { Queue } from 'bullmq';
 import { Pool } from 'undici';
-import { createLogger, type Logger } from '../../src/logger.js';
-import type { Store } from '../../src/store/db.js';
+import type { Config } from '../../src/config.js';
+import type { Logger } from '../../src/logger.js';
+import { createStore, type Store } from '../../src/store/db.js';
+import { migrate } from '../../src/store/migrate.js';
 import { signWebhookPayload } from '../../src/webhooks/signature.js';
-import { TEST_REDIS_URL } from '../support/redis.js';
+import { startWebhookService, type WebhookService } from '../../src/webhooks/webhook-service.js';
+import { dropSchema, TEST_DATABASE_URL } from '../support/postgres.js';
+import { deletePrefix, TEST_REDIS_URL } from '../support/redis.js';
 
 /** Secrets of the test receivers: two, as during a rotation. */
 export const SECRET_OLD = 'whsec_test_old_0123456789abcdef';
 export const SECRET_NEW = 'whsec_test_new_fedcba9876543210';
 
-/** A logger whose lines are kept in memory, to grep for secrets. */
-export function captureLogger(secrets: readonly string[] = []): { logger: Logger; text: () => string } {
-  const lines: string[] = [];
-  const logger = createLogger({
-    level: 'debug',
-    secrets,
-    destination: new Writable({
-      write(chunk, _enc, cb) {
-        lines.push(String(chunk));
-        cb();
-      },
-    }),
-  });
-  return { logger, text: () => lines.join('') };
-}
+export { captureLogger } from '../support/logs.js';
 
 export interface Answer {
   status: number;
@@ -103,4 +92,36 @@ export async function jobIds(prefix: string, queue: string): Promise<string[]> {
   } finally {
     await q.close();
   }
+}
+
+/** A receiver of one test file's own: a migrated schema, the service, a client pool. */
+export interface TestReceiver {
+  store: Store;
+  service: WebhookService;
+  pool: Pool;
+  /** Closes everything and drops the schema and the queue prefix. */
+  close(): Promise<void>;
+}
+
+export async function startTestReceiver(
+  config: Config,
+  logger: Logger,
+  opts: { connections: number; schema: string; prefix: string },
+): Promise<TestReceiver> {
+  const store = createStore({ url: TEST_DATABASE_URL, schema: opts.schema });
+  await migrate(store);
+  const service = await startWebhookService(config, { logger, port: 0, host: '127.0.0.1' });
+  const pool = poolFor(service.server.url, opts.connections);
+  return {
+    store,
+    service,
+    pool,
+    async close() {
+      await pool.close();
+      await service.close();
+      await store.close();
+      await dropSchema(opts.schema);
+      await deletePrefix(opts.prefix);
+    },
+  };
 }

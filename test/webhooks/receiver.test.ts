@@ -1,14 +1,13 @@
 import { connect } from 'node:net';
 import type { Pool } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createStore, type Store } from '../../src/store/db.js';
-import { migrate } from '../../src/store/migrate.js';
+import type { Store } from '../../src/store/db.js';
 import { signWebhookPayload } from '../../src/webhooks/signature.js';
 import { startWebhookService, type WebhookService } from '../../src/webhooks/webhook-service.js';
 import { testConfig } from '../support/config.js';
-import { dropSchema, TEST_DATABASE_URL, uniqueSchema } from '../support/postgres.js';
+import { dropSchema, uniqueSchema } from '../support/postgres.js';
 import { waitFor } from '../support/processes.js';
-import { deletePrefix, uniquePrefix } from '../support/redis.js';
+import { uniquePrefix } from '../support/redis.js';
 import {
   captureLogger,
   count,
@@ -19,6 +18,8 @@ import {
   SECRET_NEW,
   SECRET_OLD,
   send,
+  startTestReceiver,
+  type TestReceiver,
 } from './helpers.js';
 
 const schema = uniqueSchema('wh_receiver');
@@ -27,23 +28,16 @@ const LIMIT = 4096;
 const env = { WEBHOOK_SECRET: `${SECRET_OLD}, ${SECRET_NEW}`, WEBHOOK_MAX_BODY_BYTES: String(LIMIT) };
 const config = testConfig({ schema, prefix }, env);
 const logs = captureLogger();
+let rx: TestReceiver;
 let store: Store;
 let service: WebhookService;
 let pool: Pool;
 
 beforeAll(async () => {
-  store = createStore({ url: TEST_DATABASE_URL, schema });
-  await migrate(store);
-  service = await startWebhookService(config, { logger: logs.logger, port: 0, host: '127.0.0.1' });
-  pool = poolFor(service.server.url, 4);
+  rx = await startTestReceiver(config, logs.logger, { connections: 4, schema, prefix });
+  ({ store, service, pool } = rx);
 });
-afterAll(async () => {
-  await pool?.close();
-  await service?.close();
-  await store.close();
-  await dropSchema(schema);
-  await deletePrefix(prefix);
-});
+afterAll(() => rx?.close());
 
 const events = () => count(store, 'events');
 const quarantined = () => count(store, 'quarantine');
