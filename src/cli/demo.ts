@@ -1,6 +1,7 @@
 import { ServiceClient } from '../api/client.js';
 import type { Config } from '../config.js';
 import type { Logger } from '../logger.js';
+import { clearPrefix } from '../queue/clear-prefix.js';
 import { createPublisher } from '../queue/publisher.js';
 import { startSimulator } from '../simulator/index.js';
 import { createStore, quoteSchema } from '../store/db.js';
@@ -53,7 +54,8 @@ export async function runDemo(base: Config, logger: Logger, out: (line: string) 
     out(`   ${sent} emails sent, ${sim.stats().events} events in the feed`);
 
     await store.pool.query(`DROP SCHEMA IF EXISTS ${quoteSchema(DEMO_SCHEMA)} CASCADE`);
-    await clearPrefix(config.redis.url);
+    // The demo's queues start empty, so their counts are its own.
+    await clearPrefix(config.redis.url, DEMO_PREFIX);
     const { applied } = await migrate(store);
     out(`2. migrated schema ${DEMO_SCHEMA} (${applied.join(', ')})`);
 
@@ -90,22 +92,5 @@ export async function runDemo(base: Config, logger: Logger, out: (line: string) 
     await publisher.close();
     await store.close();
     await sim.close();
-  }
-}
-
-/** Starts the demo's queues empty, so its counts are its own. */
-async function clearPrefix(url: string): Promise<void> {
-  const { createRedis } = await import('../queue/publisher.js');
-  const redis = createRedis(url);
-  await redis.connect();
-  try {
-    let cursor = '0';
-    do {
-      const [next, keys] = await redis.scan(cursor, 'MATCH', `${DEMO_PREFIX}:*`, 'COUNT', 1000);
-      cursor = next;
-      if (keys.length > 0) await redis.unlink(...keys);
-    } while (cursor !== '0');
-  } finally {
-    redis.disconnect();
   }
 }
