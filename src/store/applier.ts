@@ -49,7 +49,8 @@ export interface ApplierOptions {
 
 interface ApplyRow {
   ok: boolean;
-  inserted: string[];
+  /** Ids of the batch that were stored before it. */
+  stored_before: string[];
   quarantined: number;
   outbox_rows: number;
 }
@@ -74,43 +75,31 @@ export function createApplier(
 
   return {
     async apply(batch) {
-      const unique: ServiceEvent[] = [];
+      let unique: ServiceEvent[] = [];
       const seen = new Set<string>();
-      const ids: string[] = [];
-      const types: string[] = [];
-      const createdAt: string[] = [];
-      const data: string[] = [];
-      const queues: (string | null)[] = [];
-      const jobNames: (string | null)[] = [];
-      const raws: string[] = [];
-      const reasons: string[] = [];
-      const routes = new Map<string, EventRoute | null>();
-      let unstorableCount = 0;
-
       for (const event of batch.events) {
         if (seen.has(event.id)) continue;
         seen.add(event.id);
-        const json = JSON.stringify(event.data);
-        const problem = unstorable(event, json);
-        if (problem) {
-          unstorableCount += 1;
-          raws.push(JSON.stringify(event));
-          reasons.push(problem);
-          continue;
-        }
-        let r = routes.get(event.type);
-        if (r === undefined) {
-          r = route(event.type);
-          routes.set(event.type, r);
-        }
         unique.push(event);
-        ids.push(event.id);
-        types.push(event.type);
-        createdAt.push(event.created_at);
-        data.push(json);
-        queues.push(r?.queue ?? null);
-        jobNames.push(r?.jobName ?? null);
       }
+      const raws: string[] = [];
+      const reasons: string[] = [];
+      let json = eventsJson(unique);
+      // jsonb cannot hold U+0000 or a lone surrogate, both of which JSON escapes: only a
+      // batch whose JSON holds such an escape pays for a look at each event, and the
+      // culprits go to quarantine.
+      if (SUSPECT_ESCAPE.test(json)) {
+        unique = unique.filter((event) => {
+          const problem = unstorable(event, JSON.stringify(event.data));
+          if (problem) {
+            raws.push(JSON.stringify(event));
+            reasons.push(problem);
+          }
+          return !problem;
+        });
+        json = eventsJson(unique);
+      }
+      const unstorableCount = raws.length;
       for (const item of batch.quarantine) {
         raws.push(withoutNul(item.raw));
         reasons.push(withoutNul(item.reason));
@@ -126,15 +115,19 @@ export function createApplier(
         };
       }
 
+      const routes: Record<string, [string, string]> = {};
+      const routed = new Set<string>();
+      for (const { type } of unique) {
+        if (routed.has(type)) continue;
+        routed.add(type);
+        const r = route(type);
+        if (r) routes[type] = [r.queue, r.jobName];
+      }
       const values = [
         batch.source,
         batch.receivedVia,
-        ids,
-        types,
-        createdAt,
-        data,
-        queues,
-        jobNames,
+        json,
+        JSON.stringify(routes),
         batch.cursor !== undefined,
         batch.cursor?.prev ?? null,
         batch.cursor?.next ?? null,
@@ -148,8 +141,8 @@ export function createApplier(
       if (!row.ok) {
         return { status: 'cursor-conflict', inserted: [], duplicates: 0, quarantined: 0, outboxRows: 0 };
       }
-      const fresh = new Set(row.inserted);
-      const inserted = unique.filter((e) => fresh.has(e.id));
+      const before = new Set(row.stored_before);
+      const inserted = before.size === 0 ? unique : unique.filter((e) => !before.has(e.id));
       return {
         status: 'applied',
         inserted,
@@ -161,14 +154,28 @@ export function createApplier(
   };
 }
 
-/** Postgres text and jsonb cannot hold U+0000; such an event goes to quarantine instead. */
+/** The events as the statement reads them: the four envelope fields, whatever else a page carried. */
+function eventsJson(events: readonly ServiceEvent[]): string {
+  return JSON.stringify(
+    events.map((e) => ({ id: e.id, type: e.type, created_at: e.created_at, data: e.data })),
+  );
+}
+
+/** The JSON escapes of U+0000 and of a UTF-16 surrogate; JSON.stringify escapes only lone ones. */
+const SUSPECT_ESCAPE = /\\u0000|\\ud[89a-f]/i;
+// An escaped backslash before "u…" is text, not an escape: count the backslashes.
+const NUL_ESCAPE = /(?<!\\)(?:\\\\)*\\u0000/;
+const LONE_SURROGATE_ESCAPE = /(?<!\\)(?:\\\\)*\\ud[89a-f][0-9a-f]{2}/i;
+
+/** Postgres text and jsonb cannot hold U+0000, nor jsonb a lone surrogate; such an event goes to quarantine. */
 function unstorable(event: ServiceEvent, dataJson: string): string | null {
   if (event.id.includes('\u0000') || event.type.includes('\u0000') || event.created_at.includes('\u0000')) {
     return 'a NUL character in id, type or created_at, which Postgres cannot store';
   }
-  // An escaped backslash before "u0000" is text, not a NUL: count the backslashes.
-  if (/(?<!\\)(?:\\\\)*\\u0000/.test(dataJson)) {
-    return 'a NUL character in data, which Postgres jsonb cannot store';
+  if (NUL_ESCAPE.test(dataJson)) return 'a NUL character in data, which Postgres jsonb cannot store';
+  const envelope = JSON.stringify([event.id, event.type, event.created_at]);
+  if (LONE_SURROGATE_ESCAPE.test(envelope) || LONE_SURROGATE_ESCAPE.test(dataJson)) {
+    return 'a lone UTF-16 surrogate, which Postgres jsonb cannot store';
   }
   return null;
 }

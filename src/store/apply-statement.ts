@@ -15,10 +15,13 @@
  * Every write depends on go, so a lost compare-and-set writes nothing at all: the
  * same outcome as a rollback, without a second round trip.
  *
- * Parameters: $1 source, $2 received_via, $3..$8 parallel arrays of the batch's
- * unique events (id, type, created_at text, data JSON text, queue or null, job name
- * or null), $9 whether a cursor moves, $10 its expected after_id, $11 the new one,
- * $12 quarantined raw texts, $13 their reasons.
+ * Parameters: $1 source, $2 received_via, $3 the batch's unique events as one JSON
+ * array of {id, type, created_at, data} (one JSON.stringify in the worker, one jsonb
+ * parse here: far cheaper than six text arrays), $4 a JSON object from event type
+ * to [queue, job name] (types without a queue are absent), $5 whether a cursor
+ * moves, $6 its expected after_id, $7 the new one, $8 quarantined raw texts, $9
+ * their reasons. Besides the counts it returns the ids of the batch that were
+ * already stored (usually none), not the thousands that were not.
  */
 export function applyStatement(quotedSchema: string): string {
   const s = quotedSchema;
@@ -42,17 +45,19 @@ export function applyStatement(quotedSchema: string): string {
 
   return `
 WITH input AS (
-  SELECT * FROM unnest($3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[])
-    WITH ORDINALITY AS t(id, type, created_at, data, queue, job_name, ord)
+  SELECT t.id, t.type, t.created_at, t.data,
+    $4::jsonb -> t.type ->> 0 AS queue, $4::jsonb -> t.type ->> 1 AS job_name, t.ord
+  FROM ROWS FROM (jsonb_to_recordset($3::jsonb) AS (id text, type text, created_at text, data jsonb))
+    WITH ORDINALITY AS t(id, type, created_at, data, ord)
 ), cur AS (
-  UPDATE ${s}.cursors SET after_id = $11::text, updated_at = now()
-  WHERE $9::boolean AND source = $1::text AND after_id IS NOT DISTINCT FROM $10::text
+  UPDATE ${s}.cursors SET after_id = $7::text, updated_at = now()
+  WHERE $5::boolean AND source = $1::text AND after_id IS NOT DISTINCT FROM $6::text
   RETURNING 1
 ), go AS (
-  SELECT NOT $9::boolean OR EXISTS (SELECT FROM cur) AS ok
+  SELECT NOT $5::boolean OR EXISTS (SELECT FROM cur) AS ok
 ), ins AS (
   INSERT INTO ${s}.events AS ev (source, id, type, created_at, data, received_via)
-  SELECT $1::text, id, type, created_at::timestamptz, data::jsonb, $2::text FROM input
+  SELECT $1::text, id, type, created_at::timestamptz, data, $2::text FROM input
   WHERE (SELECT ok FROM go)
   ORDER BY ord
   ON CONFLICT (source, id) DO NOTHING
@@ -112,13 +117,13 @@ WITH input AS (
 ), q AS (
   INSERT INTO ${s}.quarantine (source, raw, raw_sha256, reason)
   SELECT $1::text, raw, encode(sha256(convert_to(raw, 'UTF8')), 'hex'), reason
-  FROM unnest($12::text[], $13::text[]) AS r(raw, reason)
+  FROM unnest($8::text[], $9::text[]) AS r(raw, reason)
   WHERE (SELECT ok FROM go)
   ON CONFLICT (source, raw_sha256) DO NOTHING
   RETURNING 1
 )
 SELECT (SELECT ok FROM go) AS ok,
-  ARRAY(SELECT id FROM ins) AS inserted,
+  ARRAY(SELECT i.id FROM input i WHERE NOT EXISTS (SELECT FROM ins n WHERE n.id = i.id)) AS stored_before,
   (SELECT count(*) FROM q)::int AS quarantined,
   (SELECT count(*) FROM ob)::int AS outbox_rows,
   (SELECT count(*) FROM up)::int AS projected`;
