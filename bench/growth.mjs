@@ -8,6 +8,15 @@ const FILL_DATA = JSON.stringify({
   subject: 'Backlog message 1',
 });
 
+/** The payload of every filler outbox row: the size of a real one; never read again once published. */
+const FILL_PAYLOAD = JSON.stringify({
+  source: SOURCE,
+  id: 'arc_000000000001',
+  type: 'email.delivered',
+  created_at: '2020-01-01T00:00:00.000Z',
+  data: JSON.parse(FILL_DATA),
+});
+
 /**
  * Fills a migrated schema as if `count` older events had been stored: the events,
  * their outbox rows (published a day ago, inside the retention, so nothing is
@@ -21,32 +30,40 @@ export async function fillStore(store, count) {
   const s = `"${store.schema}"`;
   const t = `timestamptz '2020-01-01' + i * interval '100 ms'`;
   const type = `CASE WHEN i % 2 = 1 THEN 'email.sent' ELSE 'email.delivered' END`;
-  const statements = [
-    `INSERT INTO ${s}.events (source, id, type, created_at, data, received_via, received_at)
-     SELECT $1, 'arc_' || lpad(i::text, 12, '0'),
-       ${type}, ${t}, $2::jsonb, 'feed', ${t}
-     FROM generate_series(1, $3::int) AS i`,
-    `INSERT INTO ${s}.outbox (source, event_id, queue, job_name, payload, created_at, published_at)
-     SELECT $1, 'arc_' || lpad(i::text, 12, '0'), 'email-events', ${type},
-       jsonb_build_object('source', $1::text, 'id', 'arc_' || lpad(i::text, 12, '0'), 'type', ${type},
-         'created_at', '2020-01-01T00:00:00.000Z', 'data', $2::jsonb),
-       now() - interval '1 day', now() - interval '1 day' + i * interval '10 ms'
-     FROM generate_series(1, $3::int) AS i`,
-    `INSERT INTO ${s}.email_status (source, email_id, status, last_event_id, last_event_at, sent_at,
-       delivered_at, recipients, recipients_event_id, recipients_event_at)
-     SELECT $1, 'em_arc_' || lpad(i::text, 9, '0'), 'delivered', 'arc_' || lpad((2 * i)::text, 12, '0'),
-       ${t} + interval '100 ms', ${t}, ${t} + interval '100 ms', ARRAY['delivered+' || i || '@example.test'],
-       'arc_' || lpad((2 * i - 1)::text, 12, '0'), ${t}
-     FROM generate_series(1, $3::int / 2) AS i`,
+  const id = (n) => `'arc_' || lpad((${n})::text, 12, '0')`;
+  const fills = [
+    {
+      table: 'events',
+      text: `INSERT INTO ${s}.events (source, id, type, created_at, data, received_via, received_at)
+        SELECT $1, ${id('i')}, ${type}, ${t}, $2::jsonb, 'feed', ${t}
+        FROM generate_series(1, $3::int) AS i`,
+      values: [SOURCE, FILL_DATA, count],
+    },
+    {
+      table: 'outbox',
+      text: `INSERT INTO ${s}.outbox (source, event_id, queue, job_name, payload, created_at, published_at)
+        SELECT $1, ${id('i')}, 'email-events', ${type}, $2::jsonb,
+          now() - interval '1 day', now() - interval '1 day' + i * interval '10 ms'
+        FROM generate_series(1, $3::int) AS i`,
+      values: [SOURCE, FILL_PAYLOAD, count],
+    },
+    {
+      table: 'email_status',
+      text: `INSERT INTO ${s}.email_status (source, email_id, status, last_event_id, last_event_at, sent_at,
+          delivered_at, recipients, recipients_event_id, recipients_event_at)
+        SELECT $1, 'em_arc_' || lpad(i::text, 9, '0'), 'delivered', ${id('2 * i')},
+          ${t} + interval '100 ms', ${t}, ${t} + interval '100 ms',
+          ARRAY['delivered+' || i || '@example.test'], ${id('2 * i - 1')}, ${t}
+        FROM generate_series(1, $2::int / 2) AS i`,
+      values: [SOURCE, count],
+    },
   ];
   await Promise.all(
-    statements.map(async (text, k) => {
+    fills.map(async ({ table, text, values }) => {
       const client = await store.pool.connect();
       try {
-        // The email_status fill has no use for the data ($2): pass only what each statement names.
-        const params = text.includes('$2') ? [SOURCE, FILL_DATA, count] : [SOURCE, count];
-        await client.query(text.includes('$2') ? text : text.replaceAll('$3', '$2'), params);
-        await client.query(`VACUUM (ANALYZE) ${s}.${['events', 'outbox', 'email_status'][k]}`);
+        await client.query(text, values);
+        await client.query(`VACUUM (ANALYZE) ${s}.${table}`);
       } finally {
         client.release();
       }

@@ -1,0 +1,57 @@
+// Reads a V8 .heapprofile (`node --heap-prof dist/cli.js sync --once`, a sampling
+// profile of allocations) and prints the functions and packages that allocated most.
+//   node bench/heap-top.mjs Heap.2026….heapprofile [--top 25]
+import { readFileSync } from 'node:fs';
+
+const [file, ...rest] = process.argv.slice(2);
+if (!file) {
+  console.error('usage: node bench/heap-top.mjs <file.heapprofile> [--top N]');
+  process.exit(2);
+}
+const top = Number(rest[rest.indexOf('--top') + 1]) || 25;
+const profile = JSON.parse(readFileSync(file, 'utf8'));
+
+function place(url) {
+  if (!url) return '(native/internal)';
+  const nm = /node_modules\/((?:@[^/]+\/)?[^/]+)/.exec(url);
+  if (nm) return nm[1];
+  if (url.startsWith('node:')) return url;
+  const own = /\/(dist|bench|src)\/(.*)$/.exec(url);
+  return own ? `${own[1]}/${own[2]}` : url;
+}
+
+const byFunction = new Map();
+const byPlace = new Map();
+// Our own code that the allocation happened under: the nearest dist/ frame on the stack.
+const byOwnCaller = new Map();
+let total = 0;
+const walk = (node, ownCaller) => {
+  const cf = node.callFrame;
+  const p = place(cf.url);
+  const here = p.startsWith('dist/')
+    ? `${cf.functionName || '(anonymous)'}  ${p}:${cf.lineNumber + 1}`
+    : ownCaller;
+  const self = node.selfSize ?? 0;
+  if (self > 0) {
+    total += self;
+    const key = `${cf.functionName || '(anonymous)'}  ${p}:${cf.lineNumber + 1}`;
+    byFunction.set(key, (byFunction.get(key) ?? 0) + self);
+    byPlace.set(p, (byPlace.get(p) ?? 0) + self);
+    byOwnCaller.set(here ?? '(outside dist)', (byOwnCaller.get(here ?? '(outside dist)') ?? 0) + self);
+  }
+  for (const child of node.children ?? []) walk(child, here);
+};
+walk(profile.head, undefined);
+
+const show = (title, map) => {
+  console.log(`\n${title}`);
+  for (const [k, bytes] of [...map].sort((a, b) => b[1] - a[1]).slice(0, top)) {
+    console.log(
+      `${(bytes / 2 ** 20).toFixed(1).padStart(8)} MB ${((100 * bytes) / total).toFixed(1).padStart(5)}%  ${k}`,
+    );
+  }
+};
+console.log(`${file}: ${(total / 2 ** 20).toFixed(0)} MB sampled`);
+show('allocated by function', byFunction);
+show('allocated by package or file', byPlace);
+show('allocated under our own function (nearest dist/ frame)', byOwnCaller);

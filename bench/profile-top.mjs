@@ -1,0 +1,54 @@
+// Reads a V8 .cpuprofile (`node --cpu-prof dist/cli.js sync --once`) and prints
+// where the time went: the top functions by self time, and self time summed by
+// package or source file.
+//   node bench/profile-top.mjs CPU.2026….cpuprofile [--top 25]
+import { readFileSync } from 'node:fs';
+
+const [file, ...rest] = process.argv.slice(2);
+if (!file) {
+  console.error('usage: node bench/profile-top.mjs <file.cpuprofile> [--top N]');
+  process.exit(2);
+}
+const top = Number(rest[rest.indexOf('--top') + 1]) || 25;
+const profile = JSON.parse(readFileSync(file, 'utf8'));
+
+const byId = new Map(profile.nodes.map((n) => [n.id, n]));
+const selfUs = new Map();
+for (let i = 0; i < profile.samples.length; i++) {
+  const id = profile.samples[i];
+  selfUs.set(id, (selfUs.get(id) ?? 0) + (profile.timeDeltas[i] ?? 0));
+}
+const totalUs = [...selfUs.values()].reduce((a, b) => a + b, 0);
+
+/** node_modules/<package> or the path below the project, for grouping. */
+function place(url) {
+  if (!url) return '(native/internal)';
+  const nm = /node_modules\/((?:@[^/]+\/)?[^/]+)/.exec(url);
+  if (nm) return nm[1];
+  if (url.startsWith('node:')) return url;
+  const own = /\/(dist|bench|src)\/(.*)$/.exec(url);
+  return own ? `${own[1]}/${own[2]}` : url;
+}
+
+const byFunction = new Map();
+const byPlace = new Map();
+for (const [id, us] of selfUs) {
+  const n = byId.get(id);
+  const cf = n.callFrame;
+  const key = `${cf.functionName || '(anonymous)'}  ${place(cf.url)}:${cf.lineNumber + 1}`;
+  byFunction.set(key, (byFunction.get(key) ?? 0) + us);
+  const p = place(cf.url);
+  byPlace.set(p, (byPlace.get(p) ?? 0) + us);
+}
+
+const show = (title, map) => {
+  console.log(`\n${title}`);
+  for (const [k, us] of [...map].sort((a, b) => b[1] - a[1]).slice(0, top)) {
+    console.log(
+      `${(us / 1000).toFixed(1).padStart(9)} ms ${((100 * us) / totalUs).toFixed(1).padStart(5)}%  ${k}`,
+    );
+  }
+};
+console.log(`${file}: ${(totalUs / 1000).toFixed(0)} ms sampled`);
+show('self time by function', byFunction);
+show('self time by package or file', byPlace);
