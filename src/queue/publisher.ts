@@ -1,6 +1,11 @@
-import { Queue } from 'bullmq';
-import { Redis } from 'ioredis';
+import { createRequire } from 'node:module';
+import type { Queue } from 'bullmq';
+import type { Redis } from 'ioredis';
 import { JOB_RETENTION } from './routes.js';
+
+// BullMQ and ioredis are loaded on first use: a run with nothing to publish (a CronJob
+// run that finds the feed caught up) starts without them, a quarter of its start-up.
+const require = createRequire(import.meta.url);
 
 export interface JobToAdd {
   name: string;
@@ -29,7 +34,8 @@ export interface PublisherOptions {
 
 /** A connection that fails fast instead of queueing commands while Redis is down. */
 export function createRedis(url: string, timeoutMs = 5_000): Redis {
-  const redis = new Redis(url, {
+  const { Redis: RedisClient } = require('ioredis') as typeof import('ioredis');
+  const redis = new RedisClient(url, {
     enableOfflineQueue: false,
     maxRetriesPerRequest: 1,
     commandTimeout: timeoutMs,
@@ -50,7 +56,8 @@ export function createRedis(url: string, timeoutMs = 5_000): Redis {
  */
 export function createPublisher(opts: PublisherOptions): Publisher {
   const timeoutMs = opts.timeoutMs ?? 5_000;
-  let conn: { redis: Redis; queues: Map<string, Queue> } | null = null;
+  type Conn = { redis: Redis; queues: Map<string, Queue>; Queue: typeof Queue };
+  let conn: Conn | null = null;
 
   const reset = async (): Promise<void> => {
     const old = conn;
@@ -59,22 +66,21 @@ export function createPublisher(opts: PublisherOptions): Publisher {
     await Promise.allSettled([...old.queues.values()].map((q) => q.close()));
     old.redis.disconnect();
   };
-  const withConnection = async <T>(
-    fn: (redis: Redis, queues: Map<string, Queue>) => Promise<T>,
-  ): Promise<T> => {
+  const withConnection = async <T>(fn: (c: Conn) => Promise<T>): Promise<T> => {
     try {
       if (!conn) {
+        const { Queue } = require('bullmq') as typeof import('bullmq');
         const redis = createRedis(opts.redisUrl, timeoutMs);
-        conn = { redis, queues: new Map() };
+        conn = { redis, queues: new Map(), Queue };
         await redis.connect();
       }
-      return await withTimeout(fn(conn.redis, conn.queues), timeoutMs * 2);
+      return await withTimeout(fn(conn), timeoutMs * 2);
     } catch (err) {
       await reset();
       throw err;
     }
   };
-  const queueOf = (redis: Redis, queues: Map<string, Queue>, name: string): Queue => {
+  const queueOf = ({ redis, queues, Queue }: Conn, name: string): Queue => {
     let q = queues.get(name);
     if (!q) {
       q = new Queue(name, {
@@ -90,25 +96,18 @@ export function createPublisher(opts: PublisherOptions): Publisher {
 
   return {
     addBulk: (name, jobs) =>
-      withConnection(async (redis, queues) => {
-        await queueOf(redis, queues, name).addBulk(
+      withConnection(async (c) => {
+        await queueOf(c, name).addBulk(
           jobs.map((j) => ({ name: j.name, data: j.data, opts: { jobId: j.jobId } })),
         );
       }),
-    ping: () => withConnection(async (redis) => (await redis.ping()) === 'PONG').catch(() => false),
+    ping: () => withConnection(async ({ redis }) => (await redis.ping()) === 'PONG').catch(() => false),
     counts: (name) =>
-      withConnection((redis, queues) =>
-        queueOf(redis, queues, name).getJobCounts(
-          'waiting',
-          'active',
-          'completed',
-          'failed',
-          'delayed',
-          'prioritized',
-        ),
+      withConnection((c) =>
+        queueOf(c, name).getJobCounts('waiting', 'active', 'completed', 'failed', 'delayed', 'prioritized'),
       ),
     maxmemoryPolicy: () =>
-      withConnection(async (redis) => {
+      withConnection(async ({ redis }) => {
         const reply = (await redis.config('GET', 'maxmemory-policy')) as string[];
         return reply[1] ?? null;
       }),
