@@ -28,17 +28,17 @@ function memoryOf(pid) {
 }
 
 /**
- * Runs `node dist/cli.js sync --once` (or other arguments) as its own process and
+ * Runs `node dist/cli.js sync --once` (or another build's cli.js, or other arguments) as its own process and
  * measures it from spawn to exit, sampling its memory every `sampleMs`.
  * Resolves with the wall time, the run's own summary line, and the memory peaks.
  */
 export function runWorker(
   env,
-  { args = ['sync', '--once'], sampleMs = 50, nodeArgs = [], timeoutMs = 600_000 } = {},
+  { args = ['sync', '--once'], sampleMs = 50, nodeArgs = [], timeoutMs = 600_000, cli = CLI } = {},
 ) {
   return new Promise((resolve, reject) => {
     const started = performance.now();
-    const child = spawn(process.execPath, [...nodeArgs, CLI, ...args], {
+    const child = spawn(process.execPath, [...nodeArgs, cli, ...args], {
       env,
       stdio: ['ignore', 'pipe', 'pipe'],
     });
