@@ -149,7 +149,7 @@ it('10. property: random interleavings of fetches, commits, crashes and restarts
         'Whatever the order of fetches, commits, crashes and restarts, once a run completes the stored set equals ' +
         'the served set, each event stored once, with one outbox row and one job per event that gets a job.',
       method:
-        `fast-check (${NUM_RUNS} scenarios, seed ${SEED}) over a model feed in memory that grows between runs and ` +
+        `fast-check (${NUM_RUNS} scenarios, seed 0x${SEED.toString(16)}) over a model feed in memory that grows between runs and ` +
         'sometimes repeats the last events of the previous page, read through the real page parser, catch-up pipeline, ' +
         'applier and relay against the real Postgres and Redis. Each scenario is a sequence of runs and appends; a run ' +
         'may crash after its n-th fetch, after its n-th commit, before or after its n-th addBulk (from then on every ' +

@@ -1,15 +1,13 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import type { Simulator } from '../../src/simulator/index.js';
-import { TEST_DATABASE_URL } from '../support/postgres.js';
 import { CLI, killChildren, spawnNode } from '../support/processes.js';
 import { startTestSimulator, TEST_API_KEY } from '../support/simulator.js';
 import { followAdds } from './support/add-counter.js';
-import { type Backends, named, watchBackends } from './support/backends.js';
 import { fateOf } from './support/fate.js';
 import { between, seeded } from './support/random.js';
 import { measured } from './support/results.js';
-import { useSandboxes } from './support/sandbox.js';
+import { type Sandbox, useSandboxes } from './support/sandbox.js';
 import { readWholeFeed, routed } from './support/served.js';
 
 const SEED = 0x5eed01;
@@ -18,17 +16,23 @@ const EVENTS = 20_000;
 const LATENCY_MS = 3;
 const sandbox = useSandboxes();
 let sim: Simulator;
-let backends: Backends;
 
 beforeAll(async () => {
   sim = await startTestSimulator({ backlog: EVENTS, faults: { latencyMs: LATENCY_MS } });
-  backends = await watchBackends();
 });
 afterAll(async () => {
   await killChildren();
-  await backends.close();
   await sim.close();
 });
+
+/** The cursor's feed position (simulator ids are `evt_` and the position). */
+async function position(box: Sandbox): Promise<number> {
+  const { rows } = await box.store.pool.query<{ after_id: string | null }>(
+    `SELECT after_id FROM "${box.schema}".cursors WHERE source = 'default'`,
+  );
+  const id = rows[0]?.after_id;
+  return id ? Number(id.slice(4)) : 0;
+}
 
 it('1. kill -9 loop: 50 SIGKILLs during a 20,000-event catch-up lose and duplicate nothing', async () => {
   await measured(
@@ -41,8 +45,10 @@ it('1. kill -9 loop: 50 SIGKILLs during a 20,000-event catch-up lose and duplica
       method:
         `\`feedsync sync --once\` (the built CLI) against the simulator holding ${EVENTS} events, ` +
         `with ${LATENCY_MS} ms of latency on every page, is killed with SIGKILL ${KILLS} times at moments drawn ` +
-        `from a seeded generator (seed ${SEED}): a fifth during start-up (0–400 ms after spawn), the rest ` +
-        '0–120 ms after the process opened its first Postgres session; then runs are started until one exits 0 on its own. ' +
+        `from a seeded generator (seed 0x${SEED.toString(16)}): a fifth during start-up (0–400 ms after spawn), the rest ` +
+        'once the cursor has moved on by a random share of what is left (on average 1/(kills left) of the remaining 90%) ' +
+        'and 0–40 ms more, so that the kills fall all along the catch-up, on fetches, commits and the relay alike; ' +
+        'then runs are started until one exits 0 on its own. ' +
         "Jobs are counted from BullMQ's own event stream (`added`, and `duplicated` for a re-add it ignored).",
     },
     async (rec) => {
@@ -51,6 +57,7 @@ it('1. kill -9 loop: 50 SIGKILLs during a 20,000-event catch-up lose and duplica
       const adds = followAdds(box.redisUrl, box.prefix);
       const random = seeded(SEED);
       const killedAt: number[] = [];
+      const progress: number[] = [];
       let midCatchUp = 0;
       let duringStartUp = 0;
       let attempts = 0;
@@ -58,8 +65,7 @@ it('1. kill -9 loop: 50 SIGKILLs during a 20,000-event catch-up lose and duplica
 
       // Bounded: at most KILLS killed runs and a few more that must finish.
       for (; attempts < KILLS + 10; attempts++) {
-        const app = `faults-kill-${box.schema}-${attempts}`;
-        const env = box.env(sim.baseUrl, { DATABASE_URL: named(TEST_DATABASE_URL, app) });
+        const env = box.env(sim.baseUrl);
         const started = performance.now();
         const child = spawnNode([CLI, 'sync', '--once'], env);
         if (rec.injected >= KILLS) {
@@ -74,9 +80,14 @@ it('1. kill -9 loop: 50 SIGKILLs during a 20,000-event catch-up lose and duplica
         if (early) {
           await Promise.race([sleep(between(random, 0, 400)), child.exited]);
         } else {
-          // Bounded by the child: it either opens a session or exits.
-          while (!exitedFirst && (await backends.count(app)) === 0) await sleep(5);
-          await Promise.race([sleep(between(random, 0, 120)), child.exited]);
+          // A random share of what is left, so that the kills spread over the whole catch-up:
+          // on average each lets the run commit 1/(kills left) of the remaining 90%.
+          const at = await position(box);
+          const share = Math.floor((2 * Math.max(0, 0.9 * EVENTS - at)) / (KILLS - rec.injected));
+          const target = at + between(random, 0, share);
+          // Bounded by the child: it either commits that far or exits.
+          while (!exitedFirst && (await position(box)) < target) await sleep(3);
+          await Promise.race([sleep(between(random, 0, 40)), child.exited]);
         }
         if (exitedFirst) {
           // It finished before the chosen moment: that was not a kill; it must have succeeded.
@@ -90,10 +101,9 @@ it('1. kill -9 loop: 50 SIGKILLs during a 20,000-event catch-up lose and duplica
         rec.injected++;
         killedAt.push(Math.round(performance.now() - started));
         if (early) duringStartUp++;
-        const { rows } = await box.store.pool.query<{ n: number }>(
-          `SELECT count(*)::int AS n FROM "${box.schema}".events`,
-        );
-        if (rows[0]!.n < EVENTS) midCatchUp++;
+        const reached = await position(box);
+        progress.push(reached);
+        if (reached < EVENTS) midCatchUp++;
       }
 
       const counts = await adds.stop();
@@ -110,8 +120,9 @@ it('1. kill -9 loop: 50 SIGKILLs during a 20,000-event catch-up lose and duplica
       rec.figures = [
         ['events in the feed (simulator)', sim.stats().events],
         ['events stored', fate.stored],
-        ['kills during start-up / after the first session', `${duringStartUp} / ${KILLS - duringStartUp}`],
+        ['kills during start-up / along the catch-up', `${duringStartUp} / ${KILLS - duringStartUp}`],
         ['kills before the catch-up was complete', midCatchUp],
+        ['cursor at the 10th / 25th / 50th kill', `${progress[9]} / ${progress[24]} / ${progress[49]}`],
         [
           'kill moments after spawn (min / median / max)',
           `${sortedKills[0]} / ${sortedKills[sortedKills.length >> 1]} / ${sortedKills.at(-1)} ms`,

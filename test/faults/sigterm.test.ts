@@ -68,7 +68,7 @@ it('9. SIGTERM at random moments: exit 0 within the grace period, consistent sta
         'carries on.',
       method:
         `\`feedsync sync --once\` (the built CLI) over 20,000 events with 3 ms of feed latency. ${RUNS} runs get ` +
-        `one SIGTERM at a moment drawn from a seeded generator (seed ${SEED}), 0–600 ms after the process opened its ` +
+        `one SIGTERM at a moment drawn from a seeded generator (seed 0x${SEED.toString(16)}), 0–600 ms after the process opened its ` +
         `first Postgres session (its signal handlers are installed before that); ${TWICE} runs get two, 20 ms apart; ` +
         `${EARLY} runs get one 0–300 ms after spawn, while Node is still loading modules. After each, the store is ` +
         'checked (events exactly 1..cursor, an outbox row for each). A last run without signals must finish the feed.',

@@ -57,7 +57,8 @@ export default async function setup(project: TestProject): Promise<() => Promise
 async function machine(): Promise<Machine> {
   const client = new pg.Client({ connectionString: TEST_DATABASE_URL });
   await client.connect();
-  const version = (await client.query<{ v: string }>('SHOW server_version')).rows[0]?.v ?? '?';
+  const version =
+    (await client.query<{ v: string }>("SELECT current_setting('server_version') AS v")).rows[0]?.v ?? '?';
   await client.end();
   const redis = new Redis(TEST_REDIS_URL);
   const info = await redis.info('server');

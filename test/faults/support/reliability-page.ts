@@ -11,8 +11,7 @@ export interface Machine {
   redis: string;
 }
 
-const fmt = (n: number | string): string =>
-  typeof n === 'number' ? n.toLocaleString('en-US').replace(/,/g, '\u202f') : n;
+const fmt = (n: number | string): string => (typeof n === 'number' ? n.toLocaleString('en-US') : n);
 
 function seconds(ms: number): string {
   return ms < 10_000 ? `${(ms / 1000).toFixed(1)} s` : `${Math.round(ms / 1000)} s`;
@@ -81,6 +80,6 @@ export function renderPage(records: readonly FaultRecord[], machine: Machine): s
 function anchor(r: FaultRecord): string {
   return `${r.item}-${r.title}`
     .toLowerCase()
-    .replace(/[^a-z0-9 -]/g, '')
+    .replace(/[^a-z0-9 _-]/g, '')
     .replace(/ /g, '-');
 }
