@@ -39,6 +39,12 @@ export function renderPage(records: readonly FaultRecord[], machine: Machine): s
     '**Lost** counts events the feed served that did not end up stored, or stored without their',
     'BullMQ job. **Duplicated** counts stored rows, outbox rows and jobs beyond one per event.',
     '',
+    ...(passed
+      ? []
+      : [
+          'An item marked **FAIL** did not keep its claim in this run: the last row of its table says what failed.',
+          '',
+        ]),
     '| # | fault | injected | events checked | lost | duplicated | result |',
     '|---|---|---:|---:|---:|---:|---|',
   ];
