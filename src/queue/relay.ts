@@ -41,6 +41,13 @@ export async function publishBatch(
   onPublished?: (queue: string, count: number) => void,
 ): Promise<number> {
   const client = await store.pool.connect();
+  // The transaction stays open while Redis answers; if Postgres ends the session
+  // meanwhile, a checked-out client without a listener would crash the process.
+  let broken: Error | undefined;
+  const onError = (err: Error): void => {
+    broken = err;
+  };
+  client.on('error', onError);
   try {
     // During a catch-up the outbox grows faster than its statistics: a fresh table looks
     // empty to the planner, which then reads the whole backlog and sorts it, on every
@@ -70,9 +77,10 @@ export async function publishBatch(
     return rows.length;
   } catch (err) {
     await client.query('ROLLBACK').catch(() => {});
-    throw err;
+    throw broken ?? err;
   } finally {
-    client.release();
+    client.off('error', onError);
+    client.release(broken);
   }
 }
 
@@ -169,6 +177,7 @@ export function startRelay(opts: RelayOptions): Relay {
       wake = new AbortController();
     },
     drain() {
+      if (stopper.signal.aborted) return Promise.reject(new Error('the relay is stopped'));
       return new Promise<void>((resolve, reject) => {
         waiters.push({ generation, resolve, reject });
         this.kick();

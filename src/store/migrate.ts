@@ -27,6 +27,11 @@ export async function migrate(store: Store, opts: { folder?: URL } = {}): Promis
   const quotedSchema = quoteSchema(store.schema);
   const client = await store.pool.connect();
   let broken: Error | undefined;
+  // Postgres going away mid-migrate must fail the call, not crash the process.
+  const onError = (err: Error): void => {
+    broken = err;
+  };
+  client.on('error', onError);
   try {
     const [k1, k2] = advisoryKey('feedsync.migrate', store.schema);
     await client.query('SELECT pg_advisory_lock($1, $2)', [k1, k2]);
@@ -49,9 +54,10 @@ export async function migrate(store: Store, opts: { folder?: URL } = {}): Promis
     return { applied: results.filter((r) => r.status === 'Success').map((r) => r.migrationName) };
   } catch (err) {
     // The session may still hold the lock: drop the connection rather than pool it.
-    broken = err instanceof Error ? err : new Error(String(err));
+    broken ??= err instanceof Error ? err : new Error(String(err));
     throw err;
   } finally {
+    client.off('error', onError);
     client.release(broken);
   }
 }
