@@ -1,5 +1,4 @@
-import http from 'node:http';
-import https from 'node:https';
+import { Pool, errors as undiciErrors } from 'undici';
 import { ApiError, AuthError } from '../errors.js';
 import { parseRetryAfter, RetryAfterError } from './retry.js';
 
@@ -33,22 +32,22 @@ export interface TransportOptions {
   now?: () => number;
 }
 
-/** A socket that stayed silent for the whole timeout: while connecting, before the headers or mid-body. */
-class SilenceError extends Error {}
-
 /**
- * A keep-alive pool (node:http or node:https, by the base URL) that sends authorised
- * JSON requests and turns every non-2xx answer, timeout and network error into an
- * ApiError. It never retries: that is the caller's choice (see retry.ts). Errors
- * never carry the key. node:http rather than undici: it is part of Node, so a
- * CronJob run that finds nothing new starts without loading an HTTP client.
+ * A keep-alive undici pool that sends authorised JSON requests and turns every
+ * non-2xx answer, timeout and network error into an ApiError. It never retries:
+ * that is the caller's choice (see retry.ts). Errors never carry the key.
  */
 export function createTransport(opts: TransportOptions): { request: RequestFn; close: () => Promise<void> } {
   const base = new URL(opts.baseUrl);
   const prefix = base.pathname.replace(/\/+$/, '');
   const now = opts.now ?? Date.now;
-  const client = base.protocol === 'https:' ? https : http;
-  const agent = new client.Agent({ keepAlive: true, maxSockets: opts.connections ?? 4 });
+  const pool = new Pool(base.origin, {
+    connections: opts.connections ?? 4,
+    connectTimeout: opts.timeoutMs,
+    headersTimeout: opts.timeoutMs,
+    bodyTimeout: opts.timeoutMs,
+    keepAliveTimeout: 30_000,
+  });
 
   const request: RequestFn = async (req) => {
     const search = new URLSearchParams();
@@ -66,82 +65,52 @@ export function createTransport(opts: TransportOptions): { request: RequestFn; c
       headers['content-type'] = 'application/json';
     }
 
-    let res: { status: number; retryAfter: string | undefined; body: Buffer };
+    let status: number;
+    let retryAfter: string | undefined;
+    let chunks: Buffer[];
     try {
-      res = await new Promise((resolve, reject) => {
-        const outgoing = client.request({
-          protocol: base.protocol,
-          hostname: base.hostname.replace(/^\[|\]$/g, ''),
-          port: base.port,
-          method: req.method,
-          path,
-          headers,
-          agent,
-          // Socket inactivity: it covers connecting, waiting for the headers and each gap in the body.
-          timeout: opts.timeoutMs,
-          ...(req.signal ? { signal: req.signal } : {}),
-        });
-        // Reject before destroying: the destroyed socket also fails the request, as a plain reset.
-        outgoing.on('timeout', () => {
-          reject(new SilenceError('socket silent'));
-          outgoing.destroy();
-        });
-        outgoing.on('error', reject);
-        outgoing.on('response', (incoming) => {
-          const status = incoming.statusCode ?? 0;
-          const ra = incoming.headers['retry-after'];
-          const chunks: Buffer[] = [];
-          let size = 0;
-          incoming.on('data', (chunk: Buffer) => {
-            size += chunk.length;
-            if (size > opts.maxResponseBytes) {
-              reject(
-                new ApiError(
-                  `${req.method} ${req.path}: response larger than ${opts.maxResponseBytes} bytes`,
-                  {
-                    code: 'RESPONSE_TOO_LARGE',
-                    status,
-                    exitCode: 1,
-                  },
-                ),
-              );
-              outgoing.destroy();
-              return;
-            }
-            chunks.push(chunk);
-          });
-          incoming.on('error', reject);
-          incoming.on('end', () => {
-            if (incoming.complete) {
-              resolve({ status, retryAfter: Array.isArray(ra) ? ra[0] : ra, body: Buffer.concat(chunks) });
-            }
-          });
-          // A body cut short (the socket closed before Content-Length was reached) is a network
-          // error; after a complete body this changes nothing.
-          incoming.on('close', () => reject(new Error('the connection closed before the body was complete')));
-        });
-        outgoing.end(body ?? undefined);
-      });
+      const res = await pool.request({ method: req.method, path, headers, body, signal: req.signal ?? null });
+      status = res.statusCode;
+      const ra = res.headers['retry-after'];
+      retryAfter = Array.isArray(ra) ? ra[0] : ra;
+      chunks = [];
+      let size = 0;
+      for await (const chunk of res.body as AsyncIterable<Buffer>) {
+        size += chunk.length;
+        if (size > opts.maxResponseBytes) {
+          res.body.destroy();
+          throw new ApiError(
+            `${req.method} ${req.path}: response larger than ${opts.maxResponseBytes} bytes`,
+            {
+              code: 'RESPONSE_TOO_LARGE',
+              status,
+              exitCode: 1,
+            },
+          );
+        }
+        chunks.push(chunk);
+      }
     } catch (err) {
       if (err instanceof ApiError) throw err;
       if (req.signal?.aborted) throw err;
       throw networkError(req, err);
     }
-    if (res.status >= 200 && res.status < 300) return { status: res.status, body: res.body };
-    throw statusError(req, res.status, res.body, parseRetryAfter(res.retryAfter, now()));
+    const buf = Buffer.concat(chunks);
+    if (status >= 200 && status < 300) return { status, body: buf };
+    throw statusError(req, status, buf, parseRetryAfter(retryAfter, now()));
   };
 
-  return {
-    request,
-    close: async () => {
-      agent.destroy();
-    },
-  };
+  return { request, close: () => pool.close() };
 }
 
 function networkError(req: HttpRequest, err: unknown): ApiError {
   const e = err as { code?: string; message?: string };
-  const code = err instanceof SilenceError ? 'TIMEOUT' : 'NETWORK';
+  const code =
+    err instanceof undiciErrors.HeadersTimeoutError ||
+    err instanceof undiciErrors.BodyTimeoutError ||
+    err instanceof undiciErrors.ConnectTimeoutError
+      ? 'TIMEOUT'
+      : 'NETWORK';
   return new ApiError(
     `${req.method} ${req.path}: ${code === 'TIMEOUT' ? 'timed out' : 'network error'} (${e.code ?? e.message ?? 'unknown'})`,
     {
