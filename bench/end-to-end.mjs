@@ -20,7 +20,10 @@ export async function prepareSchema(label, prepare) {
  * lock, catch-up and outbox drain); process start-up is measured apart, as cold
  * start.
  */
-export async function syncOnce(sim, { label, events, latencyMs = 0, schema, keep = false, nodeArgs = [] }) {
+export async function syncOnce(
+  sim,
+  { label, events, latencyMs = 0, schema, keep = false, nodeArgs = [], cpu = null },
+) {
   const env = workerEnv({
     schema: schema ?? (await prepareSchema(label)),
     prefix: benchPrefix(label),
@@ -29,7 +32,7 @@ export async function syncOnce(sim, { label, events, latencyMs = 0, schema, keep
   await sim.setLatency(0);
   await sim.setBacklog(events);
   await sim.setLatency(latencyMs);
-  const run = await runWorker(env, { nodeArgs });
+  const run = await runWorker(env, { nodeArgs, cpu });
   const s = run.summary;
   if (s?.status !== 'caught-up' || s.events_stored !== events || s.jobs_published !== events) {
     throw new Error(`${label}: the run did not store and publish ${events} events: ${JSON.stringify(s)}`);
@@ -43,6 +46,7 @@ export async function syncOnce(sim, { label, events, latencyMs = 0, schema, keep
     eventsPerSec: events / (s.durationMs / 1000),
     peakRssMb: run.peakRssMb,
     samples: run.samples,
+    cpu: run.cpu,
     env,
   };
   if (!keep) await release(result);

@@ -1,6 +1,6 @@
 // Reads a V8 .cpuprofile (`node --cpu-prof dist/cli.js sync --once`) and prints
-// where the time went: the top functions by self time, and self time summed by
-// package or source file.
+// where the time went: the top functions by self time, self time summed by
+// package or source file, and time under each of our own functions.
 //   node bench/profile-top.mjs CPU.2026….cpuprofile [--top 25]
 import { readFileSync } from 'node:fs';
 
@@ -30,9 +30,24 @@ function place(url) {
   return own ? `${own[1]}/${own[2]}` : url;
 }
 
+// Our own function a sample ran under: the nearest dist/ frame on its stack.
+const parent = new Map();
+for (const n of profile.nodes) for (const c of n.children ?? []) parent.set(c, n.id);
+const ownFrame = (id) => {
+  for (let at = id; at !== undefined; at = parent.get(at)) {
+    const cf = byId.get(at).callFrame;
+    if (place(cf.url).startsWith('dist/'))
+      return `${cf.functionName || '(anonymous)'}  ${place(cf.url)}:${cf.lineNumber + 1}`;
+  }
+  return '(no dist/ frame: I/O callbacks, timers, GC, idle)';
+};
+
 const byFunction = new Map();
 const byPlace = new Map();
+const byOwn = new Map();
 for (const [id, us] of selfUs) {
+  const own = ownFrame(id);
+  byOwn.set(own, (byOwn.get(own) ?? 0) + us);
   const n = byId.get(id);
   const cf = n.callFrame;
   const key = `${cf.functionName || '(anonymous)'}  ${place(cf.url)}:${cf.lineNumber + 1}`;
@@ -52,3 +67,4 @@ const show = (title, map) => {
 console.log(`${file}: ${(totalUs / 1000).toFixed(0)} ms sampled`);
 show('self time by function', byFunction);
 show('self time by package or file', byPlace);
+show('time under our own functions (nearest dist/ frame)', byOwn);

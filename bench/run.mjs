@@ -3,13 +3,14 @@
 // one table. `--quick` runs everything at a tenth of the size (to check the
 // harness); `--json FILE` also writes the raw results.
 import { writeFileSync } from 'node:fs';
-import { bullmqAddBulk, feedPaging, postgresIngest } from './ceilings.mjs';
+import pg from 'pg';
+import { bullmqAddBulk, feedPaging, feedPagingWithLatency, postgresIngest } from './ceilings.mjs';
 import { coldStart, prepareSchema, release, rssHalves, syncOnce } from './end-to-end.mjs';
 import { fillStore } from './growth.mjs';
-import { cleanUp } from './lib/env.mjs';
-import { describeMachine } from './lib/machine.mjs';
+import { cleanUp, DATABASE_URL } from './lib/env.mjs';
+import { describeMachine, redisPid } from './lib/machine.mjs';
 import { startSimChild } from './lib/simulator.mjs';
-import { markdownTable, mb, ms, pct, rate } from './lib/table.mjs';
+import { cpuTable, markdownTable, mb, ms, pct, rate } from './lib/table.mjs';
 
 const args = process.argv.slice(2);
 const quick = args.includes('--quick');
@@ -29,7 +30,10 @@ const SIZES = {
   memory: n(1_000_000),
   stored: n(5_000_000),
   coldRuns: 5,
+  latencyPages: 60,
 };
+/** The GC setting measured beside the default (see docs/BENCHMARKS.md, memory). */
+const HEAP_FLAG = '--heap-growing-percent=50';
 
 const log = (msg) => console.log(`[bench ${new Date().toISOString().slice(11, 19)}] ${msg}`);
 
@@ -37,15 +41,23 @@ async function main() {
   const started = performance.now();
   const machine = await describeMachine();
   const sim = await startSimChild();
+  const monitor = new pg.Client({ connectionString: DATABASE_URL });
+  await monitor.connect();
+  const cpu = { pg: monitor, redisPid: await redisPid(), simPid: sim.pid };
   const results = { machine, sizes: SIZES };
   try {
     log(`feed paging alone, ${SIZES.ceiling} events`);
-    const paging = await feedPaging(sim, SIZES.ceiling, PAGE_LIMIT);
+    const paging = await feedPaging(sim, SIZES.ceiling, PAGE_LIMIT, cpu);
     log(`Postgres ingest alone, ${SIZES.ceiling} events`);
-    const ingest = await postgresIngest(SIZES.ceiling, PAGE_LIMIT * PAGES_PER_COMMIT);
+    const ingest = await postgresIngest(SIZES.ceiling, PAGE_LIMIT * PAGES_PER_COMMIT, cpu);
     log(`BullMQ addBulk alone, ${SIZES.ceiling} jobs`);
-    const addBulk = await bullmqAddBulk(SIZES.ceiling, RELAY_BATCH);
-    Object.assign(results, { paging, ingest, addBulk });
+    const addBulk = await bullmqAddBulk(SIZES.ceiling, RELAY_BATCH, cpu);
+    const pagingAt = {};
+    for (const latencyMs of [20, 50]) {
+      log(`feed paging alone, ${SIZES.latencyPages} pages, +${latencyMs} ms a page`);
+      pagingAt[latencyMs] = await feedPagingWithLatency(sim, latencyMs, SIZES.latencyPages, PAGE_LIMIT);
+    }
+    Object.assign(results, { paging, ingest, addBulk, pagingAt });
 
     log(`filling a schema with ${SIZES.stored} stored events`);
     const fillStarted = performance.now();
@@ -54,9 +66,9 @@ async function main() {
 
     // The empty and the grown runs back to back, so that they see the same machine.
     log(`sync --once, ${SIZES.endToEnd} events, empty store`);
-    const plain = await syncOnce(sim, { label: 'plain', events: SIZES.endToEnd });
+    const plain = await syncOnce(sim, { label: 'plain', events: SIZES.endToEnd, cpu });
     log(`sync --once, ${SIZES.endToEnd} events, ${SIZES.stored} already stored`);
-    const grown = await syncOnce(sim, { label: 'grown', events: SIZES.endToEnd, schema: grownSchema });
+    const grown = await syncOnce(sim, { label: 'grown', events: SIZES.endToEnd, schema: grownSchema, cpu });
 
     const latency = [];
     for (const latencyMs of [20, 50]) {
@@ -64,12 +76,19 @@ async function main() {
       latency.push(await syncOnce(sim, { label: `lat${latencyMs}`, events: SIZES.latency, latencyMs }));
     }
 
+    log(`sync --once, ${SIZES.endToEnd / 2} events, node ${HEAP_FLAG} (memory)`);
+    const flagged = await syncOnce(sim, {
+      label: 'flagged',
+      events: SIZES.endToEnd / 2,
+      nodeArgs: [HEAP_FLAG],
+    });
+
     log(`sync --once, ${SIZES.memory} events (memory)`);
     const big = await syncOnce(sim, { label: 'memory', events: SIZES.memory, keep: true });
     log(`cold start, caught-up feed, ${SIZES.coldRuns} runs`);
     const cold = await coldStart(big.env, SIZES.coldRuns);
     await release(big);
-    Object.assign(results, { plain, grown, latency, big, cold });
+    Object.assign(results, { plain, grown, latency, flagged, big, cold });
 
     const rows = tableRows(results);
     const table = markdownTable(rows);
@@ -80,12 +99,38 @@ async function main() {
     console.log('');
     console.log(table);
     console.log('');
+    console.log(cpuTable(cpuRows(results)));
+    console.log('');
     console.log(`(${Math.round(results.totalSeconds)} s in all)`);
     if (jsonFile) writeFileSync(jsonFile, `${JSON.stringify(stripSamples(results), null, 2)}\n`);
   } finally {
+    await monitor.end();
     await sim.stop();
     await cleanUp();
   }
+}
+
+/** CPU time per event of every process involved, for the ceilings and the end-to-end runs. */
+function cpuRows(r) {
+  const per = (ms, events) => (ms === undefined ? null : (ms * 1000) / events);
+  const row = (measure, events, c) => ({
+    measure,
+    worker: per(c.worker ?? c.bench, events),
+    postgres: per(c.postgres, events),
+    redis: per(c.redis, events),
+    simulator: per(c.simulator, events),
+  });
+  return [
+    row('feed paging alone (bench process: client)', r.sizes.ceiling, r.paging.cpu),
+    row('Postgres ingest alone (bench process: applier)', r.sizes.ceiling, r.ingest.cpu),
+    row('BullMQ addBulk alone (bench process: publisher)', r.sizes.ceiling, r.addBulk.cpu),
+    row(`sync --once, ${r.plain.events.toLocaleString('en-US')} events`, r.plain.events, r.plain.cpu),
+    row(
+      `sync --once, ${r.grown.events.toLocaleString('en-US')} events, ${r.sizes.stored / 1e6}M stored`,
+      r.grown.events,
+      r.grown.cpu,
+    ),
+  ];
 }
 
 function tableRows(r) {
@@ -119,6 +164,7 @@ function tableRows(r) {
   for (const run of r.latency) {
     const limit = PAGE_LIMIT / ((run.latencyMs + r.paging.roundTripMs) / 1000);
     const ratio = run.eventsPerSec / limit;
+    const paged = r.pagingAt[run.latencyMs];
     rows.push({
       measure: `sync --once, ${run.events.toLocaleString('en-US')} events, +${run.latencyMs} ms a page`,
       result: rate(run.eventsPerSec),
@@ -126,6 +172,12 @@ function tableRows(r) {
       ratio: pct(ratio),
       target: run.latencyMs === 50 ? '≥ 95%' : '',
       ok: run.latencyMs === 50 ? ratio >= 0.95 : null,
+    });
+    rows.push({
+      measure: `  the same against feed paging alone at +${run.latencyMs} ms`,
+      result: '',
+      against: `${rate(paged.eventsPerSec)} (${paged.roundTripMs.toFixed(1)} ms a page)`,
+      ratio: pct(run.eventsPerSec / paged.eventsPerSec),
     });
   }
   const halves = rssHalves(r.big.samples);
@@ -138,6 +190,11 @@ function tableRows(r) {
       ratio: `${flat.toFixed(2)}×`,
       target: '≤ 150 MB, flat',
       ok: r.big.peakRssMb <= 150 && flat <= 1.15,
+    },
+    {
+      measure: `  peak RSS, ${r.flagged.events.toLocaleString('en-US')} events, node ${HEAP_FLAG}`,
+      result: mb(r.flagged.peakRssMb),
+      against: `${rate(r.flagged.eventsPerSec)}`,
     },
     {
       measure: `cold start, caught-up feed (median of ${r.cold.times.length})`,

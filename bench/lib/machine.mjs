@@ -28,3 +28,14 @@ export async function describeMachine() {
       .join(' '),
   };
 }
+
+/** The pid of the Redis server (it runs on this machine: loopback only). */
+export async function redisPid() {
+  const redis = new Redis(REDIS_URL, { lazyConnect: true, maxRetriesPerRequest: 1 });
+  await redis.connect();
+  try {
+    return Number(/process_id:(\d+)/.exec(await redis.info('server'))?.[1]);
+  } finally {
+    redis.disconnect();
+  }
+}

@@ -1,5 +1,6 @@
 import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
+import { backendMeter, cpuMs } from './cpu.mjs';
 import { API_KEY, CLI, DATABASE_URL, REDIS_URL } from './env.mjs';
 
 /** The environment of a real `feedsync sync --once` run against the simulator. */
@@ -28,16 +29,28 @@ function memoryOf(pid) {
 }
 
 /**
- * Runs `node dist/cli.js sync --once` (or another build's cli.js, or other arguments) as its own process and
- * measures it from spawn to exit, sampling its memory every `sampleMs`.
- * Resolves with the wall time, the run's own summary line, and the memory peaks.
+ * Runs `node dist/cli.js sync --once` (or another build's cli.js, or other
+ * arguments) as its own process and measures it from spawn to exit, sampling its
+ * memory every `sampleMs`. With `cpu` ({pg, redisPid, simPid}) it also measures
+ * the CPU time of the worker, its Postgres backends, Redis and the simulator.
+ * Resolves with the wall time, the run's own summary line, the memory peak and
+ * the CPU times in ms.
  */
 export function runWorker(
   env,
-  { args = ['sync', '--once'], sampleMs = 50, nodeArgs = [], timeoutMs = 600_000, cli = CLI } = {},
+  {
+    args = ['sync', '--once'],
+    sampleMs = 50,
+    nodeArgs = [],
+    timeoutMs = 600_000,
+    cli = CLI,
+    cpu = null,
+  } = {},
 ) {
   return new Promise((resolve, reject) => {
     const started = performance.now();
+    const redis0 = cpu ? cpuMs(cpu.redisPid) : 0;
+    const sim0 = cpu ? cpuMs(cpu.simPid) : 0;
     const child = spawn(process.execPath, [...nodeArgs, cli, ...args], {
       env,
       stdio: ['ignore', 'pipe', 'pipe'],
@@ -52,11 +65,15 @@ export function runWorker(
     });
     const samples = [];
     let hwm = 0;
+    let workerCpu = 0;
+    const backends = cpu ? backendMeter(cpu.pg, child.pid) : null;
     const sample = () => {
       const m = memoryOf(child.pid);
       if (!m) return;
       hwm = Math.max(hwm, m.hwm, m.rss);
       samples.push({ t: performance.now() - started, rss: m.rss });
+      workerCpu = cpuMs(child.pid) ?? workerCpu;
+      void backends?.sample();
     };
     const timer = setInterval(sample, sampleMs);
     const killer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
@@ -74,7 +91,15 @@ export function runWorker(
         reject(new Error(`sync exited with ${code ?? signal}: ${stderr.slice(-2000)}${stdout.slice(-2000)}`));
         return;
       }
-      resolve({ wallMs, summary, peakRssMb: hwm / 1024, samples });
+      const cpuTimes = cpu
+        ? {
+            worker: workerCpu,
+            postgres: backends.totalMs(),
+            redis: cpuMs(cpu.redisPid) - redis0,
+            simulator: cpuMs(cpu.simPid) - sim0,
+          }
+        : null;
+      resolve({ wallMs, summary, peakRssMb: hwm / 1024, samples, cpu: cpuTimes });
     });
   });
 }
