@@ -1,7 +1,7 @@
 import { ServiceClient } from '../api/client.js';
 import type { RetryDeps } from '../api/retry.js';
 import { type Config, requireService } from '../config.js';
-import { ConfigError } from '../errors.js';
+import { ConfigError, FeedsyncError } from '../errors.js';
 import { createFeedClient, type FetchPage } from '../feed/feed-client.js';
 import type { Logger } from '../logger.js';
 import { createPublisher, type Publisher } from '../queue/publisher.js';
@@ -138,6 +138,13 @@ export function createSync(config: Config, opts: SyncOptions): Sync {
           hooks.onCommit?.(info);
         },
       });
+      // A lost lock stops the paging like SIGTERM does, but it is a failure: Postgres went away.
+      if (lock.lost && !signal.aborted) {
+        throw new FeedsyncError('the Postgres connection holding the source lock was lost; stopped the run', {
+          code: 'LOCK_LOST',
+          cause: lock.signal.reason,
+        });
+      }
       if (result.status === 'caught-up') await markSuccess(store, source);
     } finally {
       await lock.release();

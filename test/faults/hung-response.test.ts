@@ -145,7 +145,9 @@ it('7. a hung response (headers sent, body never finished): aborted at the body 
       expect(stalled.attempts).toHaveLength(RETRIES + 1);
       for (const ms of all) {
         expect(ms).toBeGreaterThanOrEqual(TIMEOUT_MS - 5);
-        expect(ms).toBeLessThan(TIMEOUT_MS + 500);
+        // undici checks its headers and body timeouts on a coarse timer (about half a
+        // second a tick), so an abort lands up to about a second after the timeout.
+        expect(ms).toBeLessThan(TIMEOUT_MS + 1_200);
       }
       expect(cursorHung).toBe(cursorBefore);
       expect(cursorCli).toBe(cursorBefore);

@@ -89,7 +89,8 @@ it('4. Postgres stopped: a once run exits 1 with the cursor intact; a watch run 
       const fateA = await fate(boxA, simA);
 
       // (b) crashed in the middle of a catch-up.
-      const simB = await simulator(20_000, 3);
+      // 20 ms a page: the run lasts seconds, so the crash lands in the middle of it.
+      const simB = await simulator(20_000, 20);
       const boxB = await sandbox('pg_crash_run', { databaseUrl: postgres.url });
       const child = spawnNode([CLI, 'sync', '--once'], boxB.env(simB.baseUrl));
       await waitFor(async () => (await prefixState(boxB.store, 100)).stored >= 3_000, {
