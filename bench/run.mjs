@@ -1,7 +1,9 @@
 // `npm run bench`: the ceilings, feedsync end to end, latency, memory, cold start
-// and a grown events table, measured in one run on this machine and printed as
-// one table. `--quick` runs everything at a tenth of the size (to check the
-// harness); `--json FILE` also writes the raw results.
+// and a grown events table, measured in one run on this machine, printed as one
+// table and written into docs/BENCHMARKS.md (between its bench markers).
+// `--quick` runs everything at a tenth of the size to check the harness (and
+// writes nothing); `--no-write` leaves the page alone; `--json FILE` also writes
+// the raw results.
 import { writeFileSync } from 'node:fs';
 import pg from 'pg';
 import { bullmqAddBulk, feedPaging, feedPagingWithLatency, postgresIngest } from './ceilings.mjs';
@@ -9,6 +11,7 @@ import { coldStart, prepareSchema, release, rssHalves, syncOnce } from './end-to
 import { fillStore } from './growth.mjs';
 import { cleanUp, DATABASE_URL } from './lib/env.mjs';
 import { describeMachine, redisPid } from './lib/machine.mjs';
+import { measuredSection, writeMeasured } from './lib/page.mjs';
 import { startSimChild } from './lib/simulator.mjs';
 import { cpuTable, markdownTable, mb, ms, pct, rate } from './lib/table.mjs';
 
@@ -16,6 +19,8 @@ const args = process.argv.slice(2);
 const quick = args.includes('--quick');
 const jsonAt = args.indexOf('--json');
 const jsonFile = jsonAt >= 0 ? args[jsonAt + 1] : null;
+const writePage = !quick && !args.includes('--no-write');
+const PAGE = new URL('../docs/BENCHMARKS.md', import.meta.url).pathname;
 const scale = quick ? 0.1 : 1;
 const n = (x) => Math.round(x * scale);
 
@@ -24,7 +29,7 @@ const PAGE_LIMIT = 100;
 const PAGES_PER_COMMIT = 10;
 const RELAY_BATCH = 1000;
 const SIZES = {
-  ceiling: n(200_000),
+  ceiling: n(100_000),
   endToEnd: n(200_000),
   latency: n(20_000),
   memory: n(1_000_000),
@@ -99,10 +104,15 @@ async function main() {
     console.log('');
     console.log(table);
     console.log('');
-    console.log(cpuTable(cpuRows(results)));
+    const cpuText = cpuTable(cpuRows(results));
+    console.log(cpuText);
     console.log('');
     console.log(`(${Math.round(results.totalSeconds)} s in all)`);
     if (jsonFile) writeFileSync(jsonFile, `${JSON.stringify(stripSamples(results), null, 2)}\n`);
+    if (writePage) {
+      writeMeasured(PAGE, measuredSection({ ...results, machine, table, cpuTable: cpuText, sizes: SIZES }));
+      console.log(`wrote ${PAGE}`);
+    }
   } finally {
     await monitor.end();
     await sim.stop();
