@@ -37,8 +37,6 @@ const SIZES = {
   coldRuns: 5,
   latencyPages: 60,
 };
-/** The GC setting measured beside the default (see docs/BENCHMARKS.md, memory). */
-const HEAP_FLAG = '--heap-growing-percent=50';
 
 const log = (msg) => console.log(`[bench ${new Date().toISOString().slice(11, 19)}] ${msg}`);
 
@@ -81,19 +79,12 @@ async function main() {
       latency.push(await syncOnce(sim, { label: `lat${latencyMs}`, events: SIZES.latency, latencyMs }));
     }
 
-    log(`sync --once, ${SIZES.endToEnd / 2} events, node ${HEAP_FLAG} (memory)`);
-    const flagged = await syncOnce(sim, {
-      label: 'flagged',
-      events: SIZES.endToEnd / 2,
-      nodeArgs: [HEAP_FLAG],
-    });
-
     log(`sync --once, ${SIZES.memory} events (memory)`);
     const big = await syncOnce(sim, { label: 'memory', events: SIZES.memory, keep: true });
     log(`cold start, caught-up feed, ${SIZES.coldRuns} runs`);
     const cold = await coldStart(big.env, SIZES.coldRuns);
     await release(big);
-    Object.assign(results, { plain, grown, latency, flagged, big, cold });
+    Object.assign(results, { plain, grown, latency, big, cold });
 
     const rows = tableRows(results);
     const table = markdownTable(rows);
@@ -200,11 +191,6 @@ function tableRows(r) {
       ratio: `${flat.toFixed(2)}×`,
       target: '≤ 150 MB, flat',
       ok: r.big.peakRssMb <= 150 && flat <= 1.15,
-    },
-    {
-      measure: `  peak RSS, ${r.flagged.events.toLocaleString('en-US')} events, node ${HEAP_FLAG}`,
-      result: mb(r.flagged.peakRssMb),
-      against: `${rate(r.flagged.eventsPerSec)}`,
     },
     {
       measure: `cold start, caught-up feed (median of ${r.cold.times.length})`,
