@@ -6,10 +6,10 @@ import { createPublisher, type Publisher } from '../../src/queue/publisher.js';
 import { createSync } from '../../src/sync/sync.js';
 import { testConfig } from '../support/config.js';
 import { TEST_DATABASE_URL } from '../support/postgres.js';
+import { seeded } from '../support/random.js';
 import { crashablePublisher, crashableStore } from './support/crashable.js';
 import { fateOf } from './support/fate.js';
 import { ModelFeed } from './support/model-feed.js';
-import { seeded } from './support/random.js';
 import { measured } from './support/results.js';
 import { type Sandbox, useSandboxes } from './support/sandbox.js';
 

@@ -67,17 +67,8 @@ export function useSandboxes(
   };
 }
 
-/** A deterministic source of randomness in [0, 1) (mulberry32), for the simulator's fault draws. */
-export function seededRandom(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+/** A deterministic source of randomness in [0, 1), for the simulator's fault draws. */
+export { seeded as seededRandom } from '../support/random.js';
 
 /** The feed position of a simulator event id (`evt_000000000042` is 42). */
 export function positionOf(id: string): number {

@@ -1,5 +1,5 @@
-import { Redis } from 'ioredis';
 import { afterAll } from 'vitest';
+import { clearPrefix } from '../../../src/queue/clear-prefix.js';
 import { createStore, type Store } from '../../../src/store/db.js';
 import { migrate } from '../../../src/store/migrate.js';
 import { dropSchema, TEST_DATABASE_URL, uniqueSchema } from '../../support/postgres.js';
@@ -68,17 +68,5 @@ export function useSandboxes(): (label: string, opts?: SandboxOptions) => Promis
 
 /** Deletes the prefix's keys; quietly does nothing when that Redis is gone (a private one, stopped). */
 async function deleteKeys(prefix: string, url: string): Promise<void> {
-  const redis = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
-  redis.on('error', () => {});
-  try {
-    await redis.connect();
-    let cursor = '0';
-    do {
-      const [next, keys] = await redis.scan(cursor, 'MATCH', `${prefix}:*`, 'COUNT', 1000);
-      cursor = next;
-      if (keys.length > 0) await redis.unlink(...keys);
-    } while (cursor !== '0');
-  } finally {
-    redis.disconnect();
-  }
+  await clearPrefix(url, prefix).catch(() => {});
 }
