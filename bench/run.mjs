@@ -152,7 +152,10 @@ function tableRows(r) {
       measure: `Postgres ingest alone (applier, ${PAGE_LIMIT * PAGES_PER_COMMIT} a transaction)`,
       result: rate(r.ingest.eventsPerSec),
     },
-    { measure: `BullMQ addBulk alone (${RELAY_BATCH} a call)`, result: rate(r.addBulk.eventsPerSec) },
+    {
+      measure: `BullMQ addBulk alone (publisher, ${RELAY_BATCH} jobs a call)`,
+      result: rate(r.addBulk.eventsPerSec),
+    },
     {
       measure: `sync --once, ${r.plain.events.toLocaleString('en-US')} events`,
       result: rate(r.plain.eventsPerSec),
