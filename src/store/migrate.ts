@@ -1,4 +1,12 @@
-import { Kysely, Migrator, PostgresDialect, type PostgresPool, type PostgresPoolClient, sql } from 'kysely';
+import {
+  Kysely,
+  type MigrationResultSet,
+  Migrator,
+  PostgresDialect,
+  type PostgresPool,
+  type PostgresPoolClient,
+  sql,
+} from 'kysely';
 import type pg from 'pg';
 import { FeedsyncError } from '../errors.js';
 import { advisoryKey } from './advisory-key.js';
@@ -42,7 +50,7 @@ export async function migrate(store: Store, opts: { folder?: URL } = {}): Promis
       migrationTableSchema: store.schema,
       migrationTableName: MIGRATION_TABLE,
     });
-    const { error, results = [] } = await migrator.migrateToLatest();
+    const { error, results = [] } = await migrateRetryingRaces(migrator, store.schema);
     if (error !== undefined) {
       const failed = results.find((r) => r.status === 'Error')?.migrationName;
       throw new FeedsyncError(
@@ -78,6 +86,21 @@ export async function schemaState(store: Store, opts: { folder?: URL } = {}): Pr
   }
   const current = [...applied].sort().at(-1) ?? null;
   return { current, latest, pending: names.filter((n) => !applied.has(n)) };
+}
+
+/**
+ * kysely's Migrator looks for its table among the tables of every schema; a schema
+ * that another client drops at that moment fails the look-up ("schema … does not
+ * exist"). Nothing of ours changed, and we hold the migrate lock: try again.
+ */
+async function migrateRetryingRaces(migrator: Migrator, schema: string): Promise<MigrationResultSet> {
+  for (let attempt = 1; ; attempt++) {
+    const outcome = await migrator.migrateToLatest();
+    const err = outcome.error as { code?: string; message?: string } | undefined;
+    const foreign =
+      (err?.code === '3F000' || err?.code === '42P01') && !String(err.message).includes(`"${schema}"`);
+    if (!foreign || attempt >= 3) return outcome;
+  }
 }
 
 /** A kysely pool that always hands out the one client it was given, and never closes it. */
