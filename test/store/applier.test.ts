@@ -274,4 +274,20 @@ describe('applier: cursor compare-and-set', () => {
     expect(await getCursor(store, 'race')).toMatchObject({ afterId: `${winner}49` });
     expect(await counts('race')).toEqual({ events: 50, outbox: 50, quarantine: 0, emailStatus: 50 });
   });
+
+  it('quarantines an event with a lone UTF-16 surrogate (jsonb refuses it) and keeps a pair', async () => {
+    const lone = event('lone', 'webhook.test', '2024-01-01T00:00:00Z', { note: 'a\ud800b' });
+    const pair = event('pair', 'webhook.test', '2024-01-01T00:00:00Z', { note: 'smile \ud83d\ude00' });
+    const result = await applier.apply({
+      source: 'surrogate',
+      receivedVia: 'feed',
+      events: [lone, pair],
+      quarantine: [],
+    });
+    expect(result).toMatchObject({ inserted: [pair], quarantined: 1 });
+    const { rows } = await store.pool.query(
+      `SELECT raw FROM ${store.schema}.quarantine WHERE source = 'surrogate'`,
+    );
+    expect(rows.map((r) => r.raw)).toEqual([JSON.stringify(lone)]);
+  });
 });
