@@ -2,13 +2,12 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { defaultSleep } from '../../src/api/retry.js';
 import { createLogger } from '../../src/logger.js';
-import type { Simulator } from '../../src/simulator/index.js';
 import { createSync } from '../../src/sync/sync.js';
 import { watch } from '../../src/sync/watch.js';
 import { testConfig } from '../support/config.js';
 import { CLI, killChildren, runCli, spawnNode, waitFor } from '../support/processes.js';
-import { startTestSimulator, TEST_API_KEY } from '../support/simulator.js';
-import { type Fate, fateOf } from './support/fate.js';
+import { TEST_API_KEY } from '../support/simulator.js';
+import { fateOfFeed, simulators } from './support/fed-by-simulator.js';
 import { sendMail } from './support/mail.js';
 import { isPrefix, prefixState } from './support/prefix-check.js';
 import { type PrivatePostgres, startPrivatePostgres } from './support/private-postgres.js';
@@ -19,27 +18,19 @@ import { readWholeFeed } from './support/served.js';
 const sandbox = useSandboxes();
 const INTERVAL_MS = 100;
 let postgres: PrivatePostgres;
-const sims: Simulator[] = [];
+const sims = simulators();
 
 beforeAll(async () => {
   postgres = await startPrivatePostgres();
 });
 afterAll(async () => {
   await killChildren();
-  for (const sim of sims) await sim.close();
+  await sims.closeAll();
   await postgres?.dispose();
 });
 
-async function simulator(backlog: number, latencyMs = 0): Promise<Simulator> {
-  const sim = await startTestSimulator({ backlog, faults: { latencyMs } });
-  sims.push(sim);
-  return sim;
-}
-
-async function fate(box: Sandbox, sim: Simulator): Promise<Fate> {
-  const served = await readWholeFeed(sim.baseUrl, TEST_API_KEY);
-  return fateOf({ store: box.store, prefix: box.prefix, redisUrl: box.redisUrl, served });
-}
+const simulator = sims.start;
+const fate = fateOfFeed;
 
 async function cursorOf(box: Sandbox): Promise<string | null> {
   const { rows } = await box.store.pool.query<{ after_id: string | null }>(

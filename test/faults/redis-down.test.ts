@@ -1,6 +1,5 @@
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import type { Simulator } from '../../src/simulator/index.js';
 import {
   CLI,
   killChildren,
@@ -10,15 +9,14 @@ import {
   startRedisServer,
   waitFor,
 } from '../support/processes.js';
-import { startTestSimulator, TEST_API_KEY } from '../support/simulator.js';
-import { type Fate, fateOf, jobIds } from './support/fate.js';
+import { jobIds } from './support/fate.js';
+import { fateOfFeed, simulators } from './support/fed-by-simulator.js';
 import { prefixState } from './support/prefix-check.js';
 import { measured } from './support/results.js';
 import { type Sandbox, useSandboxes } from './support/sandbox.js';
-import { readWholeFeed } from './support/served.js';
 
 const sandbox = useSandboxes();
-const sims: Simulator[] = [];
+const sims = simulators();
 let redis: RedisServer;
 
 beforeAll(async () => {
@@ -27,20 +25,12 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await killChildren();
-  for (const sim of sims) await sim.close();
+  await sims.closeAll();
   await redis?.dispose();
 });
 
-async function simulator(backlog: number, latencyMs = 0): Promise<Simulator> {
-  const sim = await startTestSimulator({ backlog, faults: { latencyMs } });
-  sims.push(sim);
-  return sim;
-}
-
-async function fate(box: Sandbox, sim: Simulator): Promise<Fate> {
-  const served = await readWholeFeed(sim.baseUrl, TEST_API_KEY);
-  return fateOf({ store: box.store, prefix: box.prefix, redisUrl: box.redisUrl, served });
-}
+const simulator = sims.start;
+const fate = fateOfFeed;
 
 async function unpublished(box: Sandbox): Promise<number> {
   const { rows } = await box.store.pool.query<{ n: number }>(
