@@ -12,10 +12,11 @@ export function shorten(text: string, max = MAX_MESSAGE): string {
   return text.length > max ? `${text.slice(0, max)}… (${text.length - max} more characters)` : text;
 }
 
-/** The name of the command an ioredis error carries (`err.command.name`), if any. */
+/** The name of the failed command: ioredis's `err.command.name`, or a RedisError's `command`. */
 export function commandName(err: Error): string | null {
-  const command = (err as { command?: { name?: unknown } }).command;
-  return typeof command?.name === 'string' ? command.name.slice(0, 64) : null;
+  const command = (err as { command?: unknown }).command;
+  const name = typeof command === 'string' ? command : (command as { name?: unknown } | undefined)?.name;
+  return typeof name === 'string' ? name.slice(0, 64) : null;
 }
 
 /** The `    at …` lines of a stack, without the message lines above them. */

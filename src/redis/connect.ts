@@ -39,12 +39,7 @@ export function nodeName(node: RedisNode): string {
 export async function connectRedis(settings: RedisSettings, opts: ConnectOptions): Promise<RedisConnection> {
   if (settings.sentinel) {
     const redis = sentinelClient(settings, opts.timeoutMs);
-    try {
-      await redis.connect();
-    } catch (err) {
-      redis.disconnect();
-      throw err;
-    }
+    await connectOrSayWhy(redis);
     return single('sentinel', redis);
   }
   if (settings.cluster === true) return clusterConnection(settings, opts);
@@ -52,7 +47,7 @@ export async function connectRedis(settings: RedisSettings, opts: ConnectOptions
   for (const node of settings.nodes) {
     const redis = nodeClient(settings, node, opts.timeoutMs);
     try {
-      await redis.connect();
+      await connectOrSayWhy(redis);
       if (settings.cluster === false) return single('standalone', redis);
       const info = await redis.info('cluster');
       if (!/^cluster_enabled:1\s*$/m.test(info)) {
@@ -142,6 +137,27 @@ function nodeClient(settings: RedisSettings, node: RedisNode, timeoutMs: number)
   // Without a listener ioredis prints every failure; the callers report them instead.
   redis.on('error', () => {});
   return redis;
+}
+
+/**
+ * Connects, and on failure throws why: without a reconnect loop ioredis rejects with
+ * "Connection is closed." and says the cause (ECONNREFUSED, a TLS or AUTH error) only
+ * in an 'error' event.
+ */
+async function connectOrSayWhy(redis: Redis): Promise<void> {
+  let cause: unknown;
+  const onError = (err: unknown): void => {
+    cause ??= err;
+  };
+  redis.on('error', onError);
+  try {
+    await redis.connect();
+  } catch (err) {
+    redis.disconnect();
+    throw cause ?? err;
+  } finally {
+    redis.off('error', onError);
+  }
 }
 
 function sentinelClient(settings: RedisSettings, timeoutMs: number): Redis {
