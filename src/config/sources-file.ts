@@ -34,8 +34,8 @@ const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 
 /**
  * Reads FEED_SOURCES_FILE: `{"sources": [{source, base_url?, api_key_file? | api_key_env?, types?}]}`.
- * Every mistake is a ConfigError naming the entry and the field, never a value that
- * could be a key.
+ * Every mistake is a ConfigError naming the entry and the field. Messages never
+ * repeat the value of a key field: a key pasted there by mistake stays out of the logs.
  */
 export function loadSourcesFile(path: string, defaults: SourceDefaults, deps: SourcesFileDeps): FeedSource[] {
   const fail = (what: string): never => {
@@ -118,14 +118,14 @@ function readKey(
     try {
       key = deps.readFile(file).trim();
     } catch (err) {
-      return fail('api_key_file', `cannot read ${file} (${(err as NodeJS.ErrnoException).code ?? 'error'})`);
+      return fail('api_key_file', `cannot be read (${(err as NodeJS.ErrnoException).code ?? 'error'})`);
     }
-    if (key === '') return fail('api_key_file', `${file} is empty`);
+    if (key === '') return fail('api_key_file', 'the file is empty');
   } else if (envName !== undefined) {
     if (typeof envName !== 'string' || !ENV_NAME.test(envName))
       return fail('api_key_env', 'must be the name of an environment variable');
     key = deps.env[envName];
-    if (!key) return fail('api_key_env', `${envName} is unset or empty`);
+    if (!key) return fail('api_key_env', 'the variable is unset or empty');
   } else {
     if (fallback === null)
       return fail('api_key_file', 'no key: set api_key_file or api_key_env, or FEED_API_KEY');

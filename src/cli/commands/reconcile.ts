@@ -16,7 +16,10 @@ export function reconcileCommand(): Command {
         const { progressReporter } = await import('../progress.js');
         const shutdown = shutdownSignal(logger);
         const progress = progressReporter();
-        const sync = createSync(configForSource(config, opts.source ?? config.feed.source), { logger, hooks: { onCommit: progress.onCommit } });
+        const sync = createSync(configForSource(config, opts.source ?? config.feed.source), {
+          logger,
+          hooks: { onCommit: progress.onCommit },
+        });
         try {
           const result = await sync.reconcile(opts.from ?? null, shutdown.signal);
           progress.done();
