@@ -9,7 +9,7 @@ import { startRelay } from '../queue/relay.js';
 import { createStore } from '../store/db.js';
 import { type Outcome, rotate, runEachOnce, startIndex, watchSources } from '../sync/scheduler.js';
 import { shutdownSignal } from '../sync/signals.js';
-import { createSync } from '../sync/sync.js';
+import { createSync, runFailed } from '../sync/sync.js';
 
 /**
  * `feedsync sync` with FEED_SOURCES_FILE: one Postgres pool, one publisher and one
@@ -64,7 +64,7 @@ export async function runSources(
   });
   const runners = syncs.map((sync, i) => ({ source: order[i]!, runOnce: sync.runOnce }));
   const observe = (outcome: Outcome): void => {
-    if (outcome.ok) metrics.observeRun(outcome.result);
+    if (outcome.ok) metrics.observeRun(outcome.source, outcome.result);
     else metrics.observeFailure(outcome.source);
   };
 
@@ -142,7 +142,7 @@ export async function runSources(
 
 /** A turn that failed: it threw, or its events are stored but the outbox could not be drained. */
 function failed(outcome: Outcome): boolean {
-  return !outcome.ok || (!outcome.result.drained && outcome.result.status !== 'stopped');
+  return !outcome.ok || runFailed(outcome.result);
 }
 
 /** 0 when every source tried caught up or was locked elsewhere; 3 when only keys were rejected; else 1. */

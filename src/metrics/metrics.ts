@@ -1,6 +1,6 @@
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { CommitInfo } from '../sync/catch-up.js';
-import type { RunResult, SyncHooks } from '../sync/sync.js';
+import { type RunResult, runFailed, type SyncHooks } from '../sync/sync.js';
 
 /** Reads the gauges that come from the database, at scrape or summary time. */
 export interface GaugeSource {
@@ -17,7 +17,8 @@ export interface Metrics {
   hooksFor(source: string): Required<SyncHooks>;
   /** Counts jobs handed to BullMQ (the relay is shared by every source). */
   onPublished(queue: string, count: number): void;
-  observeRun(result: RunResult): void;
+  /** Times a run of `source` that returned, and counts it as failed when it is (outbox not drained). */
+  observeRun(source: string, result: RunResult): void;
   /** Counts a run of `source` that threw. */
   observeFailure(source: string): void;
   /** A short summary for the end of a once run. */
@@ -93,10 +94,21 @@ export function createMetrics(gauges: GaugeSource, sources: readonly string[]): 
   });
   const runFailures = new Counter({
     name: 'feedsync_run_failures_total',
-    help: 'Runs that failed, by source.',
+    help: 'Runs that failed (threw, or could not drain the outbox), by source.',
     labelNames: ['source'],
     registers: [registry],
   });
+  // The probes stay green through a feed outage (docs/DEPLOYMENT.md, Probes): this says how long it lasts.
+  const consecutiveFailures = new Gauge({
+    name: 'feedsync_run_consecutive_failures',
+    help: 'Runs of the source that failed in a row; 0 after a run that did not fail.',
+    labelNames: ['source'],
+    registers: [registry],
+  });
+  const failed = (source: string): void => {
+    runFailures.inc({ source });
+    consecutiveFailures.inc({ source });
+  };
   new Gauge({
     name: 'feedsync_cursor_lag_seconds',
     help: "Now minus the newest stored event's created_at, by source.",
@@ -143,10 +155,14 @@ export function createMetrics(gauges: GaugeSource, sources: readonly string[]): 
     registry,
     hooksFor,
     onPublished,
-    observeRun(result) {
+    observeRun(source, result) {
       runDuration.observe(result.durationMs / 1000);
+      if (runFailed(result)) failed(source);
+      // A run stopped by SIGTERM or one that found the lock taken says nothing about the feed.
+      else if (result.status !== 'stopped' && result.status !== 'locked')
+        consecutiveFailures.set({ source }, 0);
     },
-    observeFailure: (source) => runFailures.inc({ source }),
+    observeFailure: failed,
     async summary() {
       const sum = async (name: string): Promise<number> => {
         const metric = await registry.getSingleMetric(name)?.get();

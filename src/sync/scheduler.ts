@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { defaultSleep } from '../api/retry.js';
 import type { Logger } from '../logger.js';
-import type { RunResult } from './sync.js';
+import { type RunResult, runFailed } from './sync.js';
 
 /** One source's one-source run (Sync.runOnce), as the scheduler sees it. */
 export interface SourceRunner {
@@ -94,7 +94,7 @@ export async function watchSources(opts: WatchSourcesOptions): Promise<void> {
   let wake = new AbortController();
 
   const settle = (outcome: Outcome): void => {
-    const failed = outcome.ok ? !outcome.result.drained && outcome.result.status !== 'stopped' : true;
+    const failed = outcome.ok ? runFailed(outcome.result) : true;
     const count = failed ? (failures.get(outcome.source) ?? 0) + 1 : 0;
     failures.set(outcome.source, count);
     let waitMs = opts.intervalMs;
