@@ -10,6 +10,7 @@ import { createStore } from '../store/db.js';
 import { type Outcome, rotate, runEachOnce, startIndex, watchSources } from '../sync/scheduler.js';
 import { shutdownSignal } from '../sync/signals.js';
 import { createSync, runFailed } from '../sync/sync.js';
+import { maxBackoffMs } from '../sync/watch.js';
 
 /**
  * `feedsync sync` with FEED_SOURCES_FILE: one Postgres pool, one publisher and one
@@ -90,7 +91,10 @@ export async function runSources(
       return exitCodeFor(outcomes);
     }
 
-    const staleAfterMs = 3 * config.syncIntervalMs + 2 * config.feed.timeoutMs + config.feed.maxRetryWaitMs;
+    // As for one source (run-sync.ts): the longest sleep or request wait between two beats, plus three intervals.
+    const staleAfterMs =
+      Math.max(maxBackoffMs(config.syncIntervalMs), 2 * config.feed.timeoutMs + config.feed.maxRetryWaitMs) +
+      3 * config.syncIntervalMs;
     const health = await startHealthServer({
       port: config.metricsPort,
       registry: metrics.registry,

@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import { defaultSleep } from '../api/retry.js';
 import type { Logger } from '../logger.js';
 import { type RunResult, runFailed } from './sync.js';
+import { maxBackoffMs } from './watch.js';
 
 /** One source's one-source run (Sync.runOnce), as the scheduler sees it. */
 export interface SourceRunner {
@@ -99,7 +100,7 @@ export async function watchSources(opts: WatchSourcesOptions): Promise<void> {
     failures.set(outcome.source, count);
     let waitMs = opts.intervalMs;
     if (!outcome.ok) {
-      waitMs = Math.min(opts.intervalMs * 10, opts.intervalMs * 2 ** (count - 1));
+      waitMs = Math.min(maxBackoffMs(opts.intervalMs), opts.intervalMs * 2 ** (count - 1));
       log.error(
         { err: outcome.error, source: outcome.source, failures: count, retryInMs: waitMs },
         'source run failed; backing this source off',

@@ -75,7 +75,9 @@ describe('sync --watch on a feed that fails every run', () => {
     expect(sample(recovered, 'feedsync_last_success_timestamp_seconds')).toBeGreaterThan(0);
     // Failures stay counted: the alert reads increase() of the counter.
     expect(sample(recovered, 'feedsync_run_failures_total')).toBeGreaterThanOrEqual(failures);
-    const stored = [...recovered.matchAll(/^feedsync_events_stored_total\{type="[^"]+"\} (\d+)$/gm)]
+    const stored = [
+      ...recovered.matchAll(/^feedsync_events_stored_total\{source="default",type="[^"]+"\} (\d+)$/gm),
+    ]
       .map((m) => Number(m[1]))
       .reduce((a, b) => a + b, 0);
     expect(stored).toBe(300);
