@@ -16,6 +16,8 @@ export interface SourceStatus {
   lockHolder: string | null;
   outboxBacklog: number;
   quarantined: number;
+  /** Event ids served again with other content (the first version kept). */
+  conflicts: number;
 }
 
 export interface StatusReport {
@@ -41,16 +43,19 @@ export async function statusReport(
     newest: Date | null;
     backlog: string;
     quarantined: string;
+    conflicts: string;
   }>(
     `WITH sources AS (
-       SELECT unnest($1::text[]) AS source UNION SELECT source FROM ${s}.cursors UNION SELECT DISTINCT source FROM ${s}.outbox WHERE published_at IS NULL
-       UNION SELECT DISTINCT source FROM ${s}.quarantine
+       SELECT unnest($1::text[]) AS source UNION SELECT source FROM ${s}.cursors
+       UNION SELECT DISTINCT source FROM ${s}.outbox WHERE published_at IS NULL
+       UNION SELECT DISTINCT source FROM ${s}.quarantine UNION SELECT DISTINCT source FROM ${s}.conflicts
      )
      SELECT src.source, c.after_id, c.types, c.last_success_at,
        (SELECT count(*) FROM ${s}.events e WHERE e.source = src.source) AS events,
        (SELECT max(created_at) FROM ${s}.events e WHERE e.source = src.source) AS newest,
        (SELECT count(*) FROM ${s}.outbox o WHERE o.source = src.source AND o.published_at IS NULL) AS backlog,
-       (SELECT count(*) FROM ${s}.quarantine q WHERE q.source = src.source) AS quarantined
+       (SELECT count(*) FROM ${s}.quarantine q WHERE q.source = src.source) AS quarantined,
+       (SELECT count(*) FROM ${s}.conflicts k WHERE k.source = src.source) AS conflicts
      FROM sources src LEFT JOIN ${s}.cursors c ON c.source = src.source ORDER BY src.source`,
     [config.sources.map((c) => c.source)],
   );
@@ -72,6 +77,7 @@ export async function statusReport(
       lockHolder: holders.get(advisoryKey('feedsync.source', store.schema, r.source).join(':')) ?? null,
       outboxBacklog: Number(r.backlog),
       quarantined: Number(r.quarantined),
+      conflicts: Number(r.conflicts),
     })),
     queues,
   };
@@ -107,6 +113,7 @@ export function formatStatus(report: StatusReport): string {
       `  lock held by    ${s.lockHolder ?? 'nobody (no run in flight)'}`,
       `  outbox backlog  ${s.outboxBacklog}`,
       `  quarantined     ${s.quarantined}`,
+      `  conflicts       ${s.conflicts}`,
     );
   }
   for (const [queue, counts] of Object.entries(report.queues)) {

@@ -50,6 +50,12 @@ export function createMetrics(gauges: GaugeSource, sources: readonly string[]): 
     labelNames: ['source'],
     registers: [registry],
   });
+  const conflicts = new Counter({
+    name: 'feedsync_events_conflict_total',
+    help: 'Events whose id was stored before with other content (the first kept; recorded in the conflicts table).',
+    labelNames: ['source'],
+    registers: [registry],
+  });
   const pages = new Counter({
     name: 'feedsync_pages_total',
     help: 'Feed pages committed.',
@@ -144,6 +150,7 @@ export function createMetrics(gauges: GaugeSource, sources: readonly string[]): 
       for (const e of info.result.inserted) stored.inc({ source, type: e.type });
       if (info.result.duplicates > 0) duplicates.inc({ source }, info.result.duplicates);
       if (info.result.quarantined > 0) quarantined.inc({ source }, info.result.quarantined);
+      if (info.result.conflicts > 0) conflicts.inc({ source }, info.result.conflicts);
     },
     onFeedResponse: ({ status, seconds }) => requests.observe({ status: String(status) }, seconds),
     onRetry: () => retries.inc({ source }),
@@ -173,6 +180,7 @@ export function createMetrics(gauges: GaugeSource, sources: readonly string[]): 
         events_stored: await sum('feedsync_events_stored_total'),
         events_duplicate: await sum('feedsync_events_duplicate_total'),
         events_quarantined: await sum('feedsync_events_quarantined_total'),
+        events_conflict: await sum('feedsync_events_conflict_total'),
         pages: await sum('feedsync_pages_total'),
         feed_retries: await sum('feedsync_feed_retries_total'),
         jobs_published: await sum('feedsync_jobs_published_total'),
