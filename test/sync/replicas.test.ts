@@ -22,16 +22,17 @@ const id = (position: number): string => `evt_${String(position).padStart(12, '0
 
 const sandbox = useSandboxes();
 const dir = mkdtempSync(join(tmpdir(), 'feedsync-replicas-'));
-const sims: Simulator[] = [];
+let sim: Simulator;
+const keyOf = (i: number): string => `acct_test_replica${i}`;
 
 beforeAll(async () => {
   // Latency stretches a source's run over many pages, so the kill lands mid-run.
-  for (let i = 0; i < SOURCES; i++)
-    sims.push(await startTestSimulator({ backlog: backlogOf(i), faults: { latencyMs: 40 } }));
+  sim = await startTestSimulator({ faults: { latencyMs: 40 } });
+  for (let i = 0; i < SOURCES; i++) sim.account(keyOf(i)).setBacklog(backlogOf(i));
 });
 afterAll(async () => {
   await killChildren();
-  await Promise.all(sims.map((s) => s.close()));
+  await sim.close();
   rmSync(dir, { recursive: true, force: true });
 });
 
@@ -39,8 +40,8 @@ describe('replicas of sync --watch over a sources file', () => {
   it('one SIGKILLed mid-run: its sources move to the others, nothing lost, nothing twice', async () => {
     const box = await sandbox('replicas');
     const keyEnv: Record<string, string> = {};
-    const entries = sims.map((sim, i) => {
-      keyEnv[`KEY_${i}`] = `acct_test_replica${i}`;
+    const entries = Array.from({ length: SOURCES }, (_, i) => {
+      keyEnv[`KEY_${i}`] = keyOf(i);
       return { source: `acct-${i}`, base_url: sim.baseUrl, api_key_env: `KEY_${i}` };
     });
     const file = join(dir, 'sources.json');

@@ -10,10 +10,10 @@ import { startTestSimulator } from '../support/simulator.js';
 import { cursorOf, expectExactlyOnce, storedCount, useSandboxes } from './harness.js';
 
 /**
- * Many sources in one sync run. Every account is its own simulator with its own
- * backlog size and key, and event ids repeat across them (each feed starts at
- * evt_000000000001): a worker that mixed two sources up would store the wrong
- * counts under a source, or move one source's cursor with another's ids.
+ * Many sources in one sync run, against one simulator with an account per key. Each
+ * account has its own backlog size, and event ids repeat across them (every feed
+ * starts at evt_000000000001): a worker that mixed two sources up would store the
+ * wrong counts under a source, or move one source's cursor with another's ids.
  */
 const GOOD = 8;
 const backlogOf = (i: number): number => 40 * (i + 1) + i;
@@ -22,25 +22,26 @@ const id = (position: number): string => `evt_${String(position).padStart(12, '0
 
 const sandbox = useSandboxes();
 const dir = mkdtempSync(join(tmpdir(), 'feedsync-sources-'));
-const sims: Simulator[] = [];
+let sim: Simulator;
 const keys = Array.from({ length: GOOD }, (_, i) => keyOf(i));
 const REJECTED_KEY = 'not-a-valid-key-0123456789';
 let deadUrl = '';
 
 beforeAll(async () => {
-  for (let i = 0; i < GOOD; i++) sims.push(await startTestSimulator({ backlog: backlogOf(i) }));
+  sim = await startTestSimulator();
+  for (let i = 0; i < GOOD; i++) sim.account(keys[i]!).setBacklog(backlogOf(i));
   deadUrl = `http://127.0.0.1:${await freePort()}/api`;
 });
 afterAll(async () => {
   await killChildren();
-  await Promise.all(sims.map((s) => s.close()));
+  await sim.close();
   rmSync(dir, { recursive: true, force: true });
 });
 
 /** Half the keys come from files (mounted secrets), half from variables. */
 function goodEntries(): { entries: object[]; env: Record<string, string> } {
   const env: Record<string, string> = {};
-  const entries = sims.map((sim, i) => {
+  const entries = keys.map((_, i) => {
     if (i % 2 === 0) {
       const file = join(dir, `key-${i}`);
       writeFileSync(file, `${keys[i]}\n`);
@@ -81,7 +82,7 @@ describe('sync --once over a sources file', () => {
   it('runs every source to caught-up beside a rejected key and an unreachable feed; exit codes 1, 3, 0', async () => {
     const box = await sandbox('sources_once');
     const { entries, env: keyEnv } = goodEntries();
-    const rejected = { source: 'rejected', base_url: sims[0]!.baseUrl, api_key_env: 'REJECTED_KEY' };
+    const rejected = { source: 'rejected', base_url: sim.baseUrl, api_key_env: 'REJECTED_KEY' };
     const unreachableKey = join(dir, 'key-unreachable');
     writeFileSync(unreachableKey, `${keys[0]}\n`);
     const unreachable = { source: 'unreachable', base_url: deadUrl, api_key_file: unreachableKey };
@@ -97,7 +98,6 @@ describe('sync --once over a sources file', () => {
         FEED_SOURCES_FILE: sourcesFile('all.json', [rejected, ...entries, unreachable]),
       },
     );
-    await runCli(['migrate'], env);
 
     const first = await runCli(['sync', '--once'], env, 60_000);
     expect(first.code, first.stderr).toBe(1);
@@ -141,14 +141,14 @@ describe('sync --once over a sources file', () => {
     for (let i = 0; i < GOOD; i++) expect(await storedCount(box.store, `acct-${i}`)).toBe(backlogOf(i));
 
     // status lists every source of the file and of the cursors table.
-    const status = await runCli(['status', '--json'], keyOnly);
+    const status = await runCli(['status', '--json'], keyOnly, 60_000);
     expect(status.code, status.stderr).toBe(0);
     const report = JSON.parse(status.stdout) as StatusReport;
     expect(report.sources.map((s) => s.source).sort()).toEqual(
       [...entries.map((_, i) => `acct-${i}`), 'rejected', 'unreachable'].sort(),
     );
     expectNoKeys(status.stdout + status.stderr);
-  }, 120_000);
+  }, 240_000);
 
   it('cursor and reconcile commands take any source of the file, and refuse one not in it', async () => {
     const box = await sandbox('sources_cmds');
@@ -157,17 +157,16 @@ describe('sync --once over a sources file', () => {
       { schema: box.schema, prefix: box.prefix },
       { ...keyEnv, FEED_SOURCES_FILE: sourcesFile('cmds.json', entries.slice(0, 3)) },
     );
-    await runCli(['migrate'], env);
-    expect((await runCli(['cursor', 'set', id(5), '--source', 'acct-2'], env)).code).toBe(0);
+    expect((await runCli(['cursor', 'set', id(5), '--source', 'acct-2'], env, 60_000)).code).toBe(0);
     expect(await cursorOf(box.store, 'acct-2')).toBe(id(5));
-    const reconcile = await runCli(['reconcile', '--source', 'acct-1'], env);
+    const reconcile = await runCli(['reconcile', '--source', 'acct-1'], env, 60_000);
     expect(reconcile.code, reconcile.stderr).toBe(0);
     expect(await storedCount(box.store, 'acct-1')).toBe(backlogOf(1));
-    const unknown = await runCli(['cursor', 'reset', '--source', 'acct-7'], env);
+    const unknown = await runCli(['cursor', 'reset', '--source', 'acct-7'], env, 60_000);
     expect(unknown.code).toBe(2);
     expect(unknown.stderr).toMatch(/source "acct-7" is not in FEED_SOURCES_FILE/);
     expect(await cursorOf(box.store, 'acct-7')).toBeNull();
-  }, 60_000);
+  }, 180_000);
 
   it('a bad sources file stops every command at start with exit 2, naming the entry and the field', async () => {
     const env = testEnv(
@@ -177,12 +176,12 @@ describe('sync --once over a sources file', () => {
       },
     );
     for (const args of [['sync', '--once'], ['status']]) {
-      const res = await runCli(args, env);
+      const res = await runCli(args, env, 60_000);
       expect(res.code).toBe(2);
       expect(res.stderr.trim()).toMatch(
         /^feedsync: FEED_SOURCES_FILE .*bad\.json: sources\[0\] \("a"\): api_key_env: /,
       );
       expect(res.stderr.trim().split('\n')).toHaveLength(1);
     }
-  });
+  }, 120_000);
 });
