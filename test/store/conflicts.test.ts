@@ -107,11 +107,11 @@ describe('conflicts an operator can see', () => {
       { schema: box.schema, prefix: box.prefix, baseUrl: feed.baseUrl },
       { FEED_SOURCE: 'served' },
     );
-    const metrics = createMetrics(dbGauges(box.store, 'served'));
+    const metrics = createMetrics(dbGauges(box.store, ['served']), ['served']);
     const sync = createSync(config, {
       logger: createLogger({ level: 'silent' }),
       store: box.store,
-      hooks: metrics.hooks,
+      hooks: metrics.hooksFor('served'),
     });
     try {
       await sync.runOnce();
@@ -120,7 +120,7 @@ describe('conflicts an operator can see', () => {
       await setCursor(box.store, 'served', null);
       await sync.runOnce();
       const metric = await metrics.registry.getSingleMetric('feedsync_events_conflict_total')?.get();
-      expect(metric?.values[0]?.value).toBe(1);
+      expect(metric?.values.find((v) => v.labels.source === 'served')?.value).toBe(1);
       const report = await statusReport(config, box.store, {
         counts: async () => ({}),
       } as unknown as Publisher);
