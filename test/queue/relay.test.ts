@@ -10,7 +10,7 @@ import { createStore, type Store } from '../../src/store/db.js';
 import { migrate } from '../../src/store/migrate.js';
 import { dropSchema, TEST_DATABASE_URL, uniqueSchema } from '../support/postgres.js';
 import { waitFor } from '../support/processes.js';
-import { deletePrefix, TEST_REDIS_URL, uniquePrefix } from '../support/redis.js';
+import { deletePrefix, TEST_REDIS, TEST_REDIS_URL, uniquePrefix } from '../support/redis.js';
 
 const schema = uniqueSchema('relay');
 const prefix = uniquePrefix('relay');
@@ -74,7 +74,6 @@ function recordingPublisher(): Publisher & {
     },
     ping: async () => true,
     counts: async () => ({}),
-    maxmemoryPolicy: async () => 'noeviction',
     close: async () => {},
   };
   return rec;
@@ -83,7 +82,7 @@ function recordingPublisher(): Publisher & {
 describe('publishBatch', () => {
   it('adds each routed event to its queue with the contract job id, name, data and retention', async () => {
     const events = await storeEvents(8);
-    const publisher = createPublisher({ redisUrl: TEST_REDIS_URL, prefix });
+    const publisher = createPublisher({ redis: TEST_REDIS, prefix });
     try {
       expect(await publishBatch(store, publisher, 100)).toBe(6);
       expect(await publishBatch(store, publisher, 100)).toBe(0);
