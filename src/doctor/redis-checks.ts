@@ -1,6 +1,7 @@
 import type { Config } from '../config.js';
 import { redactUrl } from '../logger.js';
 import { createPublisher } from '../queue/publisher.js';
+import { jobOptionsFor } from '../queue/routes.js';
 import { type Check, check } from './report.js';
 
 /** Redis answers, evicts nothing (BullMQ needs noeviction), and the queues' counts. */
@@ -9,6 +10,7 @@ export async function redisChecks(config: Config, timeoutMs: number): Promise<Ch
   const publisher = createPublisher({
     redisUrl: config.redis.url,
     prefix: config.queues.prefix,
+    jobOptions: jobOptionsFor(config.queues),
     timeoutMs,
   });
   try {

@@ -1,7 +1,7 @@
 import { createRequire } from 'node:module';
 import type { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
-import { JOB_RETENTION } from './routes.js';
+import type { JobOptions } from './routes.js';
 
 // BullMQ and ioredis are loaded on first use: a run with nothing to publish (a CronJob
 // run that finds the feed caught up) starts without them, a quarter of its start-up.
@@ -20,6 +20,13 @@ export interface Publisher {
    * the caller adds them all again, which their jobIds make harmless.
    */
   addBulk(queue: string, jobs: readonly JobToAdd[]): Promise<void>;
+  /** Which of these job ids a queue still holds, in whatever state. */
+  present(queue: string, jobIds: readonly string[]): Promise<Set<string>>;
+  /**
+   * Moves every job that failed for good back to waiting, with its own id and a fresh
+   * count of attempts. Returns the ids it moved.
+   */
+  retryFailed(queue: string): Promise<string[]>;
   /** Redis answers a PING. */
   ping(): Promise<boolean>;
   /** Waiting, active, completed, failed and delayed counts of a queue. */
@@ -32,12 +39,16 @@ export interface Publisher {
 export interface PublisherOptions {
   redisUrl: string;
   prefix: string;
+  /** Retention, attempts and backoff of every added job (`jobOptionsFor(config.queues)`). */
+  jobOptions: JobOptions;
   /** Max wait for connecting or for one Redis command. Default 5 s. */
   timeoutMs?: number;
 }
 
 /** Jobs per Redis pipeline (one BullMQ addBulk call). */
 const PIPELINE_JOBS = 250;
+/** Failed jobs read and retried per round. */
+const RETRY_PAGE = 500;
 
 /** A connection that fails fast instead of queueing commands while Redis is down. */
 export function createRedis(url: string, timeoutMs = 5_000): Redis {
@@ -97,7 +108,7 @@ export function createPublisher(opts: PublisherOptions): Publisher {
       q = new Queue(name, {
         connection: redis,
         prefix: opts.prefix,
-        defaultJobOptions: { ...JOB_RETENTION },
+        defaultJobOptions: structuredClone(opts.jobOptions),
       });
       q.on('error', () => {});
       queues.set(name, q);
@@ -119,6 +130,39 @@ export function createPublisher(opts: PublisherOptions): Publisher {
               .map((j) => ({ name: j.name, data: j.data, opts: { jobId: j.jobId } })),
           );
         }
+      }),
+    present: (name, jobIds) =>
+      withConnection(async (c) => {
+        const queue = queueOf(c, name);
+        const found = new Set<string>();
+        for (let i = 0; i < jobIds.length; i += PIPELINE_JOBS) {
+          const ids = jobIds.slice(i, i + PIPELINE_JOBS);
+          const pipeline = c.redis.pipeline();
+          for (const id of ids) pipeline.exists(queue.toKey(id));
+          const replies = (await pipeline.exec()) ?? [];
+          replies.forEach(([err, exists], k) => {
+            if (err) throw err;
+            if (exists === 1) found.add(ids[k]!);
+          });
+        }
+        return found;
+      }),
+    retryFailed: (name) =>
+      withConnection(async (c) => {
+        const queue = queueOf(c, name);
+        const retried: string[] = [];
+        // Bounded by the count at the start: a job that fails again meanwhile waits for the next call.
+        let left = await queue.getFailedCount();
+        while (left > 0) {
+          const jobs = await queue.getFailed(0, Math.min(left, RETRY_PAGE) - 1);
+          if (jobs.length === 0) break;
+          for (const job of jobs) {
+            await job.retry('failed', { resetAttemptsMade: true, resetAttemptsStarted: true });
+            retried.push(job.id!);
+          }
+          left -= jobs.length;
+        }
+        return retried;
       }),
     ping: () => withConnection(async ({ redis }) => (await redis.ping()) === 'PONG').catch(() => false),
     counts: (name) =>

@@ -3,10 +3,10 @@ import type { RetryDeps } from '../api/retry.js';
 import { type Config, requireService } from '../config.js';
 import { ConfigError, FeedsyncError } from '../errors.js';
 import { createFeedClient, type FetchPage } from '../feed/feed-client.js';
-import type { Logger } from '../logger.js';
+import { type Logger, loggerFor } from '../logger.js';
 import { createPublisher, type Publisher } from '../queue/publisher.js';
 import { pruneOutbox, type Relay, startRelay } from '../queue/relay.js';
-import { routeFor } from '../queue/routes.js';
+import { jobOptionsFor, routeFor } from '../queue/routes.js';
 import { createApplier } from '../store/applier.js';
 import { ensureCursor, markSuccess } from '../store/cursor.js';
 import { createStore, type Store } from '../store/db.js';
@@ -23,7 +23,8 @@ export interface SyncHooks {
 }
 
 export interface SyncOptions {
-  logger: Logger;
+  /** Default: a logger at the config's LOG_LEVEL that scrubs its secrets (`loggerFor(config)`). */
+  logger?: Logger;
   hooks?: SyncHooks;
   /** Apply pending migrations instead of refusing to run (`sync --migrate`). */
   autoMigrate?: boolean;
@@ -57,19 +58,25 @@ export interface Sync {
 }
 
 /** The sync worker, for the CLI and for embedding. */
-export function createSync(config: Config, opts: SyncOptions): Sync {
-  const log = opts.logger.child({ module: 'sync' });
+export function createSync(config: Config, opts: SyncOptions = {}): Sync {
+  const logger = opts.logger ?? loggerFor(config);
+  const log = logger.child({ module: 'sync' });
   const hooks = opts.hooks ?? {};
   const ownsStore = !opts.store;
   const ownsPublisher = !opts.publisher;
-  const store = opts.store ?? createStore({ ...config.database, logger: opts.logger });
+  const store = opts.store ?? createStore({ ...config.database, logger });
   const publisher =
-    opts.publisher ?? createPublisher({ redisUrl: config.redis.url, prefix: config.queues.prefix });
+    opts.publisher ??
+    createPublisher({
+      redisUrl: config.redis.url,
+      prefix: config.queues.prefix,
+      jobOptions: jobOptionsFor(config.queues),
+    });
   const applier = createApplier(store, routeFor(config.queues));
   const relay = startRelay({
     store,
     publisher,
-    logger: opts.logger,
+    logger,
     ...(hooks.onPublished ? { onPublished: hooks.onPublished } : {}),
   });
   let client: ServiceClient | null = null;

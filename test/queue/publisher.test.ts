@@ -1,13 +1,13 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { createPublisher } from '../../src/queue/publisher.js';
-import { deletePrefix, TEST_REDIS_URL, uniquePrefix } from '../support/redis.js';
+import { deletePrefix, TEST_JOB_OPTIONS, TEST_REDIS_URL, uniquePrefix } from '../support/redis.js';
 
 const prefix = uniquePrefix('publisher');
 afterAll(() => deletePrefix(prefix));
 
 describe('publisher', () => {
   it('serves calls made while its first connection is still connecting', async () => {
-    const publisher = createPublisher({ redisUrl: TEST_REDIS_URL, prefix });
+    const publisher = createPublisher({ redisUrl: TEST_REDIS_URL, prefix, jobOptions: TEST_JOB_OPTIONS });
     try {
       const jobs = [{ name: 'email.sent', jobId: 's/1', data: { id: '1' } }];
       const [added, pinged, policy] = await Promise.all([
@@ -25,7 +25,12 @@ describe('publisher', () => {
   });
 
   it('fails fast while Redis is down, and ping says false', async () => {
-    const publisher = createPublisher({ redisUrl: 'redis://127.0.0.1:1', prefix, timeoutMs: 500 });
+    const publisher = createPublisher({
+      redisUrl: 'redis://127.0.0.1:1',
+      prefix,
+      jobOptions: TEST_JOB_OPTIONS,
+      timeoutMs: 500,
+    });
     try {
       expect(await publisher.ping()).toBe(false);
       await expect(publisher.addBulk('q', [{ name: 'x', jobId: 'a/b', data: {} }])).rejects.toThrow();

@@ -9,7 +9,7 @@ import { createApplier } from '../../src/store/applier.js';
 import { createStore, type Store } from '../../src/store/db.js';
 import { migrate } from '../../src/store/migrate.js';
 import { dropSchema, TEST_DATABASE_URL, uniqueSchema } from '../support/postgres.js';
-import { deletePrefix, TEST_REDIS_URL, uniquePrefix } from '../support/redis.js';
+import { deletePrefix, TEST_JOB_OPTIONS, TEST_REDIS_URL, uniquePrefix } from '../support/redis.js';
 
 const schema = uniqueSchema('relay');
 const prefix = uniquePrefix('relay');
@@ -18,6 +18,8 @@ const queues = {
   emailEvents: 'email-events',
   contactEvents: 'contact-events',
   outboxRetentionHours: 168,
+  jobAttempts: 5,
+  jobBackoffMs: 1_000,
 };
 const logger = createLogger({ level: 'silent' });
 let store: Store;
@@ -71,6 +73,8 @@ function recordingPublisher(): Publisher & {
       if (rec.failing) throw rec.failing;
       rec.added.push({ queue, jobs: [...jobs] });
     },
+    present: async () => new Set<string>(),
+    retryFailed: async () => [],
     ping: async () => true,
     counts: async () => ({}),
     maxmemoryPolicy: async () => 'noeviction',
@@ -82,7 +86,7 @@ function recordingPublisher(): Publisher & {
 describe('publishBatch', () => {
   it('adds each routed event to its queue with the contract job id, name, data and retention', async () => {
     const events = await storeEvents(8);
-    const publisher = createPublisher({ redisUrl: TEST_REDIS_URL, prefix });
+    const publisher = createPublisher({ redisUrl: TEST_REDIS_URL, prefix, jobOptions: TEST_JOB_OPTIONS });
     try {
       expect(await publishBatch(store, publisher, 100)).toBe(6);
       expect(await publishBatch(store, publisher, 100)).toBe(0);

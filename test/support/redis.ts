@@ -1,7 +1,11 @@
 import { randomBytes } from 'node:crypto';
 import { clearPrefix } from '../../src/queue/clear-prefix.js';
+import { jobOptionsFor } from '../../src/queue/routes.js';
 
 export const TEST_REDIS_URL = 'redis://127.0.0.1:6379';
+
+/** The job options of the defaults: JOB_ATTEMPTS 5, JOB_BACKOFF_MS 1000. */
+export const TEST_JOB_OPTIONS = jobOptionsFor({ jobAttempts: 5, jobBackoffMs: 1_000 });
 
 /** A BullMQ key prefix of one test file's own. */
 export function uniquePrefix(label: string): string {
