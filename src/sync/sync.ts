@@ -12,6 +12,8 @@ import { ensureCursor, markSuccess } from '../store/cursor.js';
 import { createStore, type Store } from '../store/db.js';
 import { tryAcquireSourceLock } from '../store/lock.js';
 import { migrate, schemaState } from '../store/migrate.js';
+import { pruneAfterRun } from '../store/retention.js';
+import { assertEventWithinRetention } from '../store/retention-guard.js';
 import { type CatchUpResult, type CommitInfo, catchUp } from './catch-up.js';
 
 /** Hooks for progress output and metrics; every one is optional. */
@@ -163,6 +165,9 @@ export function createSync(config: Config, opts: SyncOptions = {}): Sync {
       try {
         await relay.drain();
         await pruneOutbox(store, config.queues.outboxRetentionHours);
+        if (config.eventsRetentionDays !== null && result.status === 'caught-up') {
+          await pruneAfterRun(store, { source, days: config.eventsRetentionDays, signal, logger });
+        }
       } catch (err) {
         drained = false;
         log.error(
@@ -176,6 +181,7 @@ export function createSync(config: Config, opts: SyncOptions = {}): Sync {
 
   const reconcile = async (from: string | null, signal: AbortSignal = new AbortController().signal) => {
     await checkSchema();
+    await checkReconcileStart(store, config, from);
     const result = await catchUp({
       source: config.feed.source,
       start: from,
@@ -202,6 +208,20 @@ export function createSync(config: Config, opts: SyncOptions = {}): Sync {
       if (ownsStore) await store.close();
     },
   };
+}
+
+/** Under a retention, reconcile starts from a stored event inside it: the feed's start would bring back pruned events. */
+async function checkReconcileStart(store: Store, config: Config, from: string | null): Promise<void> {
+  const days = config.eventsRetentionDays;
+  if (days === null) return;
+  if (from === null) {
+    throw new ConfigError(
+      `reconcile: with EVENTS_RETENTION_DAYS (${days}) set, give --from <event-id> (a stored event inside the retention): ` +
+        'from the start of the feed, events already pruned would be stored and enqueued again as new',
+      'BEFORE_RETENTION',
+    );
+  }
+  await assertEventWithinRetention(store, config.feed.source, from, '--from', days);
 }
 
 /** A filter that differs from the cursor's would skip or mix events: refuse, and say how to reset. */
