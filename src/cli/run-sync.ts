@@ -6,11 +6,10 @@ import { createMetrics } from '../metrics/metrics.js';
 import { startHealthServer } from '../metrics/server.js';
 import { createStore } from '../store/db.js';
 import { shutdownSignal } from '../sync/signals.js';
-import { createSync, type RunResult } from '../sync/sync.js';
-import { watch } from '../sync/watch.js';
+import { createSync, type RunResult, runFailed } from '../sync/sync.js';
+import { maxBackoffMs, watch } from '../sync/watch.js';
 import { progressReporter } from './progress.js';
 
-/** `feedsync sync`: one run (--once) or the loop (--watch). Returns the exit code. */
 /**
  * V8 lets the old generation grow to four times what survived the last full
  * collection before collecting again; during a catch-up that is what pushes the
@@ -19,6 +18,7 @@ import { progressReporter } from './progress.js';
  */
 const HEAP_GROWING_FLAG = '--heap-growing-percent=50';
 
+/** `feedsync sync`: one run (--once) or the loop (--watch). Returns the exit code. */
 export async function runSync(
   config: Config,
   logger: Logger,
@@ -81,8 +81,13 @@ export async function runSync(
       return exitCode(result);
     }
 
-    // Stale when no beat came for three intervals plus the longest wait a request may legitimately take.
-    const staleAfterMs = 3 * config.syncIntervalMs + 2 * config.feed.timeoutMs + config.feed.maxRetryWaitMs;
+    // The loop beats at each run's start and end, each commit and each retry: between two beats it
+    // either sleeps (at most the longest backoff) or waits on one request (its timeouts, or a
+    // Retry-After). Stale after the longer of the two plus three intervals. Failing runs keep it
+    // fresh: restarting the pod cannot fix the service's outage (docs/DEPLOYMENT.md, Probes).
+    const staleAfterMs =
+      Math.max(maxBackoffMs(config.syncIntervalMs), 2 * config.feed.timeoutMs + config.feed.maxRetryWaitMs) +
+      3 * config.syncIntervalMs;
     const health = await startHealthServer({
       port: config.metricsPort,
       registry: metrics.registry,
@@ -114,6 +119,7 @@ export async function runSync(
             'sync run finished',
           );
         },
+        onFailure: () => metrics.observeFailure(),
       });
     } finally {
       await health.close();
@@ -129,7 +135,7 @@ export async function runSync(
 
 /** A run stopped by SIGTERM exits 0 without draining: the next run drains. Redis down is exit 1. */
 function exitCode(result: RunResult): number {
-  return result.status === 'stopped' || result.drained ? 0 : 1;
+  return runFailed(result) ? 1 : 0;
 }
 
 async function push(

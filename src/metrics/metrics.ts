@@ -1,6 +1,6 @@
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { CommitInfo } from '../sync/catch-up.js';
-import type { RunResult, SyncHooks } from '../sync/sync.js';
+import { type RunResult, runFailed, type SyncHooks } from '../sync/sync.js';
 
 /** Reads the gauges that come from the database, at scrape or summary time. */
 export interface GaugeSource {
@@ -15,6 +15,7 @@ export interface Metrics {
   readonly registry: Registry;
   /** Hooks to pass to createSync. */
   readonly hooks: Required<SyncHooks>;
+  /** Times a run that returned, and counts it as failed when it is (outbox not drained). */
   observeRun(result: RunResult): void;
   /** Counts a run that threw. */
   observeFailure(): void;
@@ -82,9 +83,19 @@ export function createMetrics(gauges: GaugeSource): Metrics {
   });
   const runFailures = new Counter({
     name: 'feedsync_run_failures_total',
-    help: 'Runs that failed.',
+    help: 'Runs that failed (threw, or could not drain the outbox).',
     registers: [registry],
   });
+  // The probes stay green through a feed outage (docs/DEPLOYMENT.md, Probes): this says how long it lasts.
+  const consecutiveFailures = new Gauge({
+    name: 'feedsync_run_consecutive_failures',
+    help: 'Runs that failed in a row; 0 after a run that did not fail.',
+    registers: [registry],
+  });
+  const failed = (): void => {
+    runFailures.inc();
+    consecutiveFailures.inc();
+  };
   new Gauge({
     name: 'feedsync_cursor_lag_seconds',
     help: "Now minus the newest stored event's created_at.",
@@ -120,8 +131,11 @@ export function createMetrics(gauges: GaugeSource): Metrics {
     hooks,
     observeRun(result) {
       runDuration.observe(result.durationMs / 1000);
+      if (runFailed(result)) failed();
+      // A run stopped by SIGTERM or one that found the lock taken says nothing about the feed.
+      else if (result.status !== 'stopped' && result.status !== 'locked') consecutiveFailures.set(0);
     },
-    observeFailure: () => runFailures.inc(),
+    observeFailure: failed,
     async summary() {
       const sum = async (name: string): Promise<number> => {
         const metric = await registry.getSingleMetric(name)?.get();

@@ -48,6 +48,15 @@ export interface RunResult extends Omit<CatchUpResult, 'status'> {
   durationMs: number;
 }
 
+/**
+ * A run that failed: a once run ends it with exit 1 and a watch loop counts it. A run
+ * stopped by SIGTERM did not fail (the next run drains); one that could not drain the
+ * outbox did (Redis down: the events are stored, consumers do not get them yet).
+ */
+export function runFailed(result: RunResult): boolean {
+  return result.status !== 'stopped' && !result.drained;
+}
+
 export interface Sync {
   /** Pages until caught up and drains the outbox: one CronJob run. */
   runOnce(signal?: AbortSignal): Promise<RunResult>;
