@@ -11,6 +11,8 @@ import { captureLogger } from '../sync/harness.js';
 import { event, migratedStore, route } from './migrated-store.js';
 
 const DAY = 86_400_000;
+/** Five CLI processes start at once on a busy machine. */
+const CLI_TIMEOUT_MS = 50_000;
 const sim = useSimulator({ backlog: 40 });
 const prefix = uniquePrefix('retention');
 const logs = captureLogger('info');
@@ -130,11 +132,11 @@ describe('EVENTS_RETENTION_DAYS in a run', () => {
       `UPDATE ${s}.events SET created_at = now() - interval '8 days' WHERE source = 'sim' AND id = 'evt_000000000020'`,
     );
     const [setOld, setPruned, fromOld, fromStart, setRecent] = await Promise.all([
-      runCli(['cursor', 'set', 'evt_000000000020'], env),
-      runCli(['cursor', 'set', 'evt_000000000003'], env),
-      runCli(['reconcile', '--from', 'evt_000000000020'], env),
-      runCli(['reconcile'], env),
-      runCli(['cursor', 'set', 'evt_000000000030'], env),
+      runCli(['cursor', 'set', 'evt_000000000020'], env, CLI_TIMEOUT_MS),
+      runCli(['cursor', 'set', 'evt_000000000003'], env, CLI_TIMEOUT_MS),
+      runCli(['reconcile', '--from', 'evt_000000000020'], env, CLI_TIMEOUT_MS),
+      runCli(['reconcile'], env, CLI_TIMEOUT_MS),
+      runCli(['cursor', 'set', 'evt_000000000030'], env, CLI_TIMEOUT_MS),
     ]);
     for (const refused of [setOld, setPruned, fromOld, fromStart]) {
       expect(refused.code, refused.stderr).toBe(2);
@@ -144,5 +146,5 @@ describe('EVENTS_RETENTION_DAYS in a run', () => {
     expect(setPruned.stderr).toContain('may have been pruned');
     expect(fromStart.stderr).toContain('give --from');
     expect(setRecent.code, setRecent.stderr).toBe(0);
-  });
+  }, 60_000);
 });
