@@ -58,7 +58,7 @@ export interface Config {
   readonly eventsRetentionDays: number | null;
   /** SYNC_INTERVAL_MS: the pause between runs in watch mode. Default 30000. */
   readonly syncIntervalMs: number;
-  /** METRICS_PORT: /metrics, /healthz, /readyz in watch mode. Default 9464. */
+  /** METRICS_PORT: /metrics, /healthz, /readyz in watch mode; /metrics of serve-webhooks. Default 9464. */
   readonly metricsPort: number;
   /** PUSHGATEWAY_URL: where a once run pushes its metrics; null means no push. */
   readonly pushgatewayUrl: string | null;
