@@ -216,7 +216,8 @@ describe('requeue', () => {
       ...testEnv({ schema, prefix }),
       DATABASE_URL: 'postgres://postgres@127.0.0.1:1/x',
     };
-    const sinces = ['999999999d', '2024-02-30', '2024-04-31T10:00Z', '2024-05-01T24:00', '2999-01-01'];
+    // The other shapes are parseSince's cases below; here the CLI's exit and message.
+    const sinces = ['999999999d', '2024-02-30'];
     const runs = sinces.map(
       async (since) =>
         [
@@ -232,7 +233,7 @@ describe('requeue', () => {
       // Postgres sits at a closed port: an error from it would name the connection, not --since.
       expect(failed.stderr, since).not.toMatch(/ECONNREFUSED|Postgres/);
     }
-  });
+  }, 60_000);
 
   it('refuses a start older than EVENTS_RETENTION_DAYS, by time or by event id (exit 2)', async () => {
     await store.pool.query(
