@@ -14,6 +14,8 @@ const sim = useSimulator({ backlog: 3 });
 const EMAIL = 'email-events';
 const ATTEMPTS = 3;
 const BACKOFF_MS = 40;
+/** A CLI process on a busy machine: start-up alone can take seconds. */
+const CLI_TIMEOUT_MS = 45_000;
 const settings = { JOB_ATTEMPTS: String(ATTEMPTS), JOB_BACKOFF_MS: String(BACKOFF_MS) };
 let queue: Queue;
 
@@ -83,7 +85,7 @@ describe('job retries', () => {
       done.push(job.id!);
     });
     try {
-      const result = await runCli(['requeue', '--failed', '--queue', EMAIL], env);
+      const result = await runCli(['requeue', '--failed', '--queue', EMAIL], env, CLI_TIMEOUT_MS);
       expect(result.code, result.stderr).toBe(0);
       expect(result.stdout).toContain(`${EMAIL}: 3 failed jobs moved back to waiting with their own ids`);
       expect(result.stdout).toContain('default/evt_000000000002');
@@ -98,20 +100,22 @@ describe('job retries', () => {
     ]);
     expect(await queue.getFailedCount()).toBe(0);
     // Nothing left to retry: the next call says so, and touches the other queue too.
-    const again = await runCli(['requeue', '--failed', '--json'], env);
+    const again = await runCli(['requeue', '--failed', '--json'], env, CLI_TIMEOUT_MS);
     expect(JSON.parse(again.stdout)).toEqual({ retried: { [EMAIL]: [], 'contact-events': [] } });
-  });
+  }, 60_000);
 
   it('refuses --failed with --since, --queue without --failed, and an unknown queue (exit 2)', async () => {
     const env = testEnv({ schema, prefix });
-    for (const args of [
+    const cases = [
       ['--failed', '--since', '1h'],
       ['--since', '1h', '--queue', EMAIL],
       ['--failed', '--queue', 'nope'],
-    ]) {
-      const result = await runCli(['requeue', ...args], env);
+    ];
+    const results = await Promise.all(cases.map((args) => runCli(['requeue', ...args], env, CLI_TIMEOUT_MS)));
+    for (const [i, args] of cases.entries()) {
+      const result = results[i]!;
       expect(result.code, args.join(' ')).toBe(2);
       expect(result.stderr.trim().split('\n').at(-1)).toMatch(/^feedsync: (requeue|--queue): /);
     }
-  });
+  }, 60_000);
 });
