@@ -1,6 +1,7 @@
 import { Pool } from 'undici';
 import { createPublisher } from '../dist/queue/publisher.js';
 import { jobIdFor, jobOptionsFor } from '../dist/queue/routes.js';
+import { parseRedisSettings } from '../dist/redis/settings.js';
 import { createApplier } from '../dist/store/applier.js';
 import { ensureCursor } from '../dist/store/cursor.js';
 import { backendMeter, cpuMs } from './lib/cpu.mjs';
@@ -163,7 +164,7 @@ export async function bullmqAddBulk(count, batchSize, cpu) {
   );
   const prefix = benchPrefix('addbulk');
   const publisher = createPublisher({
-    redisUrl: REDIS_URL,
+    redis: parseRedisSettings({ REDIS_URL }),
     prefix,
     jobOptions: jobOptionsFor({ jobAttempts: 5, jobBackoffMs: 1_000 }),
   });

@@ -36,7 +36,7 @@ export async function runDemo(base: Config, logger: Logger, out: (line: string) 
   };
   const store = createStore({ ...config.database, logger });
   const publisher = createPublisher({
-    redisUrl: config.redis.url,
+    redis: config.redis,
     prefix: DEMO_PREFIX,
     jobOptions: jobOptionsFor(config.queues),
   });
@@ -61,7 +61,7 @@ export async function runDemo(base: Config, logger: Logger, out: (line: string) 
 
     await store.pool.query(`DROP SCHEMA IF EXISTS ${quoteSchema(DEMO_SCHEMA)} CASCADE`);
     // The demo's queues start empty, so their counts are its own.
-    await clearPrefix(config.redis.url, DEMO_PREFIX);
+    await clearPrefix(config.redis, DEMO_PREFIX);
     const { applied } = await migrate(store);
     out(`2. migrated schema ${DEMO_SCHEMA} (${applied.join(', ')})`);
 

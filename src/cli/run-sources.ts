@@ -35,7 +35,7 @@ export async function runSources(
     applicationName: config.hostName,
   });
   const publisher = createPublisher({
-    redisUrl: config.redis.url,
+    redis: config.redis,
     prefix: config.queues.prefix,
     jobOptions: jobOptionsFor(config.queues),
   });

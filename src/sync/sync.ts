@@ -85,7 +85,7 @@ export function createSync(config: Config, opts: SyncOptions = {}): Sync {
   const publisher =
     opts.publisher ??
     createPublisher({
-      redisUrl: config.redis.url,
+      redis: config.redis,
       prefix: config.queues.prefix,
       jobOptions: jobOptionsFor(config.queues),
     });
@@ -189,6 +189,7 @@ export function createSync(config: Config, opts: SyncOptions = {}): Sync {
           await pruneAfterRun(store, { source, days: config.eventsRetentionDays, signal, logger });
         }
       } catch (err) {
+        if (err instanceof ConfigError) throw err;
         drained = false;
         log.error(
           { err },

@@ -72,7 +72,7 @@ export async function startWebhookService(
   const publisher =
     opts.publisher ??
     createPublisher({
-      redisUrl: config.redis.url,
+      redis: config.redis,
       prefix: config.queues.prefix,
       jobOptions: jobOptionsFor(config.queues),
     });

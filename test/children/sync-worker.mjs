@@ -29,7 +29,7 @@ const maybeCrash = (at) => {
 const config = loadConfig();
 const logger = createLogger({ level: config.logLevel, destination: process.stderr });
 const real = createPublisher({
-  redisUrl: config.redis.url,
+  redis: config.redis,
   prefix: config.queues.prefix,
   jobOptions: jobOptionsFor(config.queues),
 });

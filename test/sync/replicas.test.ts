@@ -65,7 +65,7 @@ describe('replicas of sync --watch over a sources file', () => {
     // status names the replica that holds a source; wait until replica-a holds one mid-run.
     const config = loadConfig(env);
     const publisher = createPublisher({
-      redisUrl: config.redis.url,
+      redis: config.redis,
       prefix: config.queues.prefix,
       jobOptions: jobOptionsFor(config.queues),
     });

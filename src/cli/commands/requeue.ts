@@ -52,7 +52,7 @@ export function requeueCommand(): Command {
         const { createPublisher } = await import('../../queue/publisher.js');
         const { jobOptionsFor } = await import('../../queue/routes.js');
         const publisher = createPublisher({
-          redisUrl: config.redis.url,
+          redis: config.redis,
           prefix: config.queues.prefix,
           jobOptions: jobOptionsFor(config.queues),
         });

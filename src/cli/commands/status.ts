@@ -14,7 +14,7 @@ export function statusCommand(): Command {
         const { jobOptionsFor } = await import('../../queue/routes.js');
         const { statusReport, formatStatus } = await import('../status-report.js');
         const publisher = createPublisher({
-          redisUrl: config.redis.url,
+          redis: config.redis,
           prefix: config.queues.prefix,
           jobOptions: jobOptionsFor(config.queues),
           timeoutMs: 2000,

@@ -20,7 +20,7 @@ const config = loadConfig();
 const logger = createLogger({ level: config.logLevel, destination: process.stderr });
 const store = createStore({ ...config.database, logger });
 const publisher = createPublisher({
-  redisUrl: config.redis.url,
+  redis: config.redis,
   prefix: config.queues.prefix,
   jobOptions: jobOptionsFor(config.queues),
 });
