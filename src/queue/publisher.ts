@@ -2,6 +2,7 @@ import { createRequire } from 'node:module';
 import type { Queue } from 'bullmq';
 import { connectRedis, type RedisConnection } from '../redis/connect.js';
 import { toRedisError } from '../redis/errors.js';
+import { waitForReplicas } from '../redis/replicas.js';
 import type { RedisSettings } from '../redis/settings.js';
 import type { JobOptions } from './routes.js';
 
@@ -115,6 +116,9 @@ export function createPublisher(opts: PublisherOptions): Publisher {
               .map((j) => ({ name: j.name, data: j.data, opts: { jobId: j.jobId } })),
           );
         }
+        // Half the budget: WAIT must answer before the command timeout ends it.
+        if (opts.redis.waitReplicas > 0)
+          await waitForReplicas(redis, opts.redis.waitReplicas, Math.floor(timeoutMs / 2));
       }),
     present: (name, jobIds) =>
       withConnection(async (c, redis) => {

@@ -27,14 +27,18 @@ export interface PruneResult {
   events: number;
   /** Quarantined items deleted (received before the cutoff). */
   quarantine: number;
+  /** Recorded conflicts deleted (received before the cutoff). */
+  conflicts: number;
   /** False when the budget ran out with old rows left: the next run goes on. */
   done: boolean;
 }
 
 /**
  * What each table keeps: events by the time the service created them (the index on
- * `(source, created_at)` finds the oldest first), quarantine by the time it arrived
- * (a small table, read without an index). `email_status` is never pruned: it is the
+ * `(source, created_at)` finds the oldest first); quarantine and conflicts by the time
+ * they arrived (small tables, read without an index): a conflict outlives the kept
+ * version it differs from by at most the retention, and an operator who has not
+ * looked at either in that time will not. `email_status` is never pruned: it is the
  * projection a consumer reads, one row per email. Outbox rows are not touched here:
  * their payload is a copy of the event, so an unpublished one is still published
  * after its event has gone, and published ones have their own retention
@@ -43,6 +47,7 @@ export interface PruneResult {
 const TARGETS = [
   { table: 'events', time: 'created_at', ordered: true },
   { table: 'quarantine', time: 'received_at', ordered: false },
+  { table: 'conflicts', time: 'received_at', ordered: false },
 ] as const;
 
 /**
@@ -59,7 +64,7 @@ export async function pruneExpired(store: Store, opts: PruneOptions): Promise<Pr
   const cutoff = retentionCutoff(opts.days, opts.now);
   const deadline = performance.now() + budgetMs;
   const s = quoteSchema(store.schema);
-  const result: PruneResult = { events: 0, quarantine: 0, done: false };
+  const result: PruneResult = { events: 0, quarantine: 0, conflicts: 0, done: false };
 
   for (const { table, time, ordered } of TARGETS) {
     let from = new Date(0);
@@ -99,7 +104,7 @@ export async function pruneAfterRun(
   const log = opts.logger.child({ module: 'retention' });
   try {
     const result = await pruneExpired(store, opts);
-    if (result.events + result.quarantine > 0 || !result.done) {
+    if (result.events + result.quarantine + result.conflicts > 0 || !result.done) {
       log.info(
         { ...result, source: opts.source, days: opts.days },
         'pruned rows older than EVENTS_RETENTION_DAYS',

@@ -48,13 +48,18 @@ async function storeAged(source: string, prefixId: string, n: number, daysAgo: n
 }
 
 describe('pruneExpired', () => {
-  it('deletes old events and quarantine of its source in batches; keeps email_status, outbox and newer rows', async () => {
+  it('deletes old events, quarantine and conflicts of its source in batches; keeps email_status, outbox and newer rows', async () => {
     await storeAged('a', 'old', 250, 40);
     await storeAged('a', 'new', 30, 5);
     await storeAged('b', 'old', 20, 40);
     await store.pool.query(
       `INSERT INTO ${s}.quarantine (source, raw, raw_sha256, reason, received_at)
        VALUES ('a', 'x', 'h1', 'test', now() - interval '40 days'), ('a', 'y', 'h2', 'test', now())`,
+    );
+    await store.pool.query(
+      `INSERT INTO ${s}.conflicts (source, event_id, first_sha256, second_sha256, raw, received_via, received_at)
+       VALUES ('a', 'new_00001', 'f', 's1', '{}', 'feed', now() - interval '40 days'),
+              ('a', 'new_00002', 'f', 's2', '{}', 'webhook', now())`,
     );
     const batches: number[] = [];
     const result = await pruneExpired(store, {
@@ -65,7 +70,7 @@ describe('pruneExpired', () => {
         batches.push(await count('events', `source = 'a'`));
       },
     });
-    expect(result).toEqual({ events: 250, quarantine: 1, done: true });
+    expect(result).toEqual({ events: 250, quarantine: 1, conflicts: 1, done: true });
     // Two full batches of 100 paused between them; the third (50) ended the table.
     expect(batches).toEqual([180, 80]);
     expect(await count('events', `source = 'a'`)).toBe(30);
@@ -74,9 +79,11 @@ describe('pruneExpired', () => {
     expect(await count('email_status', `source = 'a'`)).toBe(280);
     expect(await count('outbox', `source = 'a'`)).toBe(280);
     expect(await count('quarantine', `source = 'a'`)).toBe(1);
+    expect(await count('conflicts', `source = 'a'`)).toBe(1);
     expect(await pruneExpired(store, { source: 'a', days: 30 })).toEqual({
       events: 0,
       quarantine: 0,
+      conflicts: 0,
       done: true,
     });
   });
@@ -90,7 +97,7 @@ describe('pruneExpired', () => {
       signal: stop.signal,
       sleep: async () => stop.abort(),
     });
-    expect(first).toEqual({ events: 8, quarantine: 0, done: false });
+    expect(first).toEqual({ events: 8, quarantine: 0, conflicts: 0, done: false });
     expect(await pruneExpired(store, { source: 'b', days: 30, batchSize: 8 })).toMatchObject({
       events: 12,
       done: true,
