@@ -9,7 +9,7 @@ import { createApplier } from '../../src/store/applier.js';
 import { createStore, type Store } from '../../src/store/db.js';
 import { migrate } from '../../src/store/migrate.js';
 import { dropSchema, TEST_DATABASE_URL, uniqueSchema } from '../support/postgres.js';
-import { deletePrefix, TEST_REDIS_URL, uniquePrefix } from '../support/redis.js';
+import { deletePrefix, TEST_REDIS, TEST_REDIS_URL, uniquePrefix } from '../support/redis.js';
 
 const schema = uniqueSchema('relay');
 const prefix = uniquePrefix('relay');
@@ -73,7 +73,6 @@ function recordingPublisher(): Publisher & {
     },
     ping: async () => true,
     counts: async () => ({}),
-    maxmemoryPolicy: async () => 'noeviction',
     close: async () => {},
   };
   return rec;
@@ -82,7 +81,7 @@ function recordingPublisher(): Publisher & {
 describe('publishBatch', () => {
   it('adds each routed event to its queue with the contract job id, name, data and retention', async () => {
     const events = await storeEvents(8);
-    const publisher = createPublisher({ redisUrl: TEST_REDIS_URL, prefix });
+    const publisher = createPublisher({ redis: TEST_REDIS, prefix });
     try {
       expect(await publishBatch(store, publisher, 100)).toBe(6);
       expect(await publishBatch(store, publisher, 100)).toBe(0);
