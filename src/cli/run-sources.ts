@@ -79,6 +79,7 @@ export async function runSources(
     await syncs[0]!.checkSchema();
     const lanes = { runners, concurrency: config.syncConcurrency, signal: shutdown.signal };
     if (!opts.watch) {
+      const started = performance.now();
       const outcomes = await runEachOnce({
         ...lanes,
         onOutcome: (outcome) => {
@@ -92,7 +93,11 @@ export async function runSources(
         if (!reached.has(source))
           log.info({ source, outcome: 'not-started' }, 'source not started: stopping');
       }
-      log.info({ ...(await metrics.summary()), ...tally(outcomes, names.length) }, 'sync run finished');
+      const durationMs = Math.round(performance.now() - started);
+      log.info(
+        { ...(await metrics.summary()), ...tally(outcomes, names.length), durationMs },
+        'sync run finished',
+      );
       return exitCodeFor(outcomes);
     }
 
