@@ -54,8 +54,8 @@ export interface Config {
   };
   /**
    * REDIS_URL (default `redis://127.0.0.1:6379`; several seed nodes comma-separated),
-   * REDIS_CLUSTER (true, false; unset: ask the server), REDIS_SENTINELS and
-   * REDIS_SENTINEL_NAME.
+   * REDIS_CLUSTER (true, false; unset: ask the server), REDIS_SENTINELS,
+   * REDIS_SENTINEL_NAME and REDIS_WAIT_REPLICAS (default 0).
    */
   readonly redis: RedisSettings;
   readonly queues: {
@@ -114,6 +114,7 @@ const fields = {
     .optional(),
   REDIS_SENTINELS: z.string().optional(),
   REDIS_SENTINEL_NAME: z.string().min(1).optional(),
+  REDIS_WAIT_REPLICAS: int(0, 16).optional(),
   QUEUE_PREFIX: queueName.default('bull'),
   QUEUE_EMAIL_EVENTS: queueName.default('email-events'),
   QUEUE_CONTACT_EVENTS: queueName.default('contact-events'),

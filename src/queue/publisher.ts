@@ -2,6 +2,7 @@ import { createRequire } from 'node:module';
 import type { Queue } from 'bullmq';
 import { connectRedis, type RedisConnection } from '../redis/connect.js';
 import { toRedisError } from '../redis/errors.js';
+import { waitForReplicas } from '../redis/replicas.js';
 import type { RedisSettings } from '../redis/settings.js';
 import { JOB_RETENTION } from './routes.js';
 
@@ -104,6 +105,9 @@ export function createPublisher(opts: PublisherOptions): Publisher {
               .map((j) => ({ name: j.name, data: j.data, opts: { jobId: j.jobId } })),
           );
         }
+        // Half the budget: WAIT must answer before the command timeout ends it.
+        if (opts.redis.waitReplicas > 0)
+          await waitForReplicas(redis, opts.redis.waitReplicas, Math.floor(timeoutMs / 2));
       }),
     ping: () => withConnection(async (_, redis) => (await redis.client.ping()) === 'PONG').catch(() => false),
     counts: (name) =>
