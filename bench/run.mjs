@@ -3,7 +3,8 @@
 // table and written into docs/BENCHMARKS.md (between its bench markers).
 // `--quick` runs everything at a tenth of the size to check the harness (and
 // writes nothing); `--no-write` leaves the page alone; `--json FILE` also writes
-// the raw results; `--only sources` runs that section alone (bench/sources.mjs).
+// the raw results; `--only sources` or `--only retention` runs that section alone
+// (bench/sources.mjs, bench/retention.mjs) and writes only its part of the page.
 import { writeFileSync } from 'node:fs';
 import pg from 'pg';
 import { bullmqAddBulk, feedPaging, feedPagingWithLatency, postgresIngest } from './ceilings.mjs';
@@ -11,9 +12,11 @@ import { coldStart, prepareSchema, release, rssHalves, syncOnce } from './end-to
 import { fillStore } from './growth.mjs';
 import { cleanUp, DATABASE_URL } from './lib/env.mjs';
 import { describeMachine, redisPid } from './lib/machine.mjs';
-import { measuredSection, writeMeasured } from './lib/page.mjs';
+import { measuredSection, writeMeasured, writeNamedSection } from './lib/page.mjs';
+import { retentionRows, retentionSection } from './lib/retention-page.mjs';
 import { startSimChild } from './lib/simulator.mjs';
 import { cpuTable, markdownTable, mb, ms, pct, rate } from './lib/table.mjs';
+import { retentionUnderLoad } from './retention.mjs';
 import { measureSources, sourcesSection, sourcesSizes, writeSourcesSection } from './sources.mjs';
 
 const args = process.argv.slice(2);
@@ -23,8 +26,9 @@ const jsonFile = jsonAt >= 0 ? args[jsonAt + 1] : null;
 const writePage = !quick && !args.includes('--no-write');
 const onlyAt = args.indexOf('--only');
 const only = onlyAt >= 0 ? args[onlyAt + 1] : null;
-if (only !== null && only !== 'sources') {
-  console.error(`--only: unknown section "${only}" (known: sources)`);
+const SECTIONS = ['sources', 'retention'];
+if (only !== null && !SECTIONS.includes(only)) {
+  console.error(`--only: unknown section "${only}" (known: ${SECTIONS.join(', ')})`);
   process.exit(2);
 }
 const PAGE = new URL('../docs/BENCHMARKS.md', import.meta.url).pathname;
@@ -43,6 +47,8 @@ const SIZES = {
   stored: n(5_000_000),
   coldRuns: 5,
   latencyPages: 60,
+  pruned: n(5_000_000),
+  prunedCatchUp: n(200_000),
 };
 
 const log = (msg) => console.log(`[bench ${new Date().toISOString().slice(11, 19)}] ${msg}`);
@@ -59,6 +65,10 @@ async function main() {
     if (only === 'sources') {
       const { roundTripMs } = await feedPagingWithLatency(sim, 0, SIZES.latencyPages, PAGE_LIMIT);
       await sources(sim, roundTripMs, machine);
+      return;
+    }
+    if (only === 'retention') {
+      await retention(sim);
       return;
     }
     log(`feed paging alone, ${SIZES.ceiling} events`);
@@ -98,6 +108,7 @@ async function main() {
     await release(big);
     Object.assign(results, { plain, grown, latency, big, cold });
     results.sources = await sources(sim, paging.roundTripMs, machine);
+    results.retention = await retention(sim);
 
     const rows = tableRows(results);
     const table = markdownTable(rows);
@@ -235,6 +246,18 @@ async function sources(sim, roundTripMs, machine) {
   console.log(`\n${section}\n`);
   if (writePage) writeSourcesSection(PAGE, section);
   return measured;
+}
+
+/** The retention section (bench/retention.mjs): its own table, its own part of the page. */
+async function retention(sim) {
+  log(
+    `retention: ${SIZES.pruned} old events, two catch-ups of ${SIZES.prunedCatchUp}, the second while pruning`,
+  );
+  const result = await retentionUnderLoad(sim, { stored: SIZES.pruned, events: SIZES.prunedCatchUp });
+  const section = retentionSection(result, markdownTable(retentionRows(result)));
+  console.log(`\n${section}\n`);
+  if (writePage) writeNamedSection(PAGE, 'retention', section);
+  return result;
 }
 
 function machineLine(m) {

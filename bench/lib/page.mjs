@@ -35,3 +35,21 @@ export function writeMeasured(file, section) {
       : `${page.trimEnd()}\n\n${section}\n`;
   writeFileSync(file, next);
 }
+
+/**
+ * Replaces a named measured part of the page (between `bench:<name>:begin` and
+ * `bench:<name>:end`), written by `npm run bench` or by `--only <name>`.
+ */
+export function writeNamedSection(file, name, body) {
+  const begin = `<!-- bench:${name}:begin (written by \`npm run bench\` or \`--only ${name}\`; edits inside are overwritten) -->`;
+  const end = `<!-- bench:${name}:end -->`;
+  const page = existsSync(file) ? readFileSync(file, 'utf8') : '# Benchmarks\n';
+  const from = page.indexOf(`<!-- bench:${name}:begin`);
+  const to = page.indexOf(end);
+  const section = `${begin}\n\n${body}\n\n${end}`;
+  const next =
+    from >= 0 && to > from
+      ? `${page.slice(0, from)}${section}${page.slice(to + end.length)}`
+      : `${page.trimEnd()}\n\n${section}\n`;
+  writeFileSync(file, next);
+}

@@ -13,7 +13,7 @@ export interface PruneOptions {
   budgetMs?: number;
   /**
    * Pause after each batch, as a share of the time the batch took: a concurrent
-   * catch-up gets the disk and the WAL in between. Default 0.5.
+   * catch-up gets the disk and the WAL in between. Default 1 (busy half the time).
    */
   restShare?: number;
   /** Stops before the next batch (SIGTERM: the run ends promptly). */
@@ -59,7 +59,7 @@ const TARGETS = [
 export async function pruneExpired(store: Store, opts: PruneOptions): Promise<PruneResult> {
   const batchSize = opts.batchSize ?? 1000;
   const budgetMs = opts.budgetMs ?? 5000;
-  const restShare = opts.restShare ?? 0.5;
+  const restShare = opts.restShare ?? 1;
   const sleep = opts.sleep ?? defaultSleep;
   const cutoff = retentionCutoff(opts.days, opts.now);
   const deadline = performance.now() + budgetMs;

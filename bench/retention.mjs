@@ -1,0 +1,99 @@
+import { createLogger } from '../dist/logger.js';
+import { createStore } from '../dist/store/db.js';
+import { pruneExpired } from '../dist/store/retention.js';
+import { prepareSchema } from './end-to-end.mjs';
+import { fillStore } from './growth.mjs';
+import { benchPrefix, DATABASE_URL, SOURCE } from './lib/env.mjs';
+import { runWorker, workerEnv } from './lib/worker.mjs';
+
+/** The fill's events are from 2020: a year's retention lets every one of them go, and none of the feed's. */
+const RETENTION_DAYS = 365;
+
+/**
+ * EVENTS_RETENTION_DAYS under load: a schema holding `stored` old events, then two
+ * `sync --once` catch-ups of `events` each into it, under sources of their own so
+ * that both store every event: the first alone, the second while the old events are
+ * pruned with the run's own settings (1000 rows a statement, resting as long as each batch
+ * took, calls of at most 5 s back to back, as consecutive runs would). Also the disk
+ * a stored event takes, tables and indexes, measured on the filled schema.
+ */
+export async function retentionUnderLoad(sim, { stored, events }) {
+  const schema = await prepareSchema('retention', (store) => fillStore(store, stored));
+  const store = createStore({ url: DATABASE_URL, schema, logger: createLogger({ level: 'silent' }) });
+  try {
+    const disk = await bytesPerRow(store);
+    await sim.setLatency(0);
+    await sim.setBacklog(events);
+    const alone = await catchUp(sim, schema, 'alone', events);
+
+    await sim.setBacklog(events);
+    const pruning = pruneAll(store);
+    const started = performance.now();
+    const during = await catchUp(sim, schema, 'pruning', events);
+    const prunedDuringRun = pruning.deleted();
+    const pruned = await pruning.finished;
+    return {
+      stored,
+      events,
+      alone,
+      during,
+      ratio: during.eventsPerSec / alone.eventsPerSec,
+      prunedDuringRun,
+      pruned: pruned.deleted,
+      pruneSeconds: pruned.seconds,
+      pruneStartToRunEnd: (performance.now() - started) / 1000,
+      disk,
+      left: Number(
+        (await store.pool.query(`SELECT count(*) AS n FROM "${schema}".events WHERE source = $1`, [SOURCE]))
+          .rows[0].n,
+      ),
+    };
+  } finally {
+    await store.close();
+  }
+}
+
+/** One real `sync --once` of the simulator's backlog under its own FEED_SOURCE. */
+async function catchUp(sim, schema, label, events) {
+  const env = {
+    ...workerEnv({ schema, prefix: benchPrefix(`retention-${label}`), baseUrl: sim.baseUrl }),
+    FEED_SOURCE: label,
+  };
+  const run = await runWorker(env);
+  const s = run.summary;
+  if (s?.status !== 'caught-up' || s.events_stored !== events) {
+    throw new Error(`retention ${label}: the run did not store ${events} events: ${JSON.stringify(s)}`);
+  }
+  return { runMs: s.durationMs, eventsPerSec: events / (s.durationMs / 1000) };
+}
+
+/** Prunes the fill's source until nothing old is left, call after call. */
+function pruneAll(store) {
+  let deleted = 0;
+  const started = performance.now();
+  const finished = (async () => {
+    for (;;) {
+      const result = await pruneExpired(store, { source: SOURCE, days: RETENTION_DAYS });
+      deleted += result.events;
+      if (result.done) return { deleted, seconds: (performance.now() - started) / 1000 };
+    }
+  })();
+  return { finished, deleted: () => deleted };
+}
+
+/** pg_total_relation_size (heap, TOAST and every index) per row of each table, after the fill's VACUUM. */
+async function bytesPerRow(store) {
+  const out = {};
+  for (const table of ['events', 'email_status', 'outbox']) {
+    const { rows } = await store.pool.query(
+      `SELECT pg_total_relation_size($1::regclass) AS bytes, (SELECT count(*) FROM "${store.schema}".${table}) AS n`,
+      [`"${store.schema}".${table}`],
+    );
+    out[table] = {
+      bytes: Number(rows[0].bytes),
+      rows: Number(rows[0].n),
+      perRow: Number(rows[0].bytes) / Number(rows[0].n),
+    };
+  }
+  return out;
+}
