@@ -1,7 +1,9 @@
 import { readFileSync } from 'node:fs';
 import { z } from 'zod';
 import { checkBaseUrl } from './api/base-url.js';
+import { splitUrls, urlEscapeProblem, urlSecrets } from './connection-url.js';
 import { ConfigError } from './errors.js';
+import { parseEventTypes } from './feed/event-types.js';
 
 /**
  * The whole configuration, parsed once at start from the environment and frozen.
@@ -15,7 +17,10 @@ export interface Config {
     readonly apiKey: string | null;
     /** FEED_SOURCE: the cursor key, one per account. Default `default`. */
     readonly source: string;
-    /** FEED_TYPES: full type names, sorted; null means every type. */
+    /**
+     * FEED_TYPES: full type names, sorted; null means every type. Each must be a type
+     * of this release, or written `+name` for one the service added since.
+     */
     readonly types: readonly string[] | null;
     /** FEED_PAGE_LIMIT: events asked for per page. Default 100. */
     readonly pageLimit: number;
@@ -54,6 +59,8 @@ export interface Config {
   readonly syncIntervalMs: number;
   /** METRICS_PORT: /metrics, /healthz, /readyz in watch mode. Default 9464. */
   readonly metricsPort: number;
+  /** METRICS_HOST: the interface they listen on. Default `0.0.0.0` (every interface, as a pod needs). */
+  readonly metricsHost: string;
   /** PUSHGATEWAY_URL: where a once run pushes its metrics; null means no push. */
   readonly pushgatewayUrl: string | null;
   /** LOG_LEVEL. Default `info`. */
@@ -63,9 +70,13 @@ export interface Config {
     readonly secrets: readonly string[];
     /** WEBHOOK_PORT. Default 8080. */
     readonly port: number;
+    /** WEBHOOK_HOST: the interface serve-webhooks listens on. Default `0.0.0.0` (every interface). */
+    readonly host: string;
     /** WEBHOOK_MAX_BODY_BYTES. Default 256 KiB. */
     readonly maxBodyBytes: number;
   };
+  /** The variables the environment set (not left to their defaults), by name. */
+  readonly given: readonly string[];
 }
 
 export type Env = Record<string, string | undefined>;
@@ -74,6 +85,12 @@ const int = (min: number, max = Number.MAX_SAFE_INTEGER) =>
   z.string().regex(/^\d+$/, 'must be a whole number').transform(Number).pipe(z.number().min(min).max(max));
 
 const identifier = z.string().regex(/^[a-z_][a-z0-9_]{0,62}$/, 'must be a lowercase SQL identifier');
+const host = z
+  .string()
+  .regex(
+    /^(\[[0-9a-fA-F:.]+\]|[0-9a-fA-F:.]*:[0-9a-fA-F:.]*|[A-Za-z0-9.-]+)$/,
+    'must be an IP address or a host name',
+  );
 const queueName = z.string().regex(/^[^:\s]+$/, 'must be non-empty, without ":" or spaces');
 
 const fields = {
@@ -96,10 +113,12 @@ const fields = {
   OUTBOX_RETENTION_HOURS: int(0).default(168),
   SYNC_INTERVAL_MS: int(1).default(30_000),
   METRICS_PORT: int(0, 65_535).default(9464),
+  METRICS_HOST: host.default('0.0.0.0'),
   PUSHGATEWAY_URL: z.url().optional(),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   WEBHOOK_SECRET: z.string().min(1).optional(),
   WEBHOOK_PORT: int(0, 65_535).default(8080),
+  WEBHOOK_HOST: host.default('0.0.0.0'),
   WEBHOOK_MAX_BODY_BYTES: int(1).default(256 * 1024),
 };
 
@@ -172,6 +191,7 @@ export function loadConfig(
     },
     syncIntervalMs: v.SYNC_INTERVAL_MS,
     metricsPort: v.METRICS_PORT,
+    metricsHost: unbracket(v.METRICS_HOST),
     pushgatewayUrl: v.PUSHGATEWAY_URL ?? null,
     logLevel: v.LOG_LEVEL,
     webhooks: {
@@ -180,8 +200,10 @@ export function loadConfig(
         .map((s) => s.trim())
         .filter(Boolean),
       port: v.WEBHOOK_PORT,
+      host: unbracket(v.WEBHOOK_HOST),
       maxBodyBytes: v.WEBHOOK_MAX_BODY_BYTES,
     },
+    given: Object.keys(raw).filter((name) => raw[name] !== undefined),
   };
   return deepFreeze(config);
 }
@@ -198,42 +220,39 @@ export function requireService(config: Config): { baseUrl: string; apiKey: strin
 export function secretsOf(config: Config): string[] {
   const secrets = [...config.webhooks.secrets];
   if (config.feed.apiKey) secrets.push(config.feed.apiKey);
-  for (const url of [config.database.url, config.redis.url]) {
-    const password = new URL(url).password;
-    if (password) secrets.push(decodeURIComponent(password), password);
-  }
+  secrets.push(...urlSecrets(config.database.url), ...urlSecrets(config.redis.url));
   return secrets.filter((s) => s.length >= 4);
 }
 
 function parseTypes(value: string | undefined): readonly string[] | null {
   if (value === undefined) return null;
-  const types = [
-    ...new Set(
-      value
-        .split(',')
-        .map((t) => t.trim())
-        .filter(Boolean),
-    ),
-  ];
-  if (types.length === 0) return null;
-  for (const t of types) {
-    if (!/^[a-z]+(\.[a-z_]+)+$/.test(t)) {
-      throw new ConfigError(`FEED_TYPES: "${t}" is not a full type name such as email.delivered`);
-    }
+  try {
+    return parseEventTypes(value.split(','));
+  } catch (err) {
+    throw new ConfigError(`FEED_TYPES: ${(err as Error).message}`);
   }
-  return types.sort();
 }
 
+/** Each URL of the value parses, has an allowed scheme, and %-decodes as the drivers will decode it. */
 function checkUrl(name: string, value: string, protocols: string[]): void {
-  let url: URL;
-  try {
-    url = new URL(value);
-  } catch {
-    throw new ConfigError(`${name}: not a valid URL`);
+  for (const part of splitUrls(value)) {
+    let url: URL;
+    try {
+      url = new URL(part);
+    } catch {
+      throw new ConfigError(`${name}: not a valid URL`);
+    }
+    if (!protocols.includes(url.protocol)) {
+      throw new ConfigError(`${name}: must start with ${protocols.map((p) => `${p}//`).join(' or ')}`);
+    }
+    const problem = urlEscapeProblem(url);
+    if (problem) throw new ConfigError(`${name}: ${problem}`);
   }
-  if (!protocols.includes(url.protocol)) {
-    throw new ConfigError(`${name}: must start with ${protocols.map((p) => `${p}//`).join(' or ')}`);
-  }
+}
+
+/** `[::1]` as the address listen() takes. */
+function unbracket(value: string): string {
+  return value.startsWith('[') && value.endsWith(']') ? value.slice(1, -1) : value;
 }
 
 function deepFreeze<T>(value: T): T {

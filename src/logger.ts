@@ -1,6 +1,8 @@
 import { type Logger, pino } from 'pino';
+import { redactUrl, redactUrlsInText } from './connection-url.js';
 
 export type { Logger };
+export { redactUrl };
 
 /** Keys whose values are replaced wherever they appear in a log object. */
 const REDACT_PATHS = [
@@ -33,12 +35,9 @@ export interface LoggerOptions {
  * written, so a secret inside an error message or a URL never reaches the output.
  */
 export function createLogger(opts: LoggerOptions = {}): Logger {
-  const secrets = [...new Set(opts.secrets ?? [])].filter((s) => s.length > 0);
-  const scrub = (line: string): string => {
-    let out = line;
-    for (const s of secrets) if (out.includes(s)) out = out.split(s).join('[REDACTED]');
-    return out.replace(/(\b[a-z][a-z0-9+.-]*:\/\/[^:/@\s"]*:)[^@\s"]+@/gi, '$1[REDACTED]@');
-  };
+  const secrets = opts.secrets ?? [];
+  const scrub = (line: string): string => scrubSecrets(line, secrets);
+  const level = opts.level ?? 'info';
   const destination =
     opts.destination ??
     (process.stdout.isTTY
@@ -46,7 +45,8 @@ export function createLogger(opts: LoggerOptions = {}): Logger {
       : process.stdout);
   return pino(
     {
-      level: opts.level ?? 'info',
+      level,
+      serializers: { err: errorSerializer(pino.levels.values[level] ?? 30) },
       redact: { paths: REDACT_PATHS, censor: '[REDACTED]' },
       hooks: { streamWrite: scrub },
       base: { pid: process.pid },
@@ -55,13 +55,23 @@ export function createLogger(opts: LoggerOptions = {}): Logger {
   );
 }
 
-/** A connection string with its password replaced, safe to print. */
-export function redactUrl(url: string): string {
-  try {
-    const u = new URL(url);
-    if (u.password) u.password = 'REDACTED';
-    return u.toString();
-  } catch {
-    return '[unparseable URL]';
-  }
+/** Text with every secret value, and any password in a URL, replaced by [REDACTED]. */
+export function scrubSecrets(text: string, secrets: readonly string[]): string {
+  let out = text;
+  for (const s of secrets) if (s.length > 0 && out.includes(s)) out = out.split(s).join('[REDACTED]');
+  return redactUrlsInText(out);
+}
+
+/** Stack traces go to the logs at debug and trace only: at info an error is its message, code and fields. */
+function errorSerializer(levelValue: number): (err: unknown) => unknown {
+  const withStacks = levelValue <= pino.levels.values.debug!;
+  const serialize = pino.stdSerializers.err;
+  const strip = (value: unknown): unknown => {
+    if (typeof value !== 'object' || value === null) return value;
+    const out = value as { stack?: unknown; aggregateErrors?: unknown[] };
+    delete out.stack;
+    out.aggregateErrors?.forEach(strip);
+    return out;
+  };
+  return (err) => (withStacks ? serialize(err as Error) : strip(serialize(err as Error)));
 }

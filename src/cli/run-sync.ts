@@ -1,5 +1,7 @@
 import { setFlagsFromString } from 'node:v8';
 import type { Config } from '../config.js';
+import { hostOf } from '../connection-url.js';
+import { listenFailure } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { dbGauges } from '../metrics/db-gauges.js';
 import { createMetrics } from '../metrics/metrics.js';
@@ -78,13 +80,26 @@ export async function runSync(
         },
         'sync run finished',
       );
+      if (!result.drained && result.status !== 'stopped') {
+        process.stderr.write(
+          `feedsync: the events are stored, but Redis (REDIS_URL, ${hostOf(config.redis.url)}) did not take their jobs; ` +
+            'check that Redis runs: the next run hands them over\n',
+        );
+      }
       return exitCode(result);
     }
 
     // Stale when no beat came for three intervals plus the longest wait a request may legitimately take.
     const staleAfterMs = 3 * config.syncIntervalMs + 2 * config.feed.timeoutMs + config.feed.maxRetryWaitMs;
+    const at = {
+      portVar: 'METRICS_PORT',
+      hostVar: 'METRICS_HOST',
+      host: config.metricsHost,
+      port: config.metricsPort,
+    };
     const health = await startHealthServer({
       port: config.metricsPort,
+      host: config.metricsHost,
       registry: metrics.registry,
       logger,
       live: () => Date.now() - lastBeat < staleAfterMs,
@@ -98,8 +113,13 @@ export async function runSync(
         ]);
         return { ok: postgres && redis, checks: { postgres, redis } };
       },
+    }).catch((err: unknown) => {
+      throw listenFailure(err, at);
     });
-    log.info({ port: health.port, intervalMs: config.syncIntervalMs }, 'watching the feed');
+    log.info(
+      { host: config.metricsHost, port: health.port, intervalMs: config.syncIntervalMs },
+      'watching the feed',
+    );
     try {
       await watch({
         sync,

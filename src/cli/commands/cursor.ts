@@ -1,16 +1,23 @@
 import { Command } from 'commander';
+import { shellQuote } from '../../shell-quote.js';
 import { action } from '../context.js';
 import { withStore } from '../with-store.js';
 
 const sourceOption = ['--source <source>', 'the cursor key (default FEED_SOURCE)'] as const;
 
 export function cursorCommand(): Command {
-  const cursor = new Command('cursor').description("Inspect or move a source's cursor (to replay the feed).");
+  const cursor = new Command('cursor')
+    .description("Inspect or move a source's cursor (to replay the feed).")
+    .addHelpText('after', "\nExit codes: each subcommand's --help lists its own; without a subcommand, 2.");
   cursor
     .command('show')
     .description('Print the cursor: the id read after, the type filter, the last success.')
     .option(...sourceOption)
     .option('--json', 'print JSON')
+    .addHelpText(
+      'after',
+      '\nExit codes: 0 printed, 1 runtime failure (Postgres), 2 usage or configuration error.',
+    )
     .action(
       action(async ({ config, logger }, opts: { source?: string; json?: boolean }) => {
         const { getCursor } = await import('../../store/cursor.js');
@@ -31,12 +38,43 @@ export function cursorCommand(): Command {
     );
   cursor
     .command('set <event-id>')
-    .description('Move the cursor so that the next run reads after this event id (the filter is kept).')
+    .description(
+      'Move the cursor so that the next run reads after this event id (the filter is kept). The id is ' +
+        'checked against the feed first, so it needs FEED_BASE_URL and FEED_API_KEY.',
+    )
     .option(...sourceOption)
+    .addHelpText(
+      'after',
+      `\nExit codes: 0 moved, 1 runtime failure (the feed or Postgres), 2 an empty id, an id\nthe feed does not know, or another usage or configuration error (the cursor is left where it was),\n3 key rejected.`,
+    )
     .action(
       action(async ({ config, logger }, eventId: string, opts: { source?: string }) => {
         const { setCursor } = await import('../../store/cursor.js');
+        const { ConfigError } = await import('../../errors.js');
+        const { probeFeed, unknownEventReason } = await import('../../feed/known-event.js');
+        const { logRetries } = await import('../../api/retry.js');
         const source = opts.source ?? config.feed.source;
+        if (eventId.trim() === '') {
+          throw new ConfigError(
+            `cursor set: the event id is empty; to start over use "feedsync cursor reset --source ${shellQuote(source)}"`,
+            'USAGE',
+          );
+        }
+        const probe = probeFeed(config, {
+          retryDeps: { onRetry: logRetries(logger.child({ module: 'cursor' }), config.feed.maxRetries) },
+        });
+        let unknown: string | null;
+        try {
+          unknown = await unknownEventReason(probe.fetchPage, eventId);
+        } finally {
+          await probe.close();
+        }
+        if (unknown !== null) {
+          throw new ConfigError(
+            `cursor set: the feed does not know the event id ${eventId} (${unknown}); the cursor was not moved`,
+            'UNKNOWN_EVENT_ID',
+          );
+        }
         await withStore(config, logger, (store) => setCursor(store, source, eventId));
         process.stdout.write(`source ${source}: the next run reads after ${eventId}\n`);
         return 0;
@@ -46,6 +84,10 @@ export function cursorCommand(): Command {
     .command('reset')
     .description('Start the source over from the beginning of the feed, with the current FEED_TYPES.')
     .option(...sourceOption)
+    .addHelpText(
+      'after',
+      '\nExit codes: 0 reset, 1 runtime failure (Postgres), 2 usage or configuration error.',
+    )
     .action(
       action(async ({ config, logger }, opts: { source?: string }) => {
         const { setCursor } = await import('../../store/cursor.js');

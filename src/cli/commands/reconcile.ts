@@ -7,6 +7,12 @@ export function reconcileCommand(): Command {
       'Re-read the feed from an older point without moving the cursor; store and enqueue only what was missing.',
     )
     .option('--from <event-id>', 'read after this event id (default: the start of the feed)')
+    .addHelpText(
+      'after',
+      '\nOn a terminal a progress line (pages, events, events/s) is redrawn on stderr.\n' +
+        'Exit codes: 0 done (also when stopped early by SIGTERM), 1 runtime failure (the feed, Postgres),\n' +
+        '2 usage or configuration error (an --from the feed does not know: nothing is read), 3 key rejected.',
+    )
     .action(
       action(async ({ config, logger }, opts: { from?: string }) => {
         const { createSync } = await import('../../sync/sync.js');
