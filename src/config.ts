@@ -1,9 +1,13 @@
 import { readFileSync } from 'node:fs';
+import { hostname } from 'node:os';
 import { z } from 'zod';
 import { checkBaseUrl } from './api/base-url.js';
+import { type FeedSource, loadSourcesFile } from './config/sources-file.js';
 import { splitUrls, urlEscapeProblem, urlSecrets } from './connection-url.js';
 import { ConfigError } from './errors.js';
 import { parseEventTypes } from './feed/event-types.js';
+
+export type { FeedSource };
 
 /**
  * The whole configuration, parsed once at start from the environment and frozen.
@@ -35,6 +39,17 @@ export interface Config {
     /** FEED_MAX_RESPONSE_BYTES: a larger page fails the run. Default 16 MiB. */
     readonly maxResponseBytes: number;
   };
+  /**
+   * The accounts to sync: every entry of FEED_SOURCES_FILE, or without it the one
+   * source of FEED_SOURCE / FEED_BASE_URL / FEED_API_KEY / FEED_TYPES.
+   */
+  readonly sources: readonly FeedSource[];
+  /** FEED_SOURCES_FILE, or null when the one source of FEED_* is used. */
+  readonly sourcesFile: string | null;
+  /** SYNC_CONCURRENCY: sources a sync worker runs at once. Default 4. */
+  readonly syncConcurrency: number;
+  /** HOSTNAME, else the system's host name: the Postgres application_name, shown as a lock's holder. */
+  readonly hostName: string;
   readonly database: {
     /** DATABASE_URL. Default `postgres://postgres@127.0.0.1:5432/postgres`. */
     readonly url: string;
@@ -57,7 +72,7 @@ export interface Config {
   };
   /** SYNC_INTERVAL_MS: the pause between runs in watch mode. Default 30000. */
   readonly syncIntervalMs: number;
-  /** METRICS_PORT: /metrics, /healthz, /readyz in watch mode. Default 9464. */
+  /** METRICS_PORT: /metrics, /healthz, /readyz in watch mode; /metrics of serve-webhooks. Default 9464. */
   readonly metricsPort: number;
   /** METRICS_HOST: the interface they listen on. Default `0.0.0.0` (every interface, as a pod needs). */
   readonly metricsHost: string;
@@ -112,6 +127,9 @@ const fields = {
   QUEUE_CONTACT_EVENTS: queueName.default('contact-events'),
   OUTBOX_RETENTION_HOURS: int(0).default(168),
   SYNC_INTERVAL_MS: int(1).default(30_000),
+  SYNC_CONCURRENCY: int(1, 256).default(4),
+  FEED_SOURCES_FILE: z.string().optional(),
+  HOSTNAME: z.string().optional(),
   METRICS_PORT: int(0, 65_535).default(9464),
   METRICS_HOST: host.default('0.0.0.0'),
   PUSHGATEWAY_URL: z.url().optional(),
@@ -168,12 +186,28 @@ export function loadConfig(
   checkUrl('DATABASE_URL', v.DATABASE_URL, ['postgres:', 'postgresql:']);
   checkUrl('REDIS_URL', v.REDIS_URL, ['redis:', 'rediss:']);
 
+  const types = parseTypes(v.FEED_TYPES);
+  const baseUrl = v.FEED_BASE_URL?.replace(/\/+$/, '') ?? null;
+  const apiKey = v.FEED_API_KEY ?? null;
+  const sources =
+    v.FEED_SOURCES_FILE === undefined
+      ? [{ source: v.FEED_SOURCE, baseUrl, apiKey, types }]
+      : loadSourcesFile(
+          v.FEED_SOURCES_FILE,
+          { baseUrl, apiKey, types },
+          { env, readFile, parseTypes: parseEventTypes },
+        );
+
   const config: Config = {
+    sources,
+    sourcesFile: v.FEED_SOURCES_FILE ?? null,
+    syncConcurrency: v.SYNC_CONCURRENCY,
+    hostName: (v.HOSTNAME ?? hostname()).slice(0, 63),
     feed: {
-      baseUrl: v.FEED_BASE_URL?.replace(/\/+$/, '') ?? null,
-      apiKey: v.FEED_API_KEY ?? null,
+      baseUrl,
+      apiKey,
       source: v.FEED_SOURCE,
-      types: parseTypes(v.FEED_TYPES),
+      types,
       pageLimit: v.FEED_PAGE_LIMIT,
       listField: v.FEED_LIST_FIELD ?? null,
       maxRetryWaitMs: v.FEED_MAX_RETRY_WAIT_MS,
@@ -216,10 +250,26 @@ export function requireService(config: Config): { baseUrl: string; apiKey: strin
   return { baseUrl: config.feed.baseUrl, apiKey: config.feed.apiKey };
 }
 
+/**
+ * The config as the one-source run of `source` sees it: `feed` carries that source's
+ * base URL, key and types. With FEED_SOURCES_FILE, a name not in the file is refused;
+ * without it, any name reads with FEED_BASE_URL / FEED_API_KEY / FEED_TYPES, as before.
+ */
+export function configForSource(config: Config, source: string): Config {
+  const entry = config.sources.find((s) => s.source === source);
+  if (!entry && config.sourcesFile !== null) {
+    const names = config.sources.map((s) => s.source).join(', ');
+    throw new ConfigError(`source "${source}" is not in FEED_SOURCES_FILE (${names}); pass --source`);
+  }
+  const own = entry ? { baseUrl: entry.baseUrl, apiKey: entry.apiKey, types: entry.types } : {};
+  return deepFreeze({ ...config, feed: { ...config.feed, ...own, source } });
+}
+
 /** Every secret value in the config, for the logger to scrub from its output. */
 export function secretsOf(config: Config): string[] {
   const secrets = [...config.webhooks.secrets];
   if (config.feed.apiKey) secrets.push(config.feed.apiKey);
+  for (const s of config.sources) if (s.apiKey) secrets.push(s.apiKey);
   secrets.push(...urlSecrets(config.database.url), ...urlSecrets(config.redis.url));
   return secrets.filter((s) => s.length >= 4);
 }

@@ -30,8 +30,9 @@ const RECIPIENTS = [
 export async function runDemo(base: Config, logger: Logger, out: (line: string) => void): Promise<number> {
   const schema = base.given.includes('DATABASE_SCHEMA') ? base.database.schema : DEMO_SCHEMA;
   const prefix = base.given.includes('QUEUE_PREFIX') ? base.queues.prefix : DEMO_PREFIX;
-  const sim = await startSimulator({ port: 0 });
   const apiKey = 'demo_test_0000000000';
+  // The demo's key is the default account's, which emitContactEvent writes to.
+  const sim = await startSimulator({ port: 0, defaultKey: apiKey });
   const config: Config = {
     ...base,
     feed: { ...base.feed, baseUrl: sim.baseUrl, apiKey, source: 'demo', types: null },

@@ -1,18 +1,16 @@
 import { setFlagsFromString } from 'node:v8';
 import type { Config } from '../config.js';
 import { hostOf } from '../connection-url.js';
-import { listenFailure } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { dbGauges } from '../metrics/db-gauges.js';
 import { createMetrics } from '../metrics/metrics.js';
 import { startHealthServer } from '../metrics/server.js';
 import { createStore } from '../store/db.js';
 import { shutdownSignal } from '../sync/signals.js';
-import { createSync, type RunResult } from '../sync/sync.js';
-import { watch } from '../sync/watch.js';
+import { createSync, type RunResult, runFailed } from '../sync/sync.js';
+import { maxBackoffMs, watch } from '../sync/watch.js';
 import { progressReporter } from './progress.js';
 
-/** `feedsync sync`: one run (--once) or the loop (--watch). Returns the exit code. */
 /**
  * V8 lets the old generation grow to four times what survived the last full
  * collection before collecting again; during a catch-up that is what pushes the
@@ -21,12 +19,17 @@ import { progressReporter } from './progress.js';
  */
 const HEAP_GROWING_FLAG = '--heap-growing-percent=50';
 
+/** `feedsync sync`: one run (--once) or the loop (--watch). Returns the exit code. */
 export async function runSync(
   config: Config,
   logger: Logger,
   opts: { watch: boolean; migrate: boolean },
 ): Promise<number> {
   setFlagsFromString(HEAP_GROWING_FLAG);
+  if (config.sourcesFile !== null) {
+    const { runSources } = await import('./run-sources.js');
+    return runSources(config, logger, opts);
+  }
   const shutdown = shutdownSignal(logger);
   const progress = progressReporter();
   let lastBeat = Date.now();
@@ -34,20 +37,22 @@ export async function runSync(
     lastBeat = Date.now();
   };
   const store = createStore({ ...config.database, logger });
-  const metrics = createMetrics(dbGauges(store, config.feed.source));
+  const source = config.feed.source;
+  const metrics = createMetrics(dbGauges(store, [source]), [source]);
+  const hooks = metrics.hooksFor(source);
   const sync = createSync(config, {
     logger,
     store,
     autoMigrate: opts.migrate,
     hooks: {
-      ...metrics.hooks,
+      ...hooks,
       onCommit: (info) => {
         progress.onCommit(info);
-        metrics.hooks.onCommit(info);
+        hooks.onCommit(info);
         beat();
       },
       onRetry: (info) => {
-        metrics.hooks.onRetry(info);
+        hooks.onRetry(info);
         beat();
       },
     },
@@ -59,9 +64,9 @@ export async function runSync(
       let result: RunResult | undefined;
       try {
         result = await sync.runOnce(shutdown.signal);
-        metrics.observeRun(result);
+        metrics.observeRun(source, result);
       } catch (err) {
-        metrics.observeFailure();
+        metrics.observeFailure(source);
         throw err;
       } finally {
         // A run that found the lock taken did nothing worth reporting.
@@ -89,14 +94,13 @@ export async function runSync(
       return exitCode(result);
     }
 
-    // Stale when no beat came for three intervals plus the longest wait a request may legitimately take.
-    const staleAfterMs = 3 * config.syncIntervalMs + 2 * config.feed.timeoutMs + config.feed.maxRetryWaitMs;
-    const at = {
-      portVar: 'METRICS_PORT',
-      hostVar: 'METRICS_HOST',
-      host: config.metricsHost,
-      port: config.metricsPort,
-    };
+    // The loop beats at each run's start and end, each commit and each retry: between two beats it
+    // either sleeps (at most the longest backoff) or waits on one request (its timeouts, or a
+    // Retry-After). Stale after the longer of the two plus three intervals. Failing runs keep it
+    // fresh: restarting the pod cannot fix the service's outage (docs/DEPLOYMENT.md, Probes).
+    const staleAfterMs =
+      Math.max(maxBackoffMs(config.syncIntervalMs), 2 * config.feed.timeoutMs + config.feed.maxRetryWaitMs) +
+      3 * config.syncIntervalMs;
     const health = await startHealthServer({
       port: config.metricsPort,
       host: config.metricsHost,
@@ -113,8 +117,6 @@ export async function runSync(
         ]);
         return { ok: postgres && redis, checks: { postgres, redis } };
       },
-    }).catch((err: unknown) => {
-      throw listenFailure(err, at);
     });
     log.info(
       { host: config.metricsHost, port: health.port, intervalMs: config.syncIntervalMs },
@@ -128,12 +130,13 @@ export async function runSync(
         logger,
         onBeat: beat,
         onRun: (result) => {
-          metrics.observeRun(result);
+          metrics.observeRun(source, result);
           log.info(
             { status: result.status, stored: result.stored, pages: result.pages },
             'sync run finished',
           );
         },
+        onFailure: () => metrics.observeFailure(source),
       });
     } finally {
       await health.close();
@@ -149,7 +152,7 @@ export async function runSync(
 
 /** A run stopped by SIGTERM exits 0 without draining: the next run drains. Redis down is exit 1. */
 function exitCode(result: RunResult): number {
-  return result.status === 'stopped' || result.drained ? 0 : 1;
+  return runFailed(result) ? 1 : 0;
 }
 
 async function push(

@@ -1,20 +1,23 @@
 import { createServer, type Server } from 'node:http';
 import type { Registry } from 'prom-client';
+import { listenFailure } from '../errors.js';
 import type { Logger } from '../logger.js';
 
 export interface HealthServerOptions {
+  /** METRICS_PORT; 0 picks a free port. */
   port: number;
+  /** METRICS_HOST. Default `0.0.0.0`, every interface. */
   host?: string;
   /** Prometheus registry served at /metrics; omitted, /metrics is 404. */
   registry?: Registry;
-  /** /healthz: the loop's heartbeat is fresh. */
-  live: () => boolean;
-  /** /readyz: Postgres and Redis answer. Reports which one does not. */
-  ready: () => Promise<{ ok: boolean; checks: Record<string, boolean> }>;
+  /** /healthz: the loop's heartbeat is fresh. Omitted, /healthz is 404 (served elsewhere). */
+  live?: () => boolean;
+  /** /readyz: Postgres and Redis answer. Reports which one does not. Omitted, /readyz is 404. */
+  ready?: () => Promise<{ ok: boolean; checks: Record<string, boolean> }>;
   logger: Logger;
 }
 
-/** /healthz, /readyz and /metrics for Kubernetes and Prometheus. */
+/** /healthz, /readyz and /metrics for Kubernetes and Prometheus (each one only when given). */
 export async function startHealthServer(
   opts: HealthServerOptions,
 ): Promise<{ server: Server; port: number; close(): Promise<void> }> {
@@ -24,11 +27,11 @@ export async function startHealthServer(
       res.writeHead(status, { 'content-type': type, 'cache-control': 'no-store' }).end(body);
     };
     if (req.method !== 'GET' && req.method !== 'HEAD') return reply(405, '{"error":"method not allowed"}');
-    if (path === '/healthz') {
+    if (path === '/healthz' && opts.live) {
       const ok = opts.live();
       return reply(ok ? 200 : 503, JSON.stringify({ ok }));
     }
-    if (path === '/readyz') {
+    if (path === '/readyz' && opts.ready) {
       opts
         .ready()
         .then((r) => reply(r.ok ? 200 : 503, JSON.stringify(r)))
@@ -48,9 +51,12 @@ export async function startHealthServer(
     }
     reply(404, '{"error":"not found"}');
   });
+  const host = opts.host ?? '0.0.0.0';
   await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(opts.port, opts.host ?? '0.0.0.0', () => resolve());
+    server.once('error', (err) =>
+      reject(listenFailure(err, { portVar: 'METRICS_PORT', hostVar: 'METRICS_HOST', host, port: opts.port })),
+    );
+    server.listen(opts.port, host, () => resolve());
   });
   const address = server.address();
   const port = typeof address === 'object' && address ? address.port : opts.port;

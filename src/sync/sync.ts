@@ -22,6 +22,8 @@ export interface SyncHooks {
   onFeedResponse?: (info: { status: number; seconds: number; bytes: number }) => void;
   onRetry?: NonNullable<RetryDeps['onRetry']>;
   onPublished?: (queue: string, count: number) => void;
+  /** The source lock was taken (true) or let go (false). */
+  onLockChange?: (held: boolean) => void;
 }
 
 export interface SyncOptions {
@@ -34,6 +36,8 @@ export interface SyncOptions {
   /** Replaces the store and publisher made from the config; the caller then closes them. */
   store?: Store;
   publisher?: Publisher;
+  /** Replaces the relay made here, to share one among the runs of many sources; the caller then stops it. */
+  relay?: Relay;
   /** The clock and sleep of the feed client's retries. */
   retryDeps?: RetryDeps;
 }
@@ -47,11 +51,22 @@ export interface RunResult extends Omit<CatchUpResult, 'status'> {
   durationMs: number;
 }
 
+/**
+ * A run that failed: a once run ends it with exit 1 and a watch loop counts it. A run
+ * stopped by SIGTERM did not fail (the next run drains); one that could not drain the
+ * outbox did (Redis down: the events are stored, consumers do not get them yet).
+ */
+export function runFailed(result: RunResult): boolean {
+  return result.status !== 'stopped' && !result.drained;
+}
+
 export interface Sync {
   /** Pages until caught up and drains the outbox: one CronJob run. */
   runOnce(signal?: AbortSignal): Promise<RunResult>;
   /** Re-reads the feed from `from` without moving the cursor; stores and enqueues only what was missing. */
   reconcile(from: string | null, signal?: AbortSignal): Promise<CatchUpResult>;
+  /** Refuses an outdated schema, or migrates it with `autoMigrate`; once per Sync. runOnce calls it too. */
+  checkSchema(): Promise<void>;
   readonly store: Store;
   readonly publisher: Publisher;
   readonly relay: Relay;
@@ -68,12 +83,15 @@ export function createSync(config: Config, opts: SyncOptions): Sync {
   const publisher =
     opts.publisher ?? createPublisher({ redisUrl: config.redis.url, prefix: config.queues.prefix });
   const applier = createApplier(store, routeFor(config.queues));
-  const relay = startRelay({
-    store,
-    publisher,
-    logger: opts.logger,
-    ...(hooks.onPublished ? { onPublished: hooks.onPublished } : {}),
-  });
+  const ownsRelay = !opts.relay;
+  const relay =
+    opts.relay ??
+    startRelay({
+      store,
+      publisher,
+      logger: opts.logger,
+      ...(hooks.onPublished ? { onPublished: hooks.onPublished } : {}),
+    });
   const logRetry = logRetries(log, config.feed.maxRetries);
   const retried: NonNullable<RetryDeps['onRetry']> = (info) => {
     logRetry(info);
@@ -130,6 +148,7 @@ export function createSync(config: Config, opts: SyncOptions): Sync {
       log.info({ source }, 'another run holds the lock of this source; nothing to do');
       return { ...empty, status: 'locked', drained: true, durationMs: performance.now() - started };
     }
+    hooks.onLockChange?.(true);
     let result: CatchUpResult;
     try {
       const cursor = await ensureCursor(store, source, config.feed.types);
@@ -155,6 +174,7 @@ export function createSync(config: Config, opts: SyncOptions): Sync {
       if (result.status === 'caught-up') await markSuccess(store, source);
     } finally {
       await lock.release();
+      hooks.onLockChange?.(false);
     }
     if (result.status === 'cursor-conflict')
       log.info({ source }, 'another worker moved the cursor first; stopping');
@@ -203,11 +223,12 @@ export function createSync(config: Config, opts: SyncOptions): Sync {
   return {
     runOnce,
     reconcile,
+    checkSchema,
     store,
     publisher,
     relay,
     async close() {
-      await relay.stop();
+      if (ownsRelay) await relay.stop();
       await client?.close();
       if (ownsPublisher) await publisher.close();
       if (ownsStore) await store.close();

@@ -1,7 +1,7 @@
 import { defaultSleep } from '../api/retry.js';
 import { ConfigError, FeedsyncError } from '../errors.js';
 import type { Logger } from '../logger.js';
-import type { RunResult, Sync } from './sync.js';
+import { type RunResult, runFailed, type Sync } from './sync.js';
 
 export interface WatchOptions {
   sync: Pick<Sync, 'runOnce'>;
@@ -10,8 +10,16 @@ export interface WatchOptions {
   logger: Logger;
   /** Called whenever the loop shows it is alive: each run's start and end. */
   onBeat?: () => void;
+  /** Every run that returned, failed ones (outbox not drained) included. */
   onRun?: (result: RunResult) => void;
+  /** Every run that threw and that the loop goes on after (it backs off first). */
+  onFailure?: (err: unknown) => void;
   sleep?: (ms: number, signal?: AbortSignal) => Promise<void>;
+}
+
+/** The longest the loop sleeps between two runs: ten intervals, after many failures in a row. */
+export function maxBackoffMs(intervalMs: number): number {
+  return intervalMs * 10;
 }
 
 /**
@@ -30,11 +38,12 @@ export async function watch(opts: WatchOptions): Promise<void> {
     try {
       const result = await opts.sync.runOnce(opts.signal);
       opts.onRun?.(result);
-      failures = result.drained ? 0 : failures + 1;
+      failures = runFailed(result) ? failures + 1 : 0;
     } catch (err) {
       if (err instanceof ConfigError || (err instanceof FeedsyncError && err.exitCode === 3)) throw err;
       failures++;
-      waitMs = Math.min(opts.intervalMs * 10, opts.intervalMs * 2 ** (failures - 1));
+      opts.onFailure?.(err);
+      waitMs = Math.min(maxBackoffMs(opts.intervalMs), opts.intervalMs * 2 ** (failures - 1));
       log.error({ err, failures, retryInMs: waitMs }, 'sync run failed; backing off');
     }
     opts.onBeat?.();

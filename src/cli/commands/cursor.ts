@@ -1,9 +1,13 @@
 import { Command } from 'commander';
+import { configForSource } from '../../config.js';
 import { shellQuote } from '../../shell-quote.js';
 import { action } from '../context.js';
 import { withStore } from '../with-store.js';
 
-const sourceOption = ['--source <source>', 'the cursor key (default FEED_SOURCE)'] as const;
+const sourceOption = [
+  '--source <source>',
+  'the cursor key: FEED_SOURCE, or a source of FEED_SOURCES_FILE (default FEED_SOURCE)',
+] as const;
 
 export function cursorCommand(): Command {
   const cursor = new Command('cursor')
@@ -53,14 +57,16 @@ export function cursorCommand(): Command {
         const { ConfigError } = await import('../../errors.js');
         const { probeFeed, unknownEventReason } = await import('../../feed/known-event.js');
         const { logRetries } = await import('../../api/retry.js');
-        const source = opts.source ?? config.feed.source;
+        const own = configForSource(config, opts.source ?? config.feed.source);
+        const { source } = own.feed;
         if (eventId.trim() === '') {
           throw new ConfigError(
             `cursor set: the event id is empty; to start over use "feedsync cursor reset --source ${shellQuote(source)}"`,
             'USAGE',
           );
         }
-        const probe = probeFeed(config, {
+        // Asked of this source's own feed (its base URL and key, when the sources file gives them).
+        const probe = probeFeed(own, {
           retryDeps: { onRetry: logRetries(logger.child({ module: 'cursor' }), config.feed.maxRetries) },
         });
         let unknown: string | null;
@@ -82,7 +88,9 @@ export function cursorCommand(): Command {
     );
   cursor
     .command('reset')
-    .description('Start the source over from the beginning of the feed, with the current FEED_TYPES.')
+    .description(
+      "Start the source over from the beginning of the feed, with its current types (the file's, else FEED_TYPES).",
+    )
     .option(...sourceOption)
     .addHelpText(
       'after',
@@ -91,10 +99,10 @@ export function cursorCommand(): Command {
     .action(
       action(async ({ config, logger }, opts: { source?: string }) => {
         const { setCursor } = await import('../../store/cursor.js');
-        const source = opts.source ?? config.feed.source;
-        await withStore(config, logger, (store) => setCursor(store, source, null, config.feed.types));
+        const { source, types } = configForSource(config, opts.source ?? config.feed.source).feed;
+        await withStore(config, logger, (store) => setCursor(store, source, null, types));
         process.stdout.write(
-          `source ${source}: reset to the start of the feed (types ${config.feed.types?.join(',') ?? 'all'}); stored events are de-duplicated\n`,
+          `source ${source}: reset to the start of the feed (types ${types?.join(',') ?? 'all'}); stored events are de-duplicated\n`,
         );
         return 0;
       }),

@@ -91,9 +91,12 @@ export function simulatorCommand(): Command {
       )
       .addHelpText(
         'after',
-        '\nThe control API (loopback clients only) is at /_sim: GET /_sim/stats, POST /_sim/faults,\n' +
-          'POST /_sim/backlog {count}, POST /_sim/contacts {type, email}, GET /_sim/webhooks/{id}/deliveries,\n' +
-          'POST /_sim/webhooks/{id}/deliveries/{delivery}/resend. Stop with Ctrl-C (SIGINT) or SIGTERM.\n' +
+        '\nEach API key has an account of its own (feed, emails, webhooks, backlog); --backlog applies to\n' +
+          'every account. The control API (loopback clients only) is at /_sim: GET /_sim/stats,\n' +
+          'POST /_sim/faults, POST /_sim/backlog {count}, POST /_sim/contacts {type, email},\n' +
+          'GET /_sim/webhooks/{id}/deliveries, POST /_sim/webhooks/{id}/deliveries/{delivery}/resend;\n' +
+          'add "key" to a body to act on that key\'s account (default: the example key\'s).\n' +
+          'Stop with Ctrl-C (SIGINT) or SIGTERM.\n' +
           'What it serves and every knob: the section "The simulator" of README.md (in the package).\n' +
           'Exit codes: 0 stopped by a signal, 1 could not start (the port is in use), 2 usage error.',
       )
@@ -128,13 +131,15 @@ async function runSimulator(flags: SimulatorFlags): Promise<number> {
     return (err as NodeJS.ErrnoException).code === undefined ? 2 : 1;
   }
 
-  const key = `${flags.keyPrefix ?? 'sim'}_test_local`;
+  // The default account's key: /_sim calls that name no account act on it.
+  const key = sim.defaultKey;
   // One write, so a script reading the output sees the whole banner at once.
   console.log(
     [
       `Simulator listening at ${sim.baseUrl}`,
       `Example key: ${key}`,
       `  export FEED_BASE_URL=${sim.baseUrl} FEED_API_KEY=${key}`,
+      `Dashboard:   ${sim.origin}/ (webhooks, deliveries, emails, events; loopback only)`,
       `Control API: ${sim.origin}/_sim/stats (Ctrl-C to stop)`,
     ].join('\n'),
   );
