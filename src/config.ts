@@ -6,6 +6,7 @@ import { type FeedSource, loadSourcesFile } from './config/sources-file.js';
 import { splitUrls, urlEscapeProblem, urlSecrets } from './connection-url.js';
 import { ConfigError } from './errors.js';
 import { parseEventTypes } from './feed/event-types.js';
+import { hashTagOf, missingHashTagError, parseRedisSettings, type RedisSettings } from './redis/settings.js';
 
 export type { FeedSource };
 
@@ -56,10 +57,12 @@ export interface Config {
     /** DATABASE_SCHEMA: where every table lives. Default `feedsync`. */
     readonly schema: string;
   };
-  readonly redis: {
-    /** REDIS_URL. Default `redis://127.0.0.1:6379`. */
-    readonly url: string;
-  };
+  /**
+   * REDIS_URL (default `redis://127.0.0.1:6379`; several seed nodes comma-separated),
+   * REDIS_CLUSTER (true, false; unset: ask the server), REDIS_SENTINELS and
+   * REDIS_SENTINEL_NAME.
+   */
+  readonly redis: RedisSettings;
   readonly queues: {
     /** QUEUE_PREFIX: BullMQ's key prefix. Default `bull`. */
     readonly prefix: string;
@@ -122,6 +125,12 @@ const fields = {
   DATABASE_URL: z.string().default('postgres://postgres@127.0.0.1:5432/postgres'),
   DATABASE_SCHEMA: identifier.default('feedsync'),
   REDIS_URL: z.string().default('redis://127.0.0.1:6379'),
+  REDIS_CLUSTER: z
+    .enum(['true', 'false'], 'must be true or false')
+    .transform((v) => v === 'true')
+    .optional(),
+  REDIS_SENTINELS: z.string().optional(),
+  REDIS_SENTINEL_NAME: z.string().min(1).optional(),
   QUEUE_PREFIX: queueName.default('bull'),
   QUEUE_EMAIL_EVENTS: queueName.default('email-events'),
   QUEUE_CONTACT_EVENTS: queueName.default('contact-events'),
@@ -184,7 +193,9 @@ export function loadConfig(
     if (problem) throw new ConfigError(`FEED_BASE_URL: ${problem}`);
   }
   checkUrl('DATABASE_URL', v.DATABASE_URL, ['postgres:', 'postgresql:']);
-  checkUrl('REDIS_URL', v.REDIS_URL, ['redis:', 'rediss:']);
+  const redis = parseRedisSettings(v);
+  // A forced cluster is known now; a detected one is checked when feedsync first connects.
+  if (redis.cluster === true && hashTagOf(v.QUEUE_PREFIX) === null) throw missingHashTagError(v.QUEUE_PREFIX);
 
   const types = parseTypes(v.FEED_TYPES);
   const baseUrl = v.FEED_BASE_URL?.replace(/\/+$/, '') ?? null;
@@ -216,7 +227,7 @@ export function loadConfig(
       maxResponseBytes: v.FEED_MAX_RESPONSE_BYTES,
     },
     database: { url: v.DATABASE_URL, schema: v.DATABASE_SCHEMA },
-    redis: { url: v.REDIS_URL },
+    redis,
     queues: {
       prefix: v.QUEUE_PREFIX,
       emailEvents: v.QUEUE_EMAIL_EVENTS,
@@ -271,6 +282,9 @@ export function secretsOf(config: Config): string[] {
   if (config.feed.apiKey) secrets.push(config.feed.apiKey);
   for (const s of config.sources) if (s.apiKey) secrets.push(s.apiKey);
   secrets.push(...urlSecrets(config.database.url), ...urlSecrets(config.redis.url));
+  for (const p of [config.redis.password, config.redis.sentinel?.password]) {
+    if (p) secrets.push(p, encodeURIComponent(p));
+  }
   return secrets.filter((s) => s.length >= 4);
 }
 

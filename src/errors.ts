@@ -73,6 +73,21 @@ export function exitCodeOf(err: unknown): number {
 }
 
 /**
+ * A Redis command or connection that failed, told by message, code and command name
+ * only. The errors of ioredis carry the command's arguments (BullMQ's Lua source and
+ * the job data, recipients' addresses included), which must reach no log or output.
+ */
+export class RedisError extends FeedsyncError {
+  /** The command's name (`evalsha`, `info`…), never its arguments; null for a connection failure. */
+  readonly command: string | null;
+
+  constructor(message: string, opts: { code: string; command: string | null }) {
+    super(message, { code: opts.code });
+    this.command = opts.command;
+  }
+}
+
+/**
  * A listen() that failed, as an error that names the variables to change:
  * a port in use (exit 1), an address that is not this machine's or a port it
  * may not take (exit 2). Anything else is returned as it was.

@@ -1,5 +1,6 @@
 import { type Logger, pino } from 'pino';
 import { redactUrl, redactUrlsInText } from './connection-url.js';
+import { commandName, frames, shorten } from './error-summary.js';
 
 export type { Logger };
 export { redactUrl };
@@ -38,6 +39,7 @@ export function createLogger(opts: LoggerOptions = {}): Logger {
   const secrets = opts.secrets ?? [];
   const scrub = (line: string): string => scrubSecrets(line, secrets);
   const level = opts.level ?? 'info';
+  const stacks = (pino.levels.values[level] ?? 30) <= pino.levels.values.debug!;
   const destination =
     opts.destination ??
     (process.stdout.isTTY
@@ -46,8 +48,8 @@ export function createLogger(opts: LoggerOptions = {}): Logger {
   return pino(
     {
       level,
-      serializers: { err: errorSerializer(pino.levels.values[level] ?? 30) },
       redact: { paths: REDACT_PATHS, censor: '[REDACTED]' },
+      serializers: { err: (err: unknown) => serializeError(err, { stacks }) },
       hooks: { streamWrite: scrub },
       base: { pid: process.pid },
     },
@@ -62,16 +64,37 @@ export function scrubSecrets(text: string, secrets: readonly string[]): string {
   return redactUrlsInText(out);
 }
 
-/** Stack traces go to the logs at debug and trace only: at info an error is its message, code and fields. */
-function errorSerializer(levelValue: number): (err: unknown) => unknown {
-  const withStacks = levelValue <= pino.levels.values.debug!;
-  const serialize = pino.stdSerializers.err;
-  const strip = (value: unknown): unknown => {
-    if (typeof value !== 'object' || value === null) return value;
-    const out = value as { stack?: unknown; aggregateErrors?: unknown[] };
-    delete out.stack;
-    out.aggregateErrors?.forEach(strip);
-    return out;
-  };
-  return (err) => (withStacks ? serialize(err as Error) : strip(serialize(err as Error)));
+/** Fields of an error kept in a log line when they hold a number or a short string. */
+const ERROR_FIELDS = ['code', 'errno', 'syscall', 'address', 'port', 'status', 'serviceCode', 'exitCode'];
+
+/**
+ * The `err` of a log line: type, message, code, a failed Redis command's name, the
+ * stack's frames (with `stacks`: at LOG_LEVEL debug and trace only, since an expected
+ * failure is not a bug) and the cause, and nothing else. pino's own serializer copies
+ * every field, and an error of ioredis holds the command's arguments (BullMQ's Lua
+ * source and the job data, recipients' addresses included) and earlier errors holding the same.
+ */
+export function serializeError(
+  err: unknown,
+  opts: { stacks?: boolean } = {},
+  depth = 0,
+): Record<string, unknown> {
+  if (!(err instanceof Error)) return { message: shorten(String(err)) };
+  const out: Record<string, unknown> = { type: err.name, message: shorten(err.message) };
+  for (const field of ERROR_FIELDS) {
+    const value = (err as unknown as Record<string, unknown>)[field];
+    if (typeof value === 'number' || (typeof value === 'string' && value.length <= 100)) out[field] = value;
+  }
+  const command = commandName(err);
+  if (command) out.command = command;
+  if (opts.stacks && err.stack) out.stack = `${err.name}: ${out.message}\n${frames(err.stack)}`;
+  if (depth < 3) {
+    if (err.cause !== undefined) out.cause = serializeError(err.cause, opts, depth + 1);
+    // ioredis's "Failed to refresh slots cache" says why only here.
+    const lastNodeError = (err as { lastNodeError?: unknown }).lastNodeError;
+    if (lastNodeError !== undefined) out.lastNodeError = serializeError(lastNodeError, opts, depth + 1);
+    if (err instanceof AggregateError)
+      out.errors = err.errors.slice(0, 3).map((e) => serializeError(e, opts, depth + 1));
+  }
+  return out;
 }

@@ -1,7 +1,8 @@
 import type { Redis } from 'ioredis';
 import { ConfigError } from '../errors.js';
 import { clearPrefix } from '../queue/clear-prefix.js';
-import { createRedis } from '../queue/publisher.js';
+import { connectRedis } from '../redis/connect.js';
+import type { RedisSettings } from '../redis/settings.js';
 import { quoteSchema, type Store } from '../store/db.js';
 
 /** Written on what the demo makes, so that it drops only what it made itself. */
@@ -39,22 +40,25 @@ export async function markSchema(store: Store, schema: string): Promise<void> {
  * demo did not make (no mark key): then it stops (exit 2) and deletes nothing.
  * Leaves the mark for the next run.
  */
-export async function clearDemoPrefix(redisUrl: string, prefix: string): Promise<void> {
-  const redis = createRedis(redisUrl);
-  await redis.connect();
+export async function clearDemoPrefix(settings: RedisSettings, prefix: string): Promise<void> {
+  const connection = await connectRedis(settings, { timeoutMs: 5_000, prefix });
   const mark = `${prefix}:feedsync-demo-mark`;
   try {
-    if ((await redis.exists(mark)) === 0 && (await anyKey(redis, `${prefix}:*`))) {
-      throw new ConfigError(
-        `demo: Redis holds keys under the prefix "${prefix}" that the demo did not make, and the demo ` +
-          'deletes only its own; set QUEUE_PREFIX to another name (or leave it unset for feedsync-demo)',
-        'DEMO_REFUSED',
-      );
+    const masters = connection.masters();
+    const marked = (await connection.client.exists(mark)) === 1;
+    for (const node of marked ? [] : masters) {
+      if (await anyKey(node, `${prefix}:*`)) {
+        throw new ConfigError(
+          `demo: Redis holds keys under the prefix "${prefix}" that the demo did not make, and the demo ` +
+            'deletes only its own; set QUEUE_PREFIX to another name (or leave it unset for feedsync-demo)',
+          'DEMO_REFUSED',
+        );
+      }
     }
-    await clearPrefix(redisUrl, prefix);
-    await redis.set(mark, MARK);
+    await clearPrefix(settings, prefix);
+    await connection.client.set(mark, MARK);
   } finally {
-    redis.disconnect();
+    connection.disconnect();
   }
 }
 

@@ -40,7 +40,7 @@ export async function runDemo(base: Config, logger: Logger, out: (line: string) 
     queues: { ...base.queues, prefix },
   };
   const store = createStore({ ...config.database, logger });
-  const publisher = createPublisher({ redisUrl: config.redis.url, prefix });
+  const publisher = createPublisher({ redis: config.redis, prefix });
   const sync = createSync(config, { logger, store, publisher });
   try {
     out(
@@ -50,7 +50,7 @@ export async function runDemo(base: Config, logger: Logger, out: (line: string) 
     );
     await dropDemoSchema(store, schema);
     // The demo's queues start empty, so their counts are its own.
-    await clearDemoPrefix(config.redis.url, prefix);
+    await clearDemoPrefix(config.redis, prefix);
     out(`1. simulator listening at ${sim.baseUrl}`);
     const client = new ServiceClient({ baseUrl: sim.baseUrl, apiKey });
     for (const to of RECIPIENTS) {

@@ -1,6 +1,6 @@
 import type { Config } from '../config.js';
 import { hostOf, splitUrls } from '../connection-url.js';
-import { ApiError, AuthError, FeedsyncError } from '../errors.js';
+import { ApiError, AuthError, FeedsyncError, RedisError } from '../errors.js';
 
 /** Connection failures of the operating system: nothing answered at that address. */
 const UNREACHABLE = new Set([
@@ -33,6 +33,9 @@ export function describeFailure(err: unknown, config: Config | null): string {
   }
   if (err instanceof ApiError && err.status === 0) {
     return `${err.message}: check FEED_BASE_URL and that the service is up (retries are logged at info)`;
+  }
+  if (err instanceof RedisError && !err.message.includes('REDIS_URL')) {
+    return `Redis (REDIS_URL): ${err.message}: check REDIS_URL and that the server runs`;
   }
   if (err instanceof FeedsyncError) return err.message;
   const e = (err ?? {}) as SystemError;
