@@ -1,4 +1,5 @@
 import { type Logger, pino } from 'pino';
+import { type Config, secretsOf } from './config.js';
 import { redactUrl, redactUrlsInText } from './connection-url.js';
 import { commandName, frames, shorten } from './error-summary.js';
 
@@ -62,6 +63,14 @@ export function scrubSecrets(text: string, secrets: readonly string[]): string {
   let out = text;
   for (const s of secrets) if (s.length > 0 && out.includes(s)) out = out.split(s).join('[REDACTED]');
   return redactUrlsInText(out);
+}
+
+/**
+ * The logger an embedding gets when it passes none: LOG_LEVEL from the config, the
+ * config's secrets scrubbed, lines on stdout.
+ */
+export function loggerFor(config: Config): Logger {
+  return createLogger({ level: config.logLevel, secrets: secretsOf(config) });
 }
 
 /** Fields of an error kept in a log line when they hold a number or a short string. */

@@ -3,6 +3,7 @@ import type { Config } from '../config.js';
 import { hostOf } from '../connection-url.js';
 import type { Logger } from '../logger.js';
 import { createPublisher } from '../queue/publisher.js';
+import { jobOptionsFor } from '../queue/routes.js';
 import { startSimulator } from '../simulator/index.js';
 import { createStore, quoteSchema } from '../store/db.js';
 import { migrate } from '../store/migrate.js';
@@ -40,7 +41,11 @@ export async function runDemo(base: Config, logger: Logger, out: (line: string) 
     queues: { ...base.queues, prefix },
   };
   const store = createStore({ ...config.database, logger });
-  const publisher = createPublisher({ redis: config.redis, prefix });
+  const publisher = createPublisher({
+    redis: config.redis,
+    prefix,
+    jobOptions: jobOptionsFor(config.queues),
+  });
   const sync = createSync(config, { logger, store, publisher });
   try {
     out(

@@ -44,7 +44,8 @@ export function cursorCommand(): Command {
     .command('set <event-id>')
     .description(
       'Move the cursor so that the next run reads after this event id (the filter is kept). The id is ' +
-        'checked against the feed first, so it needs FEED_BASE_URL and FEED_API_KEY.',
+        'checked against the feed first, so it needs FEED_BASE_URL and FEED_API_KEY. With ' +
+        'EVENTS_RETENTION_DAYS set, the id must be a stored event inside the retention.',
     )
     .option(...sourceOption)
     .addHelpText(
@@ -57,6 +58,7 @@ export function cursorCommand(): Command {
         const { ConfigError } = await import('../../errors.js');
         const { probeFeed, unknownEventReason } = await import('../../feed/known-event.js');
         const { logRetries } = await import('../../api/retry.js');
+        const { assertEventWithinRetention } = await import('../../store/retention-guard.js');
         const own = configForSource(config, opts.source ?? config.feed.source);
         const { source } = own.feed;
         if (eventId.trim() === '') {
@@ -81,7 +83,10 @@ export function cursorCommand(): Command {
             'UNKNOWN_EVENT_ID',
           );
         }
-        await withStore(config, logger, (store) => setCursor(store, source, eventId));
+        await withStore(config, logger, async (store) => {
+          await assertEventWithinRetention(store, source, eventId, 'cursor set', config.eventsRetentionDays);
+          await setCursor(store, source, eventId);
+        });
         process.stdout.write(`source ${source}: the next run reads after ${eventId}\n`);
         return 0;
       }),
@@ -104,6 +109,12 @@ export function cursorCommand(): Command {
         process.stdout.write(
           `source ${source}: reset to the start of the feed (types ${types?.join(',') ?? 'all'}); stored events are de-duplicated\n`,
         );
+        if (config.eventsRetentionDays !== null) {
+          process.stdout.write(
+            `note: events older than EVENTS_RETENTION_DAYS (${config.eventsRetentionDays}) were pruned: the feed's copies ` +
+              'are stored and enqueued again as new, then pruned again\n',
+          );
+        }
         return 0;
       }),
     );
