@@ -38,11 +38,15 @@ afterAll(async () => {
 describe('createSync for embedding', () => {
   it("runs the README's example unchanged: createSync(config) with no options", async () => {
     // `feedsync` resolves to this package itself (its own name and exports), as in an application.
-    const result = await runNode(['--input-type=module', '-e', readmeExample()], {
-      ...testEnv({ schema, prefix, baseUrl: sim().baseUrl }),
-    });
+    const result = await runNode(
+      ['--input-type=module', '-e', readmeExample()],
+      {
+        ...testEnv({ schema, prefix, baseUrl: sim().baseUrl }),
+      },
+      50_000,
+    );
     expect(result.stderr).not.toMatch(/TypeError/);
     expect(result.code, result.stderr).toBe(0);
     expect(result.stdout).toContain('caught-up: 5 events stored');
-  });
+  }, 60_000);
 });
