@@ -1,8 +1,8 @@
 import type { ServiceEvent } from '../api/types.js';
-import { PageError } from '../errors.js';
 import type { FetchPage } from '../feed/feed-client.js';
 import type { FeedPage } from '../feed/page.js';
 import type { ApplyBatch, ApplyResult } from '../store/applier.js';
+import { cursorGuard } from './cursor-guard.js';
 
 export interface CatchUpOptions {
   source: string;
@@ -10,6 +10,8 @@ export interface CatchUpOptions {
   start: string | null;
   fetchPage: FetchPage;
   apply: (batch: ApplyBatch) => Promise<ApplyResult>;
+  /** Whether the source has stored this event: a next_after that names one points back. */
+  isStored: (id: string) => Promise<boolean>;
   /** Aborted by SIGTERM: the request in flight is dropped, the batch in hand commits or rolls back. */
   signal: AbortSignal;
   /** Pages fetched ahead of the commits. Default 20: fetching goes on while a full load commits. */
@@ -90,21 +92,15 @@ export async function catchUp(opts: CatchUpOptions): Promise<CatchUpResult> {
   const fetchSignal = AbortSignal.any([opts.signal, fetchAbort.signal]);
 
   const fetcher = async (): Promise<void> => {
-    const seen = new Set<string | null>([opts.start]);
+    const checkCursor = cursorGuard(opts.start, opts.isStored);
     let after = opts.start;
     try {
       while (!fetchSignal.aborted) {
         const page = await opts.fetchPage(after, fetchSignal);
-        if (!page.last && seen.has(page.nextAfter)) {
-          throw new PageError(
-            `next_after "${page.nextAfter}" points back to a page already read`,
-            'CURSOR_LOOP',
-          );
-        }
+        await checkCursor(page, after);
         buffer.push({ page, prev: after, at: performance.now() });
         pagesChanged();
         if (page.last) break;
-        seen.add(page.nextAfter);
         after = page.nextAfter;
         while (buffer.length >= maxBuffered && !fetchSignal.aborted) await room();
       }

@@ -8,7 +8,7 @@ import { createPublisher, type Publisher } from '../queue/publisher.js';
 import { pruneOutbox, type Relay, startRelay } from '../queue/relay.js';
 import { routeFor } from '../queue/routes.js';
 import { createApplier } from '../store/applier.js';
-import { ensureCursor, markSuccess } from '../store/cursor.js';
+import { ensureCursor, getCursor, isStored, markSuccess } from '../store/cursor.js';
 import { createStore, type Store } from '../store/db.js';
 import { tryAcquireSourceLock } from '../store/lock.js';
 import { migrate, schemaState } from '../store/migrate.js';
@@ -141,6 +141,7 @@ export function createSync(config: Config, opts: SyncOptions): Sync {
         start: cursor.afterId,
         fetchPage,
         apply: (batch) => applier.apply(batch),
+        isStored: (id) => isStored(store, source, id),
         signal: AbortSignal.any([signal, lock.signal]),
         onCommit: (info) => {
           relay.kick();
@@ -158,8 +159,16 @@ export function createSync(config: Config, opts: SyncOptions): Sync {
     } finally {
       await lock.release();
     }
-    if (result.status === 'cursor-conflict')
-      log.info({ source }, 'another worker moved the cursor first; stopping');
+    if (result.status === 'cursor-conflict') {
+      // This run held the lock, so a worker that also takes it cannot have done it.
+      const moved = await getCursor(store, source);
+      log.info(
+        { source, cursor: moved?.afterId ?? null, movedAt: moved?.updatedAt },
+        'the cursor was moved outside this run (by "feedsync cursor set" or "cursor reset", or by a worker ' +
+          'whose lock does not hold, behind a transaction pooler); this run stopped, its last batch rolled ' +
+          'back, and the next run reads from the cursor as it is now',
+      );
+    }
     let drained = result.status !== 'stopped';
     if (drained) {
       try {
@@ -184,6 +193,7 @@ export function createSync(config: Config, opts: SyncOptions): Sync {
       fetchPage,
       // No cursor in the batch: reconcile never moves it.
       apply: ({ cursor: _kept, ...batch }) => applier.apply(batch),
+      isStored: (id) => isStored(store, config.feed.source, id),
       signal,
       onCommit: () => relay.kick(),
     });
