@@ -1,8 +1,8 @@
 import type { ServiceEvent } from '../api/types.js';
-import type { FetchPage } from '../feed/feed-client.js';
-import type { FeedPage } from '../feed/page.js';
+import type { FetchedPage, FetchPage } from '../feed/feed-client.js';
 import type { ApplyBatch, ApplyResult } from '../store/applier.js';
 import { cursorGuard } from './cursor-guard.js';
+import { HeldPages } from './held-pages.js';
 
 export interface CatchUpOptions {
   source: string;
@@ -18,6 +18,13 @@ export interface CatchUpOptions {
   maxBuffered?: number;
   /** Pages joined into one transaction while catching up. Default 10. */
   maxPagesPerCommit?: number;
+  /**
+   * Response bytes held at once (buffer, load in commit, answer on its way). Default
+   * 32 MiB: with pages of 16 MiB, two; peak RSS stays under the manifests' 256 MiB.
+   */
+  maxHeldBytes?: number;
+  /** The largest answer the fetcher accepts (FEED_MAX_RESPONSE_BYTES). Default 16 MiB. */
+  maxPageBytes?: number;
   /**
    * While more pages are coming, how long the oldest fetched page may wait for a full
    * load (maxPagesPerCommit) before it commits anyway, in ms. Default 250. A load of
@@ -45,11 +52,15 @@ export interface CatchUpResult {
 }
 
 interface Fetched {
-  page: FeedPage;
+  page: FetchedPage;
   prev: string | null;
   /** performance.now() when the page arrived. */
   at: number;
+  /** The page's response size. */
+  bytes: number;
 }
+
+const MiB = 1024 * 1024;
 
 /**
  * Pages the feed from `start` until caught up. The fetch of the next page
@@ -59,12 +70,14 @@ interface Fetched {
  * fetching: the pages before it still commit, the cursor never passes it.
  */
 export async function catchUp(opts: CatchUpOptions): Promise<CatchUpResult> {
-  const maxBuffered = opts.maxBuffered ?? 20;
-  const maxPerCommit = opts.maxPagesPerCommit ?? 10;
   const maxDelay = opts.maxCommitDelayMs ?? 250;
-  // Never wait for more pages than the fetcher may buffer.
-  const fullLoad = Math.min(maxPerCommit, maxBuffered);
-  const buffer: Fetched[] = [];
+  const held = new HeldPages<Fetched>({
+    maxBuffered: opts.maxBuffered ?? 20,
+    maxPerCommit: opts.maxPagesPerCommit ?? 10,
+    maxHeldBytes: opts.maxHeldBytes ?? 32 * MiB,
+    maxPageBytes: opts.maxPageBytes ?? 16 * MiB,
+  });
+  const buffer = held.buffered;
   let fetchDone = false;
   let fetchError: unknown = null;
   // One waker each: the committer waits for pages, the fetcher for room (never both at once).
@@ -98,11 +111,11 @@ export async function catchUp(opts: CatchUpOptions): Promise<CatchUpResult> {
       while (!fetchSignal.aborted) {
         const page = await opts.fetchPage(after, fetchSignal);
         await checkCursor(page, after);
-        buffer.push({ page, prev: after, at: performance.now() });
+        held.push({ page, prev: after, at: performance.now(), bytes: page.bytes });
         pagesChanged();
         if (page.last) break;
         after = page.nextAfter;
-        while (buffer.length >= maxBuffered && !fetchSignal.aborted) await room();
+        while (!held.roomForAnother() && !fetchSignal.aborted) await room();
       }
     } catch (err) {
       if (!fetchSignal.aborted) fetchError = err;
@@ -132,17 +145,24 @@ export async function catchUp(opts: CatchUpOptions): Promise<CatchUpResult> {
         await morePages();
         continue;
       }
-      // Catching up: give the fetcher a moment to fill a whole load (fewer, larger transactions).
-      if (buffer.length < fullLoad && !fetchDone) {
+      // Catching up: give the fetcher a moment to fill a whole load (fewer, larger transactions),
+      // unless it is waiting for room itself.
+      if (!held.fullLoad() && !fetchDone && wakeFetcher === null) {
         const waited = performance.now() - buffer[0]!.at;
         if (waited < maxDelay) {
           await morePages(maxDelay - waited);
           continue;
         }
       }
-      const taken = buffer.splice(0, maxPerCommit);
+      const taken = held.take();
       roomMade();
-      const info = await commit(opts, taken);
+      let info: CommitInfo;
+      try {
+        info = await commit(opts, taken);
+      } finally {
+        held.committed(taken);
+        roomMade();
+      }
       result.pages += taken.length;
       if (info.result.status === 'cursor-conflict') {
         result.status = 'cursor-conflict';

@@ -142,6 +142,7 @@ export function createSync(config: Config, opts: SyncOptions): Sync {
         fetchPage,
         apply: (batch) => applier.apply(batch),
         isStored: (id) => isStored(store, source, id),
+        maxPageBytes: config.feed.maxResponseBytes,
         signal: AbortSignal.any([signal, lock.signal]),
         onCommit: (info) => {
           relay.kick();
@@ -194,6 +195,7 @@ export function createSync(config: Config, opts: SyncOptions): Sync {
       // No cursor in the batch: reconcile never moves it.
       apply: ({ cursor: _kept, ...batch }) => applier.apply(batch),
       isStored: (id) => isStored(store, config.feed.source, id),
+      maxPageBytes: config.feed.maxResponseBytes,
       signal,
       onCommit: () => relay.kick(),
     });
