@@ -1,8 +1,10 @@
 // The simulator in a process of its own, so that it never shares a thread with
 // what is measured. Prints its origin, then serves until stdin closes or a signal.
 import { startSimulator } from '../../dist/simulator/index.js';
+import { API_KEY } from './env.mjs';
 
-const sim = await startSimulator({ port: 0, backlog: 0 });
+// The bench's key is the default account's: key-less /_sim calls set its backlog.
+const sim = await startSimulator({ port: 0, backlog: 0, defaultKey: API_KEY });
 process.stdout.write(`${JSON.stringify({ origin: sim.origin, baseUrl: sim.baseUrl })}\n`);
 const stop = () => sim.close().finally(() => process.exit(0));
 process.on('SIGTERM', stop);

@@ -24,8 +24,9 @@ const RECIPIENTS = [
  * (schema feedsync_demo, made afresh) and Redis (prefix feedsync-demo).
  */
 export async function runDemo(base: Config, logger: Logger, out: (line: string) => void): Promise<number> {
-  const sim = await startSimulator({ port: 0 });
   const apiKey = 'demo_test_0000000000';
+  // The demo's key is the default account's, which emitContactEvent writes to.
+  const sim = await startSimulator({ port: 0, defaultKey: apiKey });
   const config: Config = {
     ...base,
     feed: { ...base.feed, baseUrl: sim.baseUrl, apiKey, source: 'demo', types: null },

@@ -11,6 +11,8 @@ export interface SourceStatus {
   newestEventAt: string | null;
   outboxBacklog: number;
   quarantined: number;
+  /** Event ids served again with other content (the first version kept). */
+  conflicts: number;
 }
 
 export interface StatusReport {
@@ -36,16 +38,18 @@ export async function statusReport(
     newest: Date | null;
     backlog: string;
     quarantined: string;
+    conflicts: string;
   }>(
     `WITH sources AS (
        SELECT source FROM ${s}.cursors UNION SELECT DISTINCT source FROM ${s}.outbox WHERE published_at IS NULL
-       UNION SELECT DISTINCT source FROM ${s}.quarantine
+       UNION SELECT DISTINCT source FROM ${s}.quarantine UNION SELECT DISTINCT source FROM ${s}.conflicts
      )
      SELECT src.source, c.after_id, c.types, c.last_success_at,
        (SELECT count(*) FROM ${s}.events e WHERE e.source = src.source) AS events,
        (SELECT max(created_at) FROM ${s}.events e WHERE e.source = src.source) AS newest,
        (SELECT count(*) FROM ${s}.outbox o WHERE o.source = src.source AND o.published_at IS NULL) AS backlog,
-       (SELECT count(*) FROM ${s}.quarantine q WHERE q.source = src.source) AS quarantined
+       (SELECT count(*) FROM ${s}.quarantine q WHERE q.source = src.source) AS quarantined,
+       (SELECT count(*) FROM ${s}.conflicts k WHERE k.source = src.source) AS conflicts
      FROM sources src LEFT JOIN ${s}.cursors c ON c.source = src.source ORDER BY src.source`,
   );
   const queues: StatusReport['queues'] = {};
@@ -63,6 +67,7 @@ export async function statusReport(
       newestEventAt: r.newest?.toISOString() ?? null,
       outboxBacklog: Number(r.backlog),
       quarantined: Number(r.quarantined),
+      conflicts: Number(r.conflicts),
     })),
     queues,
   };
@@ -81,6 +86,7 @@ export function formatStatus(report: StatusReport): string {
       `  events stored   ${s.eventsStored}${s.newestEventAt ? ` (newest ${s.newestEventAt})` : ''}`,
       `  outbox backlog  ${s.outboxBacklog}`,
       `  quarantined     ${s.quarantined}`,
+      `  conflicts       ${s.conflicts}`,
     );
   }
   for (const [queue, counts] of Object.entries(report.queues)) {

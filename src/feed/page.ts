@@ -1,5 +1,7 @@
 import type { ServiceEvent } from '../api/types.js';
 import { PageError } from '../errors.js';
+import { readEnvelope } from './envelope.js';
+import { jsonText } from './json-text.js';
 
 /** One feed page after the checks of DESIGN section 1 and 4. */
 export interface FeedPage {
@@ -51,15 +53,16 @@ export function parsePage(body: unknown, rules: PageRules): FeedPage {
   let filteredOut = 0;
   let lastId: string | null = null;
   for (const item of list) {
-    const problem = checkEnvelope(item);
-    if (problem) {
-      quarantine.push({ raw: JSON.stringify(item) ?? String(item), reason: problem });
+    const envelope = readEnvelope(item);
+    if (!envelope.ok) {
+      quarantine.push({ raw: jsonText(item), reason: envelope.reason });
       const id = (item as { id?: unknown } | null)?.id;
-      if (typeof id === 'string' && id.length > 0) lastId = id;
+      if (typeof id === 'string' && id.length > 0 && !id.includes('\u0000')) lastId = id;
       continue;
     }
-    const event = item as ServiceEvent;
-    lastId = event.id;
+    const { event } = envelope;
+    // An id Postgres cannot hold goes to quarantine in the applier; it cannot be the cursor either.
+    if (!event.id.includes('\u0000')) lastId = event.id;
     if (wanted && !wanted.has(event.type)) filteredOut++;
     else events.push(event);
   }
@@ -67,6 +70,10 @@ export function parsePage(body: unknown, rules: PageRules): FeedPage {
   const given = record.next_after;
   if (given !== undefined && given !== null && typeof given !== 'string') {
     throw new PageError('next_after is neither a string nor null', 'BAD_NEXT_AFTER');
+  }
+  // The cursor is a Postgres text column, which cannot hold U+0000.
+  if (typeof given === 'string' && given.includes('\u0000')) {
+    throw new PageError('next_after holds a NUL character', 'BAD_NEXT_AFTER');
   }
   // A missing next_after on a non-empty page means the last event's id, and the end.
   const nextAfter = typeof given === 'string' && given.length > 0 ? given : (lastId ?? rules.after);
@@ -100,32 +107,6 @@ function findList(body: Record<string, unknown>, forced: string | null): unknown
 function keysOf(body: Record<string, unknown>): string {
   const keys = Object.keys(body).slice(0, 20);
   return keys.length > 0 ? keys.map((k) => JSON.stringify(k.slice(0, 40))).join(', ') : 'none';
-}
-
-const ISO_TIMESTAMP = /^(\d{4})-(\d{2})-(\d{2})T([01]\d|2[0-3]):[0-5]\d:[0-5]\d(\.\d+)?(Z|[+-]\d{2}:?\d{2})$/;
-
-/**
- * An ISO 8601 timestamp that Postgres will store as it is: Date.parse alone would
- * roll 30 February over into March, and Postgres refuses it (and year 0).
- */
-function isStorableTimestamp(value: string): boolean {
-  const m = ISO_TIMESTAMP.exec(value);
-  if (!m) return false;
-  const [year, month, day] = [Number(m[1]), Number(m[2]), Number(m[3])];
-  const date = new Date(Date.UTC(year, month - 1, day));
-  return year >= 1 && date.getUTCMonth() === month - 1 && date.getUTCDate() === day;
-}
-
-/** Why an item is not a storable event envelope, or null when it is one. */
-export function checkEnvelope(item: unknown): string | null {
-  if (typeof item !== 'object' || item === null || Array.isArray(item)) return 'not an object';
-  const e = item as Record<string, unknown>;
-  if (typeof e.id !== 'string' || e.id.length === 0) return 'no id';
-  if (e.id.length > 500) return 'id longer than 500 characters';
-  if (typeof e.type !== 'string' || e.type.length === 0) return 'no type';
-  if (typeof e.created_at !== 'string' || !isStorableTimestamp(e.created_at)) return 'bad created_at';
-  if (typeof e.data !== 'object' || e.data === null || Array.isArray(e.data)) return 'data is not an object';
-  return null;
 }
 
 /** FEED_TYPES in the feed's short form: `email.X` is sent as `X`, other types by their full name. */

@@ -42,6 +42,11 @@ export function createMetrics(gauges: GaugeSource): Metrics {
     help: 'Items kept in the quarantine table because they are not storable events.',
     registers: [registry],
   });
+  const conflicts = new Counter({
+    name: 'feedsync_events_conflict_total',
+    help: 'Events whose id was stored before with other content (the first kept; recorded in the conflicts table).',
+    registers: [registry],
+  });
   const pages = new Counter({
     name: 'feedsync_pages_total',
     help: 'Feed pages committed.',
@@ -120,6 +125,7 @@ export function createMetrics(gauges: GaugeSource): Metrics {
       for (const e of info.result.inserted) stored.inc({ type: e.type });
       if (info.result.duplicates > 0) duplicates.inc(info.result.duplicates);
       if (info.result.quarantined > 0) quarantined.inc(info.result.quarantined);
+      if (info.result.conflicts > 0) conflicts.inc(info.result.conflicts);
     },
     onFeedResponse: ({ status, seconds }) => requests.observe({ status: String(status) }, seconds),
     onRetry: () => retries.inc(),
@@ -146,6 +152,7 @@ export function createMetrics(gauges: GaugeSource): Metrics {
         events_stored: await sum('feedsync_events_stored_total'),
         events_duplicate: await sum('feedsync_events_duplicate_total'),
         events_quarantined: await sum('feedsync_events_quarantined_total'),
+        events_conflict: await sum('feedsync_events_conflict_total'),
         pages: await sum('feedsync_pages_total'),
         feed_retries: await sum('feedsync_feed_retries_total'),
         jobs_published: await sum('feedsync_jobs_published_total'),

@@ -14,6 +14,12 @@ export interface RelayOptions {
   drainAttempts?: number;
   /** Longest pause between retries while Redis is down. Default 30 s. */
   maxBackoffMs?: number;
+  /**
+   * How long the loop sleeps without a kick before it looks at the outbox anyway,
+   * in ms. Default 60000. Rows can be committed with nobody left to kick: a
+   * webhook delivery whose commit finished after its 503 went out.
+   */
+  sweepMs?: number;
   sleep?: (ms: number, signal?: AbortSignal) => Promise<void>;
   onPublished?: (queue: string, count: number) => void;
 }
@@ -113,13 +119,14 @@ export interface Relay {
 }
 
 /**
- * The relay loop: publishes while there is a backlog, sleeps until kicked, and
- * backs off while Redis is down. Storing never waits for it.
+ * The relay loop: publishes while there is a backlog, sleeps until kicked (or a
+ * sweep is due), and backs off while Redis is down. Storing never waits for it.
  */
 export function startRelay(opts: RelayOptions): Relay {
   const batchSize = opts.batchSize ?? 1000;
   const drainAttempts = opts.drainAttempts ?? 5;
   const maxBackoff = opts.maxBackoffMs ?? 30_000;
+  const sweepMs = opts.sweepMs ?? 60_000;
   const sleep = opts.sleep ?? defaultSleep;
   const log = opts.logger.child({ module: 'relay' });
   const stopper = new AbortController();
@@ -144,7 +151,13 @@ export function startRelay(opts: RelayOptions): Relay {
   const loop = async (): Promise<void> => {
     while (!stopper.signal.aborted) {
       if (!kicked) {
-        await sleep(60_000, AbortSignal.any([stopper.signal, wake.signal])).catch(() => {});
+        // A sleep that ends by itself (no kick, no stop) is a sweep: an empty outbox costs one index look-up.
+        await sleep(sweepMs, AbortSignal.any([stopper.signal, wake.signal])).then(
+          () => {
+            kicked = true;
+          },
+          () => {},
+        );
         continue;
       }
       // Consume the kick before the batch: a kick that lands while it runs asks for one more.

@@ -4,16 +4,19 @@ import { parseSendRequest } from './emails.js';
 import { chance } from './faults.js';
 import { parseFeedQuery, readPage } from './feed.js';
 import { readJsonObject } from './json-body.js';
-import { type Route, route } from './router.js';
-import { parseCreateWebhook } from './webhooks.js';
+import { type Route, type RouteRequest, route } from './router.js';
+import { parseCreateWebhook, publicView, type Registration } from './webhooks.js';
 
-/** The service's endpoints under `/api`. Deliveries are listed and resent here too, as real services do. */
+/**
+ * The service's endpoints under `/api`, each on the account of the request's key.
+ * Deliveries are listed and resent here too, as real services do.
+ */
 export function apiRoutes(ctx: SimContext): Route[] {
   return [
-    route('POST', '/api/emails', 'api', async ({ req }) => {
+    route('POST', '/api/emails', 'api', async ({ req, account }) => {
       const request = parseSendRequest(await readJsonObject(req, { requireJson: true }));
       const key = req.headers['idempotency-key'];
-      const { id, replayed } = ctx.emails.send(request, Array.isArray(key) ? key[0] : key);
+      const { id, replayed } = account.emails.send(request, Array.isArray(key) ? key[0] : key);
       return { status: 200, body: { id }, headers: replayed ? { 'idempotent-replayed': 'true' } : {} };
     }),
 
@@ -21,57 +24,68 @@ export function apiRoutes(ctx: SimContext): Route[] {
       'GET',
       '/api/events',
       'api',
-      ({ url }) => {
-        const query = parseFeedQuery(url.searchParams, ctx.log);
-        const duplicate = chance(ctx.faults.duplicateRate, ctx.random);
-        return { status: 200, body: readPage(ctx.log, query, duplicate) };
+      ({ url, account }) => {
+        const query = parseFeedQuery(url.searchParams, account.log);
+        const duplicate = chance(account.faults(ctx.faults).duplicateRate, ctx.random);
+        return { status: 200, body: readPage(account.log, query, duplicate) };
       },
       { feedBody: true },
     ),
 
-    route('POST', '/api/webhooks', 'api', async ({ req }) => {
+    route('POST', '/api/webhooks', 'api', async ({ req, account }) => {
       const input = parseCreateWebhook(await readJsonObject(req, { requireJson: true }));
-      return { status: 200, body: ctx.webhooks.create(input) };
+      return { status: 200, body: account.webhooks.create(input) };
     }),
 
-    route('GET', '/api/webhooks', 'api', () => ({ status: 200, body: { data: ctx.webhooks.list() } })),
-
-    route('GET', '/api/webhooks/:id', 'api', ({ params }) => ({
+    route('GET', '/api/webhooks', 'api', ({ account }) => ({
       status: 200,
-      body: webhookView(ctx, params.id!),
+      body: { data: account.webhooks.list() },
     })),
 
-    route('DELETE', '/api/webhooks/:id', 'api', ({ params }) => {
-      ctx.webhooks.delete(params.id!);
+    route('GET', '/api/webhooks/:id', 'api', ({ params, account }) => ({
+      status: 200,
+      body: publicView(account.webhooks.get(params.id!)),
+    })),
+
+    route('DELETE', '/api/webhooks/:id', 'api', ({ params, account }) => {
+      account.webhooks.delete(params.id!);
       ctx.deliverer.forget(params.id!);
       return { status: 200, body: { id: params.id, deleted: true } };
     }),
 
-    route('POST', '/api/webhooks/:id/test', 'api', async ({ params }) => sendTest(ctx, params.id!)),
+    route('POST', '/api/webhooks/:id/test', 'api', async ({ params, account }) =>
+      sendTest(ctx, account.webhooks.get(params.id!)),
+    ),
 
-    ...deliveryRoutes(ctx, '/api', 'api'),
+    ...deliveryRoutes(ctx, '/api', 'api', ({ account }, id) => account.webhooks.get(id)),
   ];
 }
 
-/** Listing and resending deliveries; mounted under `/api` (with a key) and `/_sim` (loopback). */
-export function deliveryRoutes(ctx: SimContext, base: string, scope: Route['scope']): Route[] {
+/** Finds the webhook a delivery route names, or throws 404. */
+export type WebhookLookup = (r: RouteRequest, id: string) => Registration;
+
+/**
+ * Listing and resending deliveries; mounted under `/api` (the key's own
+ * webhooks) and `/_sim` (any account's, loopback only).
+ */
+export function deliveryRoutes(
+  ctx: SimContext,
+  base: string,
+  scope: Route['scope'],
+  lookup: WebhookLookup,
+): Route[] {
   return [
-    route('GET', `${base}/webhooks/:id/deliveries`, scope, ({ params }) => {
-      ctx.webhooks.get(params.id!);
-      return { status: 200, body: { data: ctx.deliverer.list(params.id!) } };
+    route('GET', `${base}/webhooks/:id/deliveries`, scope, (r) => {
+      const reg = lookup(r, r.params.id!);
+      return { status: 200, body: { data: ctx.deliverer.list(reg.id) } };
     }),
-    route('POST', `${base}/webhooks/:id/deliveries/:delivery/resend`, scope, async ({ params }) => {
-      ctx.webhooks.get(params.id!);
-      const { delivery, firstAttempt } = ctx.deliverer.resend(params.id!, params.delivery!);
+    route('POST', `${base}/webhooks/:id/deliveries/:delivery/resend`, scope, async (r) => {
+      const reg = lookup(r, r.params.id!);
+      const { delivery, firstAttempt } = ctx.deliverer.resend(reg.id, r.params.delivery!);
       await firstAttempt;
-      return { status: 200, body: latest(ctx, params.id!, delivery.id) };
+      return { status: 200, body: latest(ctx, reg.id, delivery.id) };
     }),
   ];
-}
-
-function webhookView(ctx: SimContext, id: string) {
-  const { signing_secret: _secret, ...view } = ctx.webhooks.get(id);
-  return view;
 }
 
 /**
@@ -79,8 +93,7 @@ function webhookView(ctx: SimContext, id: string) {
  * its `events` filter, and answers once the first attempt is over; failures are
  * retried like any delivery.
  */
-async function sendTest(ctx: SimContext, id: string) {
-  const reg = ctx.webhooks.get(id);
+export async function sendTest(ctx: SimContext, reg: Registration) {
   const event = {
     type: 'webhook.test',
     id: `evt_test_${randomBytes(8).toString('hex')}`,
@@ -89,7 +102,7 @@ async function sendTest(ctx: SimContext, id: string) {
   };
   const { delivery, firstAttempt } = ctx.deliverer.deliver(reg, event);
   await firstAttempt;
-  return { status: 200, body: { event, delivery: latest(ctx, id, delivery.id) } };
+  return { status: 200, body: { event, delivery: latest(ctx, reg.id, delivery.id) } };
 }
 
 function latest(ctx: SimContext, webhookId: string, deliveryId: string) {

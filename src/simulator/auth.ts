@@ -9,14 +9,15 @@ export function apiKeyPattern(keyPrefix?: string): RegExp {
   return new RegExp(`^${prefix}_(test|live)_[A-Za-z0-9_-]+$`);
 }
 
-/** Throws a 401 unless the Authorization header is `Bearer <accepted key>`. */
-export function checkAuthorization(header: string | undefined, pattern: RegExp): void {
-  if (!header) throw unauthorized('missing_api_key', 'missing Authorization: Bearer <API key>');
+/** The key of an `Authorization: Bearer <accepted key>` header, or the 401 to answer instead. */
+export function authorize(header: string | undefined, pattern: RegExp): string | SimError {
+  if (!header) return unauthorized('missing_api_key', 'missing Authorization: Bearer <API key>');
   const match = /^bearer\s+(\S+)\s*$/i.exec(header);
   if (!match || !pattern.test(match[1]!)) {
     // Never echo the key: a message may end up in someone's logs.
-    throw unauthorized('invalid_api_key', 'the API key is not valid');
+    return unauthorized('invalid_api_key', 'the API key is not valid');
   }
+  return match[1]!;
 }
 
 function unauthorized(code: 'missing_api_key' | 'invalid_api_key', message: string): SimError {

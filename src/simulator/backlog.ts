@@ -47,19 +47,30 @@ export function backlogType(position: number): string {
   return slotAt(position).slot.type;
 }
 
-/** Backlog event `position` (1-based); `startMs` is the `created_at` of event 1. */
-export function backlogEvent(position: number, id: string, startMs: number): ServiceEvent {
+/**
+ * Backlog event `position` (1-based); `startMs` is the `created_at` of event 1.
+ * With an `account`, its content names that account (the same ids in two
+ * accounts then carry different emails); without, it reads as it always did.
+ */
+export function backlogEvent(
+  position: number,
+  id: string,
+  startMs: number,
+  account: string | null = null,
+): ServiceEvent {
   const { slot, emailNumber } = slotAt(position);
   const outcome = OUTCOMES[slot.email]!;
+  const number = String(emailNumber).padStart(9, '0');
+  const domain = account === null ? 'example.test' : `${account.replace('_', '-')}.example.test`;
   return {
     type: slot.type,
     id,
     created_at: new Date(startMs + (position - 1) * BACKLOG_STEP_MS).toISOString(),
     data: {
-      email_id: `em_bl_${String(emailNumber).padStart(9, '0')}`,
-      from: 'backlog@example.test',
+      email_id: account === null ? `em_bl_${number}` : `em_bl_${account}_${number}`,
+      from: `backlog@${domain}`,
       // The local part names the outcome, as it would for a real send.
-      to: [`${outcome}+${emailNumber}@example.test`],
+      to: [`${outcome}+${emailNumber}@${domain}`],
       subject: `Backlog message ${emailNumber}`,
     },
   };

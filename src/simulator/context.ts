@@ -1,13 +1,13 @@
 import { type Logger, pino } from 'pino';
-import type { ServiceEvent } from '../api/types.js';
-import { Emails } from './emails.js';
-import { EventLog } from './event-log.js';
+import type { Account } from './account.js';
+import { Accounts } from './accounts.js';
+import { apiKeyPattern } from './auth.js';
+import { badRequest, type SimErrorCode } from './errors.js';
 import { DEFAULT_FAULTS, mergeFaults } from './faults.js';
 import { Stats } from './stats.js';
 import { Timers } from './timers.js';
 import type { Faults, SimulatorOptions, SimulatorStats } from './types.js';
 import { Deliverer } from './webhook-deliveries.js';
-import { WebhookRegistry } from './webhooks.js';
 
 /** The simulator's whole state, shared by the routes and the in-process API. */
 export class SimContext {
@@ -16,21 +16,20 @@ export class SimContext {
   readonly logger: Logger;
   readonly timers = new Timers();
   readonly stats = new Stats();
-  readonly log: EventLog;
-  readonly emails: Emails;
-  readonly webhooks: WebhookRegistry;
+  readonly accounts: Accounts;
+  /** The keys accepted under `/api`. */
+  readonly keyPattern: RegExp;
   readonly deliverer: Deliverer;
+  /** Simulator-wide knobs; an account's own knobs win over them. */
   faults: Faults;
+  private emailsSent = 0;
 
-  constructor(opts: SimulatorOptions) {
+  constructor(opts: SimulatorOptions & { defaultKey: string }) {
+    this.keyPattern = apiKeyPattern(opts.keyPrefix);
     this.now = opts.now ?? Date.now;
     this.random = opts.random ?? Math.random;
     this.logger = opts.logger ?? pino({ level: 'silent' });
     this.faults = mergeFaults({ ...DEFAULT_FAULTS }, opts.faults ?? {});
-    this.log = new EventLog(this.now);
-    this.log.setBacklog(opts.backlog ?? 0);
-    this.emails = new Emails((type, data) => this.emit(type, data));
-    this.webhooks = new WebhookRegistry(this.now);
     this.deliverer = new Deliverer({
       timeScale: opts.timeScale ?? 1,
       timeoutMs: opts.deliveryTimeoutMs ?? 10_000,
@@ -39,20 +38,23 @@ export class SimContext {
       stats: this.stats,
       logger: this.logger,
     });
+    this.accounts = new Accounts(opts.defaultKey, opts.backlog ?? 0, {
+      now: this.now,
+      deliverer: this.deliverer,
+      nextEmailId: () => {
+        this.emailsSent += 1;
+        return `em_${String(this.emailsSent).padStart(9, '0')}`;
+      },
+    });
   }
 
-  /** Appends an event to the feed and starts its deliveries to the webhooks that want it. */
-  emit(type: string, data: Record<string, unknown>): ServiceEvent {
-    const event = this.log.append(type, data);
-    for (const reg of this.webhooks.matching(type)) this.deliverer.deliver(reg, event);
-    return event;
-  }
-
-  emitContactEvent(type: string, email: string): ServiceEvent {
-    return this.emit(type, { email });
+  /** The account of a key named in a control request; a key the API would refuse is a 400 (never echoed). */
+  accountForKey(key: string, code: SimErrorCode): Account {
+    if (!this.keyPattern.test(key)) throw badRequest(code, '"key" is not a key this simulator accepts');
+    return this.accounts.forKey(key);
   }
 
   snapshot(): SimulatorStats {
-    return this.stats.snapshot(this.emails.count, this.log.size);
+    return this.stats.snapshot(this.accounts.all());
   }
 }

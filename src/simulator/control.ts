@@ -1,10 +1,11 @@
 import { isIP } from 'node:net';
+import type { Account } from './account.js';
 import { deliveryRoutes } from './api-routes.js';
 import type { SimContext } from './context.js';
 import { badRequest } from './errors.js';
 import { mergeFaults } from './faults.js';
-import { readJsonObject, stringField } from './json-body.js';
-import { type Route, route } from './router.js';
+import { type JsonObject, readJsonObject, stringField } from './json-body.js';
+import { type Route, type RouteRequest, route } from './router.js';
 
 export const CONTACT_EVENT_TYPES = ['contact.subscribed', 'contact.unsubscribed'] as const;
 export type ContactEventType = (typeof CONTACT_EVENT_TYPES)[number];
@@ -28,31 +29,63 @@ export function checkContact(type: unknown, email: unknown): { type: ContactEven
   return { type: type as ContactEventType, email };
 }
 
+/**
+ * The account a control request names: `key` (an API key) in its JSON body, or
+ * `account` (an `acct_…` id) in its body or query; else the default account.
+ * Never a key in the query: URLs end up in logs.
+ */
+export function selectAccount(ctx: SimContext, r: RouteRequest, body: JsonObject = {}): Account {
+  if (body.key !== undefined) return ctx.accountForKey(stringField(body, 'key'), 'invalid_field');
+  const id = body.account ?? r.url.searchParams.get('account');
+  if (id === undefined || id === null || id === '') return r.account;
+  if (typeof id !== 'string') throw badRequest('invalid_field', '"account" must be a string');
+  return ctx.accounts.byAccountId(id);
+}
+
+/** The body without the fields that name an account. */
+function withoutAccount(body: JsonObject): JsonObject {
+  const { key: _key, account: _account, ...rest } = body;
+  return rest;
+}
+
 /** The `/_sim` control API: stats, fault knobs, backlog, contact events, deliveries. Loopback only. */
 export function controlRoutes(ctx: SimContext): Route[] {
   return [
     route('GET', '/_sim/stats', 'control', () => ({ status: 200, body: ctx.snapshot() })),
 
-    route('GET', '/_sim/faults', 'control', () => ({ status: 200, body: ctx.faults })),
-
-    route('POST', '/_sim/faults', 'control', async ({ req }) => {
-      ctx.faults = mergeFaults(ctx.faults, await readJsonObject(req, { requireJson: false }));
-      return { status: 200, body: ctx.faults };
+    route('GET', '/_sim/faults', 'control', (r) => {
+      const named = r.url.searchParams.has('account');
+      return { status: 200, body: named ? selectAccount(ctx, r).faults(ctx.faults) : ctx.faults };
     }),
 
-    route('POST', '/_sim/backlog', 'control', async ({ req }) => {
-      const body = await readJsonObject(req, { requireJson: false });
+    route('POST', '/_sim/faults', 'control', async (r) => {
+      const body = await readJsonObject(r.req, { requireJson: false });
+      const patch = withoutAccount(body);
+      if (body.key === undefined && body.account === undefined) {
+        ctx.faults = mergeFaults(ctx.faults, patch);
+        return { status: 200, body: ctx.faults };
+      }
+      return { status: 200, body: selectAccount(ctx, r, body).setFaults(ctx.faults, patch) };
+    }),
+
+    route('POST', '/_sim/backlog', 'control', async (r) => {
+      const body = await readJsonObject(r.req, { requireJson: false });
+      const account = selectAccount(ctx, r, body);
       if (body.count === undefined) throw badRequest('missing_field', '"count" is required');
-      ctx.log.setBacklog(body.count as number);
-      return { status: 200, body: { count: ctx.log.backlogSize, events: ctx.log.size } };
+      account.log.setBacklog(body.count as number);
+      return {
+        status: 200,
+        body: { account: account.id, count: account.log.backlogSize, events: account.log.size },
+      };
     }),
 
-    route('POST', '/_sim/contacts', 'control', async ({ req }) => {
-      const body = await readJsonObject(req, { requireJson: false });
+    route('POST', '/_sim/contacts', 'control', async (r) => {
+      const body = await readJsonObject(r.req, { requireJson: false });
+      const account = selectAccount(ctx, r, body);
       const { type, email } = checkContact(stringField(body, 'type'), stringField(body, 'email'));
-      return { status: 200, body: ctx.emitContactEvent(type, email) };
+      return { status: 200, body: account.emit(type, { email }) };
     }),
 
-    ...deliveryRoutes(ctx, '/_sim', 'control'),
+    ...deliveryRoutes(ctx, '/_sim', 'control', (_r, id) => ctx.accounts.webhook(id)),
   ];
 }

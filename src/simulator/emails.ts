@@ -45,7 +45,10 @@ export class Emails {
   private sent = 0;
   private readonly byKey = new Map<string, { fingerprint: string; id: string }>();
 
-  constructor(private readonly emit: Emit) {}
+  constructor(
+    private readonly emit: Emit,
+    private readonly nextId: () => string,
+  ) {}
 
   get count(): number {
     return this.sent;
@@ -69,7 +72,7 @@ export class Emails {
     }
 
     this.sent += 1;
-    const id = `em_${String(this.sent).padStart(9, '0')}`;
+    const id = this.nextId();
     if (idempotencyKey !== undefined) this.byKey.set(idempotencyKey, { fingerprint, id });
 
     const base = { email_id: id, from: request.from, subject: request.subject };

@@ -14,6 +14,7 @@ export type SimErrorCode =
   | 'method_not_allowed'
   | 'webhook_not_found'
   | 'delivery_not_found'
+  | 'account_not_found'
   | 'unknown_event_id'
   | 'invalid_limit'
   | 'invalid_type'

@@ -26,7 +26,11 @@ export class EventLog {
   private backlogStartMs = 0;
   private readonly real: ServiceEvent[] = [];
 
-  constructor(private readonly now: () => number) {}
+  constructor(
+    private readonly now: () => number,
+    /** Named in the backlog's content; null for the default account's. */
+    private readonly account: string | null = null,
+  ) {}
 
   /** Events in the feed, backlog included. */
   get size(): number {
@@ -62,7 +66,8 @@ export class EventLog {
 
   /** The event at `position`, 1..size. */
   at(position: number): ServiceEvent {
-    if (position <= this.backlog) return backlogEvent(position, eventIdAt(position), this.backlogStartMs);
+    if (position <= this.backlog)
+      return backlogEvent(position, eventIdAt(position), this.backlogStartMs, this.account);
     return this.real[position - this.backlog - 1]!;
   }
 

@@ -1,4 +1,5 @@
 import type { IncomingMessage } from 'node:http';
+import type { Account } from './account.js';
 import type { Reply } from './respond.js';
 
 export interface RouteRequest {
@@ -6,6 +7,8 @@ export interface RouteRequest {
   url: URL;
   /** Path parameters by name (`:id` -> `params.id`), URL-decoded. */
   params: Record<string, string>;
+  /** Under `/api`, the account of the request's key; under `/_sim`, the default account. */
+  account: Account;
 }
 
 export interface Route {

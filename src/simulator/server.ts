@@ -1,23 +1,23 @@
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { ServiceEvent } from '../api/types.js';
+import type { Account } from './account.js';
 import { apiRoutes } from './api-routes.js';
-import { apiKeyPattern, checkAuthorization } from './auth.js';
+import { apiKeyPattern, authorize } from './auth.js';
 import { SimContext } from './context.js';
 import { checkContact, controlRoutes, isLoopbackAddress } from './control.js';
 import { SimError } from './errors.js';
 import { chance, mergeFaults, writeFaultyBody } from './faults.js';
 import { jsonBytes, sendError, sendJson } from './respond.js';
 import { matchRoute, type Route } from './router.js';
-import type { Simulator, SimulatorOptions } from './types.js';
+import type { Simulator, SimulatorAccount, SimulatorOptions } from './types.js';
 
 /** Starts the simulator and resolves once it listens. */
 export async function startSimulator(opts: SimulatorOptions = {}): Promise<Simulator> {
-  checkOptions(opts);
-  const ctx = new SimContext(opts);
+  const defaultKey = checkOptions(opts);
+  const ctx = new SimContext({ ...opts, defaultKey });
   const routes = [...apiRoutes(ctx), ...controlRoutes(ctx)];
-  const keyPattern = apiKeyPattern(opts.keyPrefix);
-  const server = createServer((req, res) => void handle(ctx, routes, keyPattern, req, res));
+  const server = createServer((req, res) => void handle(ctx, routes, req, res));
 
   const host = opts.host ?? '127.0.0.1';
   await new Promise<void>((resolve, reject) => {
@@ -36,15 +36,17 @@ export async function startSimulator(opts: SimulatorOptions = {}): Promise<Simul
     baseUrl: `${origin}/api`,
     origin,
     port,
+    defaultKey,
     stats: () => ctx.snapshot(),
     setFaults: (f) => {
       ctx.faults = mergeFaults(ctx.faults, f);
     },
-    setBacklog: (n) => ctx.log.setBacklog(n),
-    emitContactEvent: (type, email): ServiceEvent => {
-      const contact = checkContact(type, email);
-      return ctx.emitContactEvent(contact.type, contact.email);
+    setBacklog: (n) => ctx.accounts.default.log.setBacklog(n),
+    account: (key) => {
+      if (!ctx.keyPattern.test(key)) throw new RangeError('the simulator does not accept this key');
+      return inProcess(ctx, ctx.accounts.forKey(key));
     },
+    emitContactEvent: (type, email) => inProcess(ctx, ctx.accounts.default).emitContactEvent(type, email),
     close: () => {
       closing ??= (async () => {
         ctx.timers.clear();
@@ -60,10 +62,23 @@ export async function startSimulator(opts: SimulatorOptions = {}): Promise<Simul
   };
 }
 
+/** The in-process handle on one account. */
+function inProcess(ctx: SimContext, account: Account): SimulatorAccount {
+  return {
+    id: account.id,
+    stats: () => ctx.snapshot().accounts[account.id]!,
+    setBacklog: (n) => account.log.setBacklog(n),
+    setFaults: (f) => void account.setFaults(ctx.faults, f),
+    emitContactEvent: (type, email): ServiceEvent => {
+      const contact = checkContact(type, email);
+      return account.emit(contact.type, { email: contact.email });
+    },
+  };
+}
+
 async function handle(
   ctx: SimContext,
   routes: readonly Route[],
-  keyPattern: RegExp,
   req: IncomingMessage,
   res: ServerResponse,
 ): Promise<void> {
@@ -72,6 +87,7 @@ async function handle(
   const url = requestUrl(req.url);
   const path = url.pathname;
   let name = 'unmatched';
+  let account: Account | null = null;
   res.on('close', () => {
     ctx.logger.debug(
       { method, path, route: name, status: res.statusCode, ms: Date.now() - started },
@@ -84,9 +100,12 @@ async function handle(
     if (match && 'route' in match) name = `${match.route.method} ${match.route.path}`;
 
     if (path === '/api' || path.startsWith('/api/')) {
-      await ctx.timers.sleep(ctx.faults.latencyMs);
-      checkAuthorization(req.headers.authorization, keyPattern);
-      const { rate429, rate5xx, retryAfterSec } = ctx.faults;
+      const key = authorize(req.headers.authorization, ctx.keyPattern);
+      account = typeof key === 'string' ? ctx.accounts.forKey(key) : null;
+      const faults = account?.faults(ctx.faults) ?? ctx.faults;
+      await ctx.timers.sleep(faults.latencyMs);
+      if (typeof key !== 'string') throw key;
+      const { rate429, rate5xx, retryAfterSec } = faults;
       if (chance(rate429, ctx.random)) {
         throw new SimError(429, 'rate_limited', 'too many requests', {
           'retry-after': String(retryAfterSec),
@@ -107,10 +126,11 @@ async function handle(
       });
     }
 
-    const reply = await match.route.handle({ req, url, params: match.params });
-    ctx.stats.request(name, reply.status);
+    const routeAccount = account ?? ctx.accounts.default;
+    const reply = await match.route.handle({ req, url, params: match.params, account: routeAccount });
+    ctx.stats.request(account?.id ?? null, name, reply.status);
     if (match.route.feedBody && reply.status === 200) {
-      const { slowBodyMs, hangRate, truncateRate } = ctx.faults;
+      const { slowBodyMs, hangRate, truncateRate } = routeAccount.faults(ctx.faults);
       const hang = chance(hangRate, ctx.random);
       const truncate = !hang && chance(truncateRate, ctx.random);
       writeFaultyBody(res, jsonBytes(reply.body), { slowMs: slowBodyMs, hang, truncate }, ctx.timers);
@@ -120,13 +140,14 @@ async function handle(
   } catch (err) {
     const refusal = err instanceof SimError ? err : new SimError(500, 'internal_error', 'unexpected error');
     if (!(err instanceof SimError)) ctx.logger.error({ err, method, path }, 'simulator error');
-    ctx.stats.request(name, refusal.status);
+    ctx.stats.request(account?.id ?? null, name, refusal.status);
     if (res.headersSent) res.destroy();
     else sendError(res, refusal);
   }
 }
 
-function checkOptions(opts: SimulatorOptions): void {
+/** Throws a RangeError for a bad option; answers the default account's key. */
+function checkOptions(opts: SimulatorOptions): string {
   const port = opts.port ?? 4010;
   if (!Number.isInteger(port) || port < 0 || port > 65_535) throw new RangeError('port must be 0 to 65535');
   const scale = opts.timeScale ?? 1;
@@ -134,6 +155,13 @@ function checkOptions(opts: SimulatorOptions): void {
   if (opts.keyPrefix !== undefined && !/^[a-z]+$/.test(opts.keyPrefix)) {
     throw new RangeError('keyPrefix must be lowercase letters');
   }
+  const defaultKey = opts.defaultKey ?? `${opts.keyPrefix ?? 'sim'}_test_local`;
+  if (!apiKeyPattern(opts.keyPrefix).test(defaultKey)) {
+    throw new RangeError(
+      'defaultKey must be a key the simulator accepts (<prefix>_test_… or <prefix>_live_…)',
+    );
+  }
+  return defaultKey;
 }
 
 function requestUrl(target: string | undefined): URL {

@@ -11,8 +11,14 @@ export interface SimulatorOptions {
   keyPrefix?: string;
   /** Multiplies the webhook retry gaps (about a day in all). Default 1; 0.001 in tests. */
   timeScale?: number;
-  /** A synthetic backlog of N events at the start of the feed, generated on the fly. Default 0. */
+  /** A synthetic backlog of N events at the start of every account's feed, generated on the fly. Default 0. */
   backlog?: number;
+  /**
+   * The key of the default account: the one that `/_sim` calls naming no account,
+   * and the in-process `setBacklog` / `emitContactEvent`, act on. Default
+   * `<keyPrefix or "sim">_test_local`.
+   */
+  defaultKey?: string;
   /** Fault knobs at start; change them later with `setFaults` or `POST /_sim/faults`. */
   faults?: Partial<Faults>;
   /** Requests are logged at debug. Default a silent logger. */
@@ -52,8 +58,35 @@ export interface SimulatorStats {
   requests: Record<string, Record<string, number>>;
   /** Counted per HTTP attempt: a delivery retried twice and then accepted is 3 attempted, 2 failed, 1 succeeded. */
   webhook_deliveries: { attempted: number; succeeded: number; failed: number };
-  /** Events in the feed, backlog included. */
+  /** Events in the feed, backlog included, summed over the accounts. */
   events: number;
+  /** The same per account, by account id (`acct_…`; an account exists once its key was used). */
+  accounts: Record<string, AccountStats>;
+}
+
+export interface AccountStats {
+  /** `sim_test_…cdef`: the key itself is never shown. */
+  key_hint: string;
+  /** The account of `defaultKey`. */
+  default: boolean;
+  emails_sent: number;
+  /** `/api` requests made with this account's key. */
+  requests: Record<string, Record<string, number>>;
+  webhook_deliveries: { attempted: number; succeeded: number; failed: number };
+  events: number;
+  webhooks: number;
+}
+
+/** One account, in process. */
+export interface SimulatorAccount {
+  /** `acct_…`, as in the stats and on the dashboard. */
+  readonly id: string;
+  stats(): AccountStats;
+  /** Replaces this account's synthetic backlog; only while it has no real event yet. */
+  setBacklog(n: number): void;
+  /** Fault knobs for this account's requests alone, over the simulator-wide ones. */
+  setFaults(f: Partial<Faults>): void;
+  emitContactEvent(type: 'contact.subscribed' | 'contact.unsubscribed', email: string): ServiceEvent;
 }
 
 export interface Simulator {
@@ -62,10 +95,16 @@ export interface Simulator {
   /** `http://127.0.0.1:<port>` */
   readonly origin: string;
   readonly port: number;
+  /** The key of the default account. */
+  readonly defaultKey: string;
   stats(): SimulatorStats;
+  /** Simulator-wide fault knobs (an account's own knobs win over them). */
   setFaults(f: Partial<Faults>): void;
-  /** Replaces the synthetic backlog; only while no real event exists yet. */
+  /** Replaces the default account's synthetic backlog; only while it has no real event yet. */
   setBacklog(n: number): void;
+  /** The account of this key (made now if new); a RangeError for a key the simulator refuses. */
+  account(key: string): SimulatorAccount;
+  /** Appends a contact event to the default account's feed. */
   emitContactEvent(type: 'contact.subscribed' | 'contact.unsubscribed', email: string): ServiceEvent;
   /** Stops pending webhook retries and the server. */
   close(): Promise<void>;

@@ -158,7 +158,7 @@ export class Deliverer {
       ...(error === undefined ? {} : { error }),
       duration_ms: Date.now() - started,
     });
-    this.opts.stats.delivery(ok);
+    this.opts.stats.delivery(delivery.reg.account_id, ok);
     const log = {
       webhook: delivery.webhook_id,
       delivery: delivery.id,

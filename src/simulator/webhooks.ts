@@ -10,6 +10,8 @@ export interface Registration {
   events: string[];
   created_at: string;
   signing_secret: string;
+  /** The account it belongs to: its deliveries count there. */
+  account_id: string;
 }
 
 const TYPE_PATTERN = /^[a-z][a-z_]*(\.[a-z][a-z_]*)+$/;
@@ -42,7 +44,10 @@ export function publicView(reg: Registration): Webhook {
 export class WebhookRegistry {
   private readonly byId = new Map<string, Registration>();
 
-  constructor(private readonly now: () => number) {}
+  constructor(
+    private readonly now: () => number,
+    private readonly accountId: string,
+  ) {}
 
   create(input: { url: string; events: string[] }): CreatedWebhook {
     const reg: Registration = {
@@ -51,6 +56,7 @@ export class WebhookRegistry {
       events: input.events,
       created_at: new Date(this.now()).toISOString(),
       signing_secret: `whsec_${randomBytes(24).toString('hex')}`,
+      account_id: this.accountId,
     };
     this.byId.set(reg.id, reg);
     return { ...publicView(reg), signing_secret: reg.signing_secret };
@@ -58,6 +64,10 @@ export class WebhookRegistry {
 
   list(): Webhook[] {
     return [...this.byId.values()].map(publicView);
+  }
+
+  find(id: string): Registration | undefined {
+    return this.byId.get(id);
   }
 
   /** The registration, or a 404 `webhook_not_found`. */

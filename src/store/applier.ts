@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import type { ServiceEvent } from '../api/types.js';
 import { applyStatement } from './apply-statement.js';
 import { quoteSchema, type Store } from './db.js';
+import { type ApplyRow, applyIsolated, isUnstorable, type Part, type RunPart } from './isolate.js';
 
 /** Where the outbox sends an event type; null from the router means "store only". */
 export interface EventRoute {
@@ -28,8 +29,15 @@ export interface ApplyResult {
   inserted: ServiceEvent[];
   /** Events already stored, or repeated within the batch. */
   duplicates: number;
+  /**
+   * Events of the batch that Postgres cannot store (a NUL, an index row too large,
+   * a value it refuses), kept in quarantine instead, with the reason.
+   */
+  unstorable: { id: string; reason: string }[];
   /** Quarantine rows this batch added (a raw text already there is not counted). */
   quarantined: number;
+  /** Conflicts this batch recorded: stored ids that came back with other content. */
+  conflicts: number;
   /** Outbox rows this batch added. */
   outboxRows: number;
 }
@@ -47,19 +55,13 @@ export interface ApplierOptions {
   prepare?: boolean;
 }
 
-interface ApplyRow {
-  ok: boolean;
-  /** Ids of the batch that were stored before it. */
-  stored_before: string[];
-  quarantined: number;
-  outbox_rows: number;
-}
-
 /**
  * The page applier. Each batch is one statement (see apply-statement.ts): events,
- * the email_status projection, outbox rows, quarantine and the cursor move commit
- * together or not at all. The cursor row must exist (ensureCursor) for a
- * compare-and-set to succeed.
+ * the email_status projection, outbox rows, quarantine, conflicts and the cursor
+ * move commit together or not at all. The cursor row must exist (ensureCursor)
+ * for a compare-and-set to succeed. An event Postgres can never store is that
+ * event's problem, not its batch's: when the statement fails so, the batch is
+ * applied again in parts (isolate.ts) and the refused events are quarantined.
  */
 export function createApplier(
   store: Store,
@@ -76,83 +78,112 @@ export function createApplier(
   return {
     async apply(batch) {
       let unique: ServiceEvent[] = [];
+      const repeats: ServiceEvent[] = [];
       const seen = new Set<string>();
       for (const event of batch.events) {
-        if (seen.has(event.id)) continue;
+        if (seen.has(event.id)) repeats.push(event);
+        else unique.push(event);
         seen.add(event.id);
-        unique.push(event);
       }
       const raws: string[] = [];
       const reasons: string[] = [];
-      let json = eventsJson(unique);
+      const unstorable: ApplyResult['unstorable'] = [];
       // jsonb cannot hold U+0000 or a lone surrogate, both of which JSON escapes: only a
       // batch whose JSON holds such an escape pays for a look at each event, and the
       // culprits go to quarantine.
-      if (SUSPECT_ESCAPE.test(json)) {
-        unique = unique.filter((event) => {
-          const problem = unstorable(event, JSON.stringify(event.data));
+      let json = eventsJson(unique);
+      if (SUSPECT_ESCAPE.test(json) || (repeats.length > 0 && SUSPECT_ESCAPE.test(eventsJson(repeats)))) {
+        const keep = (event: ServiceEvent): boolean => {
+          const problem = unstorableText(event, JSON.stringify(event.data));
           if (problem) {
             raws.push(JSON.stringify(event));
             reasons.push(problem);
+            unstorable.push({ id: event.id, reason: problem });
           }
           return !problem;
-        });
+        };
+        unique = unique.filter(keep);
+        repeats.splice(0, repeats.length, ...repeats.filter(keep));
         json = eventsJson(unique);
       }
-      const unstorableCount = raws.length;
       for (const item of batch.quarantine) {
         raws.push(withoutNul(item.raw));
         reasons.push(withoutNul(item.reason));
       }
 
       if (batch.cursor === undefined && unique.length === 0 && raws.length === 0) {
-        return {
-          status: 'applied',
-          inserted: [],
-          duplicates: batch.events.length,
-          quarantined: 0,
-          outboxRows: 0,
-        };
+        return { ...NOTHING, duplicates: batch.events.length };
       }
 
-      const routes: Record<string, [string, string]> = {};
-      const routed = new Set<string>();
-      for (const { type } of unique) {
-        if (routed.has(type)) continue;
-        routed.add(type);
-        const r = route(type);
-        if (r) routes[type] = [r.queue, r.jobName];
+      const part: Part = { events: unique, repeats, cursor: batch.cursor, raws, reasons };
+      const run: RunPart = async (db, p) => {
+        const values = [
+          batch.source,
+          batch.receivedVia,
+          // The whole batch's JSON is made once; only the slow path's parts make their own.
+          p.events === part.events ? json : eventsJson(p.events),
+          JSON.stringify(routesOf(p.events)),
+          p.cursor !== undefined,
+          p.cursor?.prev ?? null,
+          p.cursor?.next ?? null,
+          p.raws,
+          p.reasons,
+          eventsJson(p.repeats),
+        ];
+        const { rows } = await db.query<ApplyRow>(
+          name === undefined ? { text, values } : { name, text, values },
+        );
+        return rows[0]!;
+      };
+      let row: ApplyRow | null;
+      try {
+        row = await run(store.pool, part);
+      } catch (err) {
+        if (!isUnstorable(err)) throw err;
+        const isolated = await applyIsolated(store.pool, run, part);
+        row = isolated.row;
+        const refused = new Set(isolated.refused.map((r) => r.event));
+        unique = unique.filter((e) => !refused.has(e));
+        for (const r of isolated.refused) unstorable.push({ id: r.event.id, reason: r.reason });
       }
-      const values = [
-        batch.source,
-        batch.receivedVia,
-        json,
-        JSON.stringify(routes),
-        batch.cursor !== undefined,
-        batch.cursor?.prev ?? null,
-        batch.cursor?.next ?? null,
-        raws,
-        reasons,
-      ];
-      const { rows } = await store.pool.query<ApplyRow>(
-        name === undefined ? { text, values } : { name, text, values },
-      );
-      const row = rows[0]!;
-      if (!row.ok) {
-        return { status: 'cursor-conflict', inserted: [], duplicates: 0, quarantined: 0, outboxRows: 0 };
-      }
+      if (!row?.ok) return { ...NOTHING, status: 'cursor-conflict' };
       const before = new Set(row.stored_before);
       const inserted = before.size === 0 ? unique : unique.filter((e) => !before.has(e.id));
       return {
         status: 'applied',
         inserted,
-        duplicates: batch.events.length - unstorableCount - inserted.length,
+        duplicates: batch.events.length - unstorable.length - inserted.length,
+        unstorable,
         quarantined: row.quarantined,
+        conflicts: row.conflicts,
         outboxRows: row.outbox_rows,
       };
     },
   };
+
+  /** Event type to [queue, job name], for the types of these events that have a queue. */
+  function routesOf(events: readonly ServiceEvent[]): Record<string, [string, string]> {
+    const routes: Record<string, [string, string]> = {};
+    const routed = new Set<string>();
+    for (const { type } of events) {
+      if (routed.has(type)) continue;
+      routed.add(type);
+      const r = route(type);
+      if (r) routes[type] = [r.queue, r.jobName];
+    }
+    return routes;
+  }
 }
+
+const NOTHING: ApplyResult = {
+  status: 'applied',
+  inserted: [],
+  duplicates: 0,
+  unstorable: [],
+  quarantined: 0,
+  conflicts: 0,
+  outboxRows: 0,
+};
 
 /** The events as the statement reads them: the four envelope fields, whatever else a page carried. */
 function eventsJson(events: readonly ServiceEvent[]): string {
@@ -168,7 +199,7 @@ const NUL_ESCAPE = /(?<!\\)(?:\\\\)*\\u0000/;
 const LONE_SURROGATE_ESCAPE = /(?<!\\)(?:\\\\)*\\ud[89a-f][0-9a-f]{2}/i;
 
 /** Postgres text and jsonb cannot hold U+0000, nor jsonb a lone surrogate; such an event goes to quarantine. */
-function unstorable(event: ServiceEvent, dataJson: string): string | null {
+function unstorableText(event: ServiceEvent, dataJson: string): string | null {
   if (event.id.includes('\u0000') || event.type.includes('\u0000') || event.created_at.includes('\u0000')) {
     return 'a NUL character in id, type or created_at, which Postgres cannot store';
   }

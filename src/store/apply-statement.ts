@@ -11,6 +11,8 @@
  *   up    email_status upsert that never moves backwards
  *   ob    outbox rows for the new routed events, in feed order
  *   q     quarantine rows, gated on go
+ *   seen  the batch's events (and repeats within it) whose id was stored before
+ *   conf  conflicts: a stored id that came back with other content, once per version
  *
  * Every write depends on go, so a lost compare-and-set writes nothing at all: the
  * same outcome as a rollback, without a second round trip.
@@ -20,8 +22,12 @@
  * parse here: far cheaper than six text arrays), $4 a JSON object from event type
  * to [queue, job name] (types without a queue are absent), $5 whether a cursor
  * moves, $6 its expected after_id, $7 the new one, $8 quarantined raw texts, $9
- * their reasons. Besides the counts it returns the ids of the batch that were
- * already stored (usually none), not the thousands that were not.
+ * their reasons, $10 the repeats of an id within the batch, like $3 (usually
+ * none). Besides the counts it returns the ids of the batch that were already
+ * stored (usually none), not the thousands that were not.
+ *
+ * Content is compared as Postgres sees it (the instant of created_at, data as
+ * jsonb), so key order or an offset written differently is no conflict.
  */
 export function applyStatement(quotedSchema: string): string {
   const s = quotedSchema;
@@ -42,6 +48,11 @@ export function applyStatement(quotedSchema: string): string {
   const byStatus = `ORDER BY rank DESC, created_at, id COLLATE "C"`;
   const byTime = `ORDER BY created_at, id COLLATE "C"`;
   const firstOf = (status: string) => `min(created_at) FILTER (WHERE status = '${status}')`;
+  // One version of an event as text, the same whatever the session's time zone.
+  const version = (t: string, createdAt: string) =>
+    `jsonb_build_object('id', ${t}.id, 'type', ${t}.type, 'created_at', ` +
+    `to_char(${createdAt} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'), 'data', ${t}.data)::text`;
+  const sha = (text: string) => `encode(sha256(convert_to(${text}, 'UTF8')), 'hex')`;
 
   return `
 WITH input AS (
@@ -121,10 +132,32 @@ WITH input AS (
   WHERE (SELECT ok FROM go)
   ON CONFLICT (source, raw_sha256) DO NOTHING
   RETURNING 1
+), seen AS MATERIALIZED (
+  SELECT i.id, i.type, i.created_at::timestamptz AS created_at, i.data, true AS first
+  FROM input i WHERE NOT EXISTS (SELECT FROM ins n WHERE n.id = i.id)
+  UNION ALL
+  SELECT r.id, r.type, r.created_at::timestamptz, r.data, false
+  FROM jsonb_to_recordset($10::jsonb) AS r(id text, type text, created_at text, data jsonb)
+), conf AS (
+  INSERT INTO ${s}.conflicts (source, event_id, first_sha256, second_sha256, raw, received_via)
+  SELECT $1::text, d.id, ${sha(version('f', 'f.created_at'))}, ${sha(version('d', 'd.created_at'))},
+    ${version('d', 'd.created_at')}, $2::text
+  FROM seen d CROSS JOIN LATERAL (
+    -- The version kept: the stored one, else (a repeat within the batch) the batch's first.
+    SELECT e.id, e.type, e.created_at, e.data FROM ${s}.events e WHERE e.source = $1::text AND e.id = d.id
+    UNION ALL
+    SELECT i.id, i.type, i.created_at::timestamptz, i.data FROM input i WHERE NOT d.first AND i.id = d.id
+    LIMIT 1
+  ) f
+  WHERE (SELECT ok FROM go)
+    AND (f.type, f.created_at, f.data) IS DISTINCT FROM (d.type, d.created_at, d.data)
+  ON CONFLICT (source, event_id, second_sha256) DO NOTHING
+  RETURNING 1
 )
 SELECT (SELECT ok FROM go) AS ok,
-  ARRAY(SELECT i.id FROM input i WHERE NOT EXISTS (SELECT FROM ins n WHERE n.id = i.id)) AS stored_before,
+  ARRAY(SELECT id FROM seen WHERE first) AS stored_before,
   (SELECT count(*) FROM q)::int AS quarantined,
+  (SELECT count(*) FROM conf)::int AS conflicts,
   (SELECT count(*) FROM ob)::int AS outbox_rows,
   (SELECT count(*) FROM up)::int AS projected`;
 }

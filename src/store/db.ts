@@ -72,6 +72,20 @@ export interface QuarantineTable {
   received_at: DefaultTimestamp;
 }
 
+/** An event id served again with other content; the first version stays in events. */
+export interface ConflictsTable {
+  id: Generated<string>;
+  source: string;
+  event_id: string;
+  /** Lowercase hex SHA-256 of the kept version and of this one. */
+  first_sha256: string;
+  second_sha256: string;
+  /** This version: {id, type, created_at (UTC), data} as jsonb prints it. */
+  raw: string;
+  received_via: 'feed' | 'webhook';
+  received_at: DefaultTimestamp;
+}
+
 /** The tables of DATABASE_SCHEMA, for kysely. */
 export interface Database {
   events: EventsTable;
@@ -79,6 +93,7 @@ export interface Database {
   email_status: EmailStatusTable;
   outbox: OutboxTable;
   quarantine: QuarantineTable;
+  conflicts: ConflictsTable;
 }
 
 /** A connection pool and a query builder, both bound to one schema. */

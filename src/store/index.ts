@@ -8,6 +8,7 @@ export {
 } from './applier.js';
 export { type CursorRow, ensureCursor, getCursor, markSuccess, setCursor } from './cursor.js';
 export {
+  type ConflictsTable,
   type CursorsTable,
   createStore,
   type Database,

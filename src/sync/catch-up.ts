@@ -202,7 +202,15 @@ async function commit(opts: CatchUpOptions, taken: Fetched[]): Promise<CommitInf
       pages: taken.length,
       filteredOut,
       cursor: first.prev,
-      result: { status: 'applied', inserted: [], duplicates: 0, quarantined: 0, outboxRows: 0 },
+      result: {
+        status: 'applied',
+        inserted: [],
+        duplicates: 0,
+        unstorable: [],
+        quarantined: 0,
+        conflicts: 0,
+        outboxRows: 0,
+      },
     };
   }
   const result = await opts.apply(batch);

@@ -1,5 +1,5 @@
 import type { ServiceEvent } from '../api/types.js';
-import { checkEnvelope } from '../feed/page.js';
+import { readEnvelope } from '../feed/envelope.js';
 import type { Logger } from '../logger.js';
 import type { Applier, ApplyResult } from '../store/applier.js';
 import { DEFAULT_TOLERANCE_SEC, verifyWebhookSignature } from './signature.js';
@@ -29,7 +29,11 @@ export interface DeliveryHandlerOptions {
   now?: () => number;
   /** Throws while the store cannot take events (schema outdated, Postgres down): answered 503. */
   ready?: () => Promise<void>;
-  /** Called after each commit that added outbox rows: the relay's kick. */
+  /**
+   * Called after each event stored or found stored (a duplicate): the relay's kick.
+   * A duplicate may be the retry of a delivery whose commit finished after its 503
+   * went out, and whose outbox row nobody has published yet.
+   */
   onStored?: (result: ApplyResult) => void;
   /** A store call that takes longer is answered 503 (the service retries). Default 10000 ms. */
   storeTimeoutMs?: number;
@@ -48,9 +52,11 @@ const STORE_UNAVAILABLE: DeliveryAnswer = {
 /**
  * The receiver's decisions, apart from HTTP: signature over the raw bytes first
  * (401), then JSON (400), then the envelope (400), then one applier transaction
- * (200 only after the commit; 503 when Postgres fails, so the service retries).
- * A signed body that is not a storable event is kept in quarantine, raw, and
- * answered 400: it came from the service, so nothing is dropped silently.
+ * (200 only after the commit). A signed body that can never be stored (not JSON,
+ * not an envelope, or a value Postgres refuses, which the applier quarantines) is
+ * kept in quarantine and answered 400: it came from the service, so nothing is
+ * dropped silently, and a retry could not help. 503 is left for what a retry can
+ * fix: Postgres down or slow, the schema not migrated yet.
  */
 export function createDeliveryHandler(opts: DeliveryHandlerOptions): DeliveryHandler {
   const log = opts.logger.child({ module: 'webhooks' });
@@ -106,9 +112,9 @@ export function createDeliveryHandler(opts: DeliveryHandlerOptions): DeliveryHan
     } catch {
       return quarantine(raw, 'the body is not JSON', 'invalid_json');
     }
-    const problem = checkEnvelope(parsed);
-    if (problem) return quarantine(raw, `not an event envelope: ${problem}`, 'not_an_event');
-    const event = parsed as ServiceEvent;
+    const envelope = readEnvelope(parsed);
+    if (!envelope.ok) return quarantine(raw, `not an event envelope: ${envelope.reason}`, 'not_an_event');
+    const { event } = envelope;
     const ref = { id: event.id, type: event.type };
 
     if (wanted && !wanted.has(event.type)) {
@@ -120,32 +126,22 @@ export function createDeliveryHandler(opts: DeliveryHandlerOptions): DeliveryHan
     try {
       result = await apply({ events: [event], quarantine: [] });
     } catch (err) {
-      // SQLSTATE class 22: Postgres refused a value that passed the envelope checks (a 30 February).
-      if (isDataError(err))
-        return quarantine(raw, `the database refused a value: ${messageOf(err)}`, 'not_an_event');
       log.error({ err, ...ref }, 'could not store a webhook event; answering 503');
       return STORE_UNAVAILABLE;
     }
-    if (result.outboxRows > 0) opts.onStored?.(result);
-    if (result.inserted.length === 0 && result.duplicates === 0) {
-      // The applier quarantined it itself (a NUL character Postgres cannot hold).
-      log.warn(ref, 'webhook event could not be stored as such; quarantined');
-      return { status: 400, body: { error: 'not_an_event', message: 'unstorable event', quarantined: true } };
+    const refused = result.unstorable[0];
+    if (refused) {
+      // The reason may quote the refused value: it stays in the quarantine table, out of the log.
+      log.warn(ref, 'webhook event cannot be stored as such; quarantined');
+      return { status: 400, body: { error: 'not_an_event', message: refused.reason, quarantined: true } };
     }
+    opts.onStored?.(result);
     const duplicate = result.inserted.length === 0;
+    if (result.conflicts > 0)
+      log.warn(ref, 'event id stored before with other content; first kept, conflict recorded');
     log.debug({ ...ref, duplicate }, 'webhook event stored');
     return { status: 200, body: { received: true, id: event.id, stored: true, duplicate } };
   };
-}
-
-/** A Postgres data exception (SQLSTATE class 22): bad input, not an outage. */
-function isDataError(err: unknown): boolean {
-  const code = (err as { code?: unknown } | null)?.code;
-  return typeof code === 'string' && /^22[0-9A-Z]{3}$/.test(code);
-}
-
-function messageOf(err: unknown): string {
-  return err instanceof Error ? err.message.slice(0, 200) : 'unknown error';
 }
 
 function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { PageError } from '../../src/errors.js';
-import { checkEnvelope, feedTypeParam, type PageRules, parsePage } from '../../src/feed/page.js';
+import { readEnvelope } from '../../src/feed/envelope.js';
+import { feedTypeParam, type PageRules, parsePage } from '../../src/feed/page.js';
 
 const rules = (over: Partial<PageRules> = {}): PageRules => ({
   after: null,
@@ -151,12 +152,12 @@ describe('parsePage: items that are not storable events go to quarantine', () =>
     const page = parsePage({ data: [ev(0), item], next_after: null }, rules());
     expect(page.events.map((e) => e.id)).toEqual(['evt_0']);
     expect(page.quarantine).toEqual([{ raw: JSON.stringify(item), reason }]);
-    expect(checkEnvelope(item)).toBe(reason);
+    expect(readEnvelope(item)).toEqual({ ok: false, reason });
   });
 
   it('accepts an offset instead of Z, and any type name', () => {
     const item = { ...ev(2, 'email.opened'), created_at: '2024-05-01T10:00:00+02:00' };
-    expect(checkEnvelope(item)).toBeNull();
+    expect(readEnvelope(item)).toMatchObject({ ok: true, event: { created_at: '2024-05-01T08:00:00Z' } });
     expect(parsePage({ data: [item] }, rules()).events).toHaveLength(1);
   });
 });

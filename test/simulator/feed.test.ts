@@ -3,7 +3,7 @@ import { backlogEvent, backlogType } from '../../src/simulator/backlog.js';
 import { eventIdAt, positionOfId } from '../../src/simulator/event-log.js';
 import { parseTypes } from '../../src/simulator/feed.js';
 import { MAX_LIMIT } from '../../src/simulator/index.js';
-import { startTestSimulator, useSimulator } from '../support/simulator.js';
+import { startTestSimulator, TEST_API_KEY, useSimulator } from '../support/simulator.js';
 import { call, EMAIL } from './http.js';
 
 const sim = useSimulator();
@@ -190,7 +190,7 @@ describe('synthetic backlog', () => {
     const fresh = await startTestSimulator();
     try {
       const set = await call(fresh, 'POST', '/_sim/backlog', { body: { count: 50 } });
-      expect(set.body).toEqual({ count: 50, events: 50 });
+      expect(set.body).toEqual({ account: fresh.account(TEST_API_KEY).id, count: 50, events: 50 });
       expect((await call(fresh, 'GET', '/api/events?limit=1000')).body.data).toHaveLength(50);
       fresh.setBacklog(10);
       expect(fresh.stats().events).toBe(10);

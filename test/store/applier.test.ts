@@ -47,7 +47,10 @@ describe('applier: events', () => {
       status: 'applied',
       inserted: [a, b],
       duplicates: 1,
+      unstorable: [],
       quarantined: 0,
+      // The repeat of a within the batch has other data: kept out, and recorded.
+      conflicts: 1,
       outboxRows: 1,
     });
 
@@ -142,7 +145,9 @@ describe('applier: events', () => {
       status: 'applied',
       inserted: [],
       duplicates: 0,
+      unstorable: [],
       quarantined: 0,
+      conflicts: 0,
       outboxRows: 0,
     });
   });
@@ -229,7 +234,9 @@ describe('applier: cursor compare-and-set', () => {
       status: 'cursor-conflict',
       inserted: [],
       duplicates: 0,
+      unstorable: [],
       quarantined: 0,
+      conflicts: 0,
       outboxRows: 0,
     });
     expect(await counts('cas')).toEqual(before);

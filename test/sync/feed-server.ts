@@ -1,5 +1,6 @@
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { jsonText } from '../../src/feed/json-text.js';
 
 /** A feed server of a test's own: serves fixed items, whatever they are, and records each query. */
 export interface FeedServer {
@@ -46,7 +47,8 @@ export async function startFeedServer(
     if (after !== null) start = items.findIndex((item) => idOf(item) === after) + 1;
     const data = items.slice(start, start + limit);
     const ids = data.map(idOf).filter((id): id is string => id !== null);
-    const body = JSON.stringify({ data, next_after: ids[ids.length - 1] ?? after });
+    // jsonText: an item may nest deeper than JSON.stringify can go.
+    const body = jsonText({ data, next_after: ids[ids.length - 1] ?? after });
     res.writeHead(200, { 'content-type': 'application/json' }).end(body);
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));

@@ -89,9 +89,12 @@ export function simulatorCommand(): Command {
       )
       .addHelpText(
         'after',
-        '\nThe control API (loopback clients only) is at /_sim: GET /_sim/stats, POST /_sim/faults,\n' +
-          'POST /_sim/backlog {count}, POST /_sim/contacts {type, email}, GET /_sim/webhooks/{id}/deliveries,\n' +
-          'POST /_sim/webhooks/{id}/deliveries/{delivery}/resend. Stop with Ctrl-C (SIGINT) or SIGTERM.',
+        '\nEach API key has an account of its own (feed, emails, webhooks, backlog); --backlog applies to\n' +
+          'every account. The control API (loopback clients only) is at /_sim: GET /_sim/stats,\n' +
+          'POST /_sim/faults, POST /_sim/backlog {count}, POST /_sim/contacts {type, email},\n' +
+          'GET /_sim/webhooks/{id}/deliveries, POST /_sim/webhooks/{id}/deliveries/{delivery}/resend;\n' +
+          'add "key" to a body to act on that key\'s account (default: the example key\'s).\n' +
+          'Stop with Ctrl-C (SIGINT) or SIGTERM.',
       )
       .action(async (flags: SimulatorFlags) => {
         process.exitCode = await runSimulator(flags);
@@ -124,7 +127,8 @@ async function runSimulator(flags: SimulatorFlags): Promise<number> {
     return (err as NodeJS.ErrnoException).code === undefined ? 2 : 1;
   }
 
-  const key = `${flags.keyPrefix ?? 'sim'}_test_local`;
+  // The default account's key: /_sim calls that name no account act on it.
+  const key = sim.defaultKey;
   // One write, so a script reading the output sees the whole banner at once.
   console.log(
     [
