@@ -3,7 +3,8 @@
 // table and written into docs/BENCHMARKS.md (between its bench markers).
 // `--quick` runs everything at a tenth of the size to check the harness (and
 // writes nothing); `--no-write` leaves the page alone; `--json FILE` also writes
-// the raw results.
+// the raw results; `--only <section>` runs one section that stands alone
+// (page-memory) and rewrites only its block of the page.
 import { writeFileSync } from 'node:fs';
 import pg from 'pg';
 import { bullmqAddBulk, feedPaging, feedPagingWithLatency, postgresIngest } from './ceilings.mjs';
@@ -11,15 +12,26 @@ import { coldStart, prepareSchema, release, rssHalves, syncOnce } from './end-to
 import { fillStore } from './growth.mjs';
 import { cleanUp, DATABASE_URL } from './lib/env.mjs';
 import { describeMachine, redisPid } from './lib/machine.mjs';
-import { measuredSection, writeMeasured } from './lib/page.mjs';
+import { measuredSection, writeBlock, writeMeasured } from './lib/page.mjs';
 import { startSimChild } from './lib/simulator.mjs';
 import { cpuTable, markdownTable, mb, ms, pct, rate } from './lib/table.mjs';
+import { pageMemory, pageMemoryRows } from './page-memory.mjs';
 
 const args = process.argv.slice(2);
 const quick = args.includes('--quick');
 const jsonAt = args.indexOf('--json');
 const jsonFile = jsonAt >= 0 ? args[jsonAt + 1] : null;
 const writePage = !quick && !args.includes('--no-write');
+const onlyAt = args.indexOf('--only');
+const only = onlyAt >= 0 ? args[onlyAt + 1] : null;
+/** Sections that run alone, each with its own block of the page. */
+const ALONE = {
+  'page-memory': {
+    title: 'Memory by page size',
+    run: () => pageMemory({ scale: quick ? 0.25 : 1, log }),
+    rows: pageMemoryRows,
+  },
+};
 const PAGE = new URL('../docs/BENCHMARKS.md', import.meta.url).pathname;
 const scale = quick ? 0.1 : 1;
 const n = (x) => Math.round(x * scale);
@@ -40,9 +52,40 @@ const SIZES = {
 
 const log = (msg) => console.log(`[bench ${new Date().toISOString().slice(11, 19)}] ${msg}`);
 
+/** Runs one section of ALONE, prints its table and writes its block. Returns its results. */
+async function runAlone(name, machine) {
+  const section = ALONE[name];
+  const started = performance.now();
+  const results = await section.run();
+  const table = markdownTable(section.rows(results));
+  console.log('');
+  console.log(`${section.title}:`);
+  console.log(table);
+  if (writePage) {
+    const seconds = Math.round((performance.now() - started) / 1000);
+    writeBlock(
+      PAGE,
+      name,
+      `Measured ${new Date().toISOString().slice(0, 10)} with \`node bench/run.mjs --only ${name}\` (${seconds} s). ` +
+        `${machineLine(machine)}\n\n${table}`,
+    );
+    console.log(`wrote the ${name} block of ${PAGE}`);
+  }
+  return results;
+}
+
 async function main() {
   const started = performance.now();
   const machine = await describeMachine();
+  if (only) {
+    if (!ALONE[only]) throw new Error(`--only: "${only}" is not one of ${Object.keys(ALONE).join(', ')}`);
+    try {
+      await runAlone(only, machine);
+    } finally {
+      await cleanUp();
+    }
+    return;
+  }
   const sim = await startSimChild();
   const monitor = new pg.Client({ connectionString: DATABASE_URL });
   await monitor.connect();
@@ -85,6 +128,7 @@ async function main() {
     const cold = await coldStart(big.env, SIZES.coldRuns);
     await release(big);
     Object.assign(results, { plain, grown, latency, big, cold });
+    for (const name of Object.keys(ALONE)) results[name] = await runAlone(name, machine);
 
     const rows = tableRows(results);
     const table = markdownTable(rows);

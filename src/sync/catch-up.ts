@@ -2,7 +2,7 @@ import type { ServiceEvent } from '../api/types.js';
 import type { FetchedPage, FetchPage } from '../feed/feed-client.js';
 import type { ApplyBatch, ApplyResult } from '../store/applier.js';
 import { cursorGuard } from './cursor-guard.js';
-import { HeldPages } from './held-pages.js';
+import { DEFAULT_MAX_HELD_BYTES, HeldPages } from './held-pages.js';
 
 export interface CatchUpOptions {
   source: string;
@@ -18,12 +18,9 @@ export interface CatchUpOptions {
   maxBuffered?: number;
   /** Pages joined into one transaction while catching up. Default 10. */
   maxPagesPerCommit?: number;
-  /**
-   * Response bytes held at once (buffer, load in commit, answer on its way). Default
-   * 32 MiB: with pages of 16 MiB, two; peak RSS stays under the manifests' 256 MiB.
-   */
+  /** Response bytes held at once (buffer, load in commit, answer on its way). Default DEFAULT_MAX_HELD_BYTES. */
   maxHeldBytes?: number;
-  /** The largest answer the fetcher accepts (FEED_MAX_RESPONSE_BYTES). Default 16 MiB. */
+  /** The largest answer the fetcher accepts (FEED_MAX_RESPONSE_BYTES). Default 8 MiB, as the config's. */
   maxPageBytes?: number;
   /**
    * While more pages are coming, how long the oldest fetched page may wait for a full
@@ -74,8 +71,8 @@ export async function catchUp(opts: CatchUpOptions): Promise<CatchUpResult> {
   const held = new HeldPages<Fetched>({
     maxBuffered: opts.maxBuffered ?? 20,
     maxPerCommit: opts.maxPagesPerCommit ?? 10,
-    maxHeldBytes: opts.maxHeldBytes ?? 32 * MiB,
-    maxPageBytes: opts.maxPageBytes ?? 16 * MiB,
+    maxHeldBytes: opts.maxHeldBytes ?? DEFAULT_MAX_HELD_BYTES,
+    maxPageBytes: opts.maxPageBytes ?? 8 * MiB,
   });
   const buffer = held.buffered;
   let fetchDone = false;

@@ -1,3 +1,13 @@
+const MiB = 1024 * 1024;
+
+/**
+ * Response bytes a catch-up holds at most, by default. A parsed page costs several
+ * times its response until its commit is done (the text, the objects, the statement's
+ * JSON, the driver's buffer): 16 MiB keeps a worker under 200 MB at any page size up
+ * to the default 8 MiB response limit, under the manifests' 256 MiB (docs/BENCHMARKS.md).
+ */
+export const DEFAULT_MAX_HELD_BYTES = 16 * MiB;
+
 /** Limits of what one catch-up holds in memory at once. */
 export interface HoldLimits {
   /** Pages fetched ahead of the commits. */
