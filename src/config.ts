@@ -1,7 +1,12 @@
 import { readFileSync } from 'node:fs';
+import { hostname } from 'node:os';
 import { z } from 'zod';
 import { checkBaseUrl } from './api/base-url.js';
+import { type FeedSource, loadSourcesFile } from './config/sources-file.js';
 import { ConfigError } from './errors.js';
+import { hashTagOf, missingHashTagError, parseRedisSettings, type RedisSettings } from './redis/settings.js';
+
+export type { FeedSource };
 
 /**
  * The whole configuration, parsed once at start from the environment and frozen.
@@ -30,16 +35,29 @@ export interface Config {
     /** FEED_MAX_RESPONSE_BYTES: a larger page fails the run. Default 8 MiB (what bounds a worker's memory). */
     readonly maxResponseBytes: number;
   };
+  /**
+   * The accounts to sync: every entry of FEED_SOURCES_FILE, or without it the one
+   * source of FEED_SOURCE / FEED_BASE_URL / FEED_API_KEY / FEED_TYPES.
+   */
+  readonly sources: readonly FeedSource[];
+  /** FEED_SOURCES_FILE, or null when the one source of FEED_* is used. */
+  readonly sourcesFile: string | null;
+  /** SYNC_CONCURRENCY: sources a sync worker runs at once. Default 4. */
+  readonly syncConcurrency: number;
+  /** HOSTNAME, else the system's host name: the Postgres application_name, shown as a lock's holder. */
+  readonly hostName: string;
   readonly database: {
     /** DATABASE_URL. Default `postgres://postgres@127.0.0.1:5432/postgres`. */
     readonly url: string;
     /** DATABASE_SCHEMA: where every table lives. Default `feedsync`. */
     readonly schema: string;
   };
-  readonly redis: {
-    /** REDIS_URL. Default `redis://127.0.0.1:6379`. */
-    readonly url: string;
-  };
+  /**
+   * REDIS_URL (default `redis://127.0.0.1:6379`; several seed nodes comma-separated),
+   * REDIS_CLUSTER (true, false; unset: ask the server), REDIS_SENTINELS and
+   * REDIS_SENTINEL_NAME.
+   */
+  readonly redis: RedisSettings;
   readonly queues: {
     /** QUEUE_PREFIX: BullMQ's key prefix. Default `bull`. */
     readonly prefix: string;
@@ -52,7 +70,7 @@ export interface Config {
   };
   /** SYNC_INTERVAL_MS: the pause between runs in watch mode. Default 30000. */
   readonly syncIntervalMs: number;
-  /** METRICS_PORT: /metrics, /healthz, /readyz in watch mode. Default 9464. */
+  /** METRICS_PORT: /metrics, /healthz, /readyz in watch mode; /metrics of serve-webhooks. Default 9464. */
   readonly metricsPort: number;
   /** PUSHGATEWAY_URL: where a once run pushes its metrics; null means no push. */
   readonly pushgatewayUrl: string | null;
@@ -90,11 +108,20 @@ const fields = {
   DATABASE_URL: z.string().default('postgres://postgres@127.0.0.1:5432/postgres'),
   DATABASE_SCHEMA: identifier.default('feedsync'),
   REDIS_URL: z.string().default('redis://127.0.0.1:6379'),
+  REDIS_CLUSTER: z
+    .enum(['true', 'false'], 'must be true or false')
+    .transform((v) => v === 'true')
+    .optional(),
+  REDIS_SENTINELS: z.string().optional(),
+  REDIS_SENTINEL_NAME: z.string().min(1).optional(),
   QUEUE_PREFIX: queueName.default('bull'),
   QUEUE_EMAIL_EVENTS: queueName.default('email-events'),
   QUEUE_CONTACT_EVENTS: queueName.default('contact-events'),
   OUTBOX_RETENTION_HOURS: int(0).default(168),
   SYNC_INTERVAL_MS: int(1).default(30_000),
+  SYNC_CONCURRENCY: int(1, 256).default(4),
+  FEED_SOURCES_FILE: z.string().optional(),
+  HOSTNAME: z.string().optional(),
   METRICS_PORT: int(0, 65_535).default(9464),
   PUSHGATEWAY_URL: z.url().optional(),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
@@ -147,14 +174,32 @@ export function loadConfig(
     if (problem) throw new ConfigError(`FEED_BASE_URL: ${problem}`);
   }
   checkUrl('DATABASE_URL', v.DATABASE_URL, ['postgres:', 'postgresql:']);
-  checkUrl('REDIS_URL', v.REDIS_URL, ['redis:', 'rediss:']);
+  const redis = parseRedisSettings(v);
+  // A forced cluster is known now; a detected one is checked when feedsync first connects.
+  if (redis.cluster === true && hashTagOf(v.QUEUE_PREFIX) === null) throw missingHashTagError(v.QUEUE_PREFIX);
+
+  const types = parseTypes(v.FEED_TYPES);
+  const baseUrl = v.FEED_BASE_URL?.replace(/\/+$/, '') ?? null;
+  const apiKey = v.FEED_API_KEY ?? null;
+  const sources =
+    v.FEED_SOURCES_FILE === undefined
+      ? [{ source: v.FEED_SOURCE, baseUrl, apiKey, types }]
+      : loadSourcesFile(
+          v.FEED_SOURCES_FILE,
+          { baseUrl, apiKey, types },
+          { env, readFile, parseTypes: typeNames },
+        );
 
   const config: Config = {
+    sources,
+    sourcesFile: v.FEED_SOURCES_FILE ?? null,
+    syncConcurrency: v.SYNC_CONCURRENCY,
+    hostName: (v.HOSTNAME ?? hostname()).slice(0, 63),
     feed: {
-      baseUrl: v.FEED_BASE_URL?.replace(/\/+$/, '') ?? null,
-      apiKey: v.FEED_API_KEY ?? null,
+      baseUrl,
+      apiKey,
       source: v.FEED_SOURCE,
-      types: parseTypes(v.FEED_TYPES),
+      types,
       pageLimit: v.FEED_PAGE_LIMIT,
       listField: v.FEED_LIST_FIELD ?? null,
       maxRetryWaitMs: v.FEED_MAX_RETRY_WAIT_MS,
@@ -163,7 +208,7 @@ export function loadConfig(
       maxResponseBytes: v.FEED_MAX_RESPONSE_BYTES,
     },
     database: { url: v.DATABASE_URL, schema: v.DATABASE_SCHEMA },
-    redis: { url: v.REDIS_URL },
+    redis,
     queues: {
       prefix: v.QUEUE_PREFIX,
       emailEvents: v.QUEUE_EMAIL_EVENTS,
@@ -194,32 +239,50 @@ export function requireService(config: Config): { baseUrl: string; apiKey: strin
   return { baseUrl: config.feed.baseUrl, apiKey: config.feed.apiKey };
 }
 
+/**
+ * The config as the one-source run of `source` sees it: `feed` carries that source's
+ * base URL, key and types. With FEED_SOURCES_FILE, a name not in the file is refused;
+ * without it, any name reads with FEED_BASE_URL / FEED_API_KEY / FEED_TYPES, as before.
+ */
+export function configForSource(config: Config, source: string): Config {
+  const entry = config.sources.find((s) => s.source === source);
+  if (!entry && config.sourcesFile !== null) {
+    const names = config.sources.map((s) => s.source).join(', ');
+    throw new ConfigError(`source "${source}" is not in FEED_SOURCES_FILE (${names}); pass --source`);
+  }
+  const own = entry ? { baseUrl: entry.baseUrl, apiKey: entry.apiKey, types: entry.types } : {};
+  return deepFreeze({ ...config, feed: { ...config.feed, ...own, source } });
+}
+
 /** Every secret value in the config, for the logger to scrub from its output. */
 export function secretsOf(config: Config): string[] {
   const secrets = [...config.webhooks.secrets];
   if (config.feed.apiKey) secrets.push(config.feed.apiKey);
-  for (const url of [config.database.url, config.redis.url]) {
-    const password = new URL(url).password;
-    if (password) secrets.push(decodeURIComponent(password), password);
+  for (const s of config.sources) if (s.apiKey) secrets.push(s.apiKey);
+  const password = new URL(config.database.url).password;
+  if (password) secrets.push(decodeURIComponent(password), password);
+  for (const p of [config.redis.password, config.redis.sentinel?.password]) {
+    if (p) secrets.push(p, encodeURIComponent(p));
   }
   return secrets.filter((s) => s.length >= 4);
 }
 
 function parseTypes(value: string | undefined): readonly string[] | null {
   if (value === undefined) return null;
-  const types = [
-    ...new Set(
-      value
-        .split(',')
-        .map((t) => t.trim())
-        .filter(Boolean),
-    ),
-  ];
+  try {
+    return typeNames(value.split(','));
+  } catch (err) {
+    throw new ConfigError(`FEED_TYPES: ${(err as Error).message}`);
+  }
+}
+
+/** Trimmed, unique, sorted full type names; null when none is left. Throws on a malformed one. */
+function typeNames(list: readonly string[]): readonly string[] | null {
+  const types = [...new Set(list.map((t) => t.trim()).filter(Boolean))];
   if (types.length === 0) return null;
   for (const t of types) {
-    if (!/^[a-z]+(\.[a-z_]+)+$/.test(t)) {
-      throw new ConfigError(`FEED_TYPES: "${t}" is not a full type name such as email.delivered`);
-    }
+    if (!/^[a-z]+(\.[a-z_]+)+$/.test(t))
+      throw new Error(`"${t}" is not a full type name such as email.delivered`);
   }
   return types.sort();
 }

@@ -7,14 +7,14 @@ export interface HealthServerOptions {
   host?: string;
   /** Prometheus registry served at /metrics; omitted, /metrics is 404. */
   registry?: Registry;
-  /** /healthz: the loop's heartbeat is fresh. */
-  live: () => boolean;
-  /** /readyz: Postgres and Redis answer. Reports which one does not. */
-  ready: () => Promise<{ ok: boolean; checks: Record<string, boolean> }>;
+  /** /healthz: the loop's heartbeat is fresh. Omitted, /healthz is 404 (served elsewhere). */
+  live?: () => boolean;
+  /** /readyz: Postgres and Redis answer. Reports which one does not. Omitted, /readyz is 404. */
+  ready?: () => Promise<{ ok: boolean; checks: Record<string, boolean> }>;
   logger: Logger;
 }
 
-/** /healthz, /readyz and /metrics for Kubernetes and Prometheus. */
+/** /healthz, /readyz and /metrics for Kubernetes and Prometheus (each one only when given). */
 export async function startHealthServer(
   opts: HealthServerOptions,
 ): Promise<{ server: Server; port: number; close(): Promise<void> }> {
@@ -24,11 +24,11 @@ export async function startHealthServer(
       res.writeHead(status, { 'content-type': type, 'cache-control': 'no-store' }).end(body);
     };
     if (req.method !== 'GET' && req.method !== 'HEAD') return reply(405, '{"error":"method not allowed"}');
-    if (path === '/healthz') {
+    if (path === '/healthz' && opts.live) {
       const ok = opts.live();
       return reply(ok ? 200 : 503, JSON.stringify({ ok }));
     }
-    if (path === '/readyz') {
+    if (path === '/readyz' && opts.ready) {
       opts
         .ready()
         .then((r) => reply(r.ok ? 200 : 503, JSON.stringify(r)))

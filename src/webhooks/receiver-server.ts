@@ -23,6 +23,8 @@ export interface ReceiverServerOptions {
   closeTimeoutMs?: number;
   /** The longest a request may take to arrive, headers and body. Default 30000 ms. */
   requestTimeoutMs?: number;
+  /** Called with the status of every answer sent to a request at POST /webhooks' path. */
+  onAnswered?: (status: number) => void;
 }
 
 export interface ReceiverServer {
@@ -72,6 +74,10 @@ export async function startReceiverServer(opts: ReceiverServerOptions): Promise<
     const path = (req.url ?? '/').split('?')[0];
     const method = req.method ?? 'GET';
     if (path === WEBHOOK_PATH) {
+      if (opts.onAnswered) {
+        const onAnswered = opts.onAnswered;
+        res.once('finish', () => onAnswered(res.statusCode));
+      }
       if (method !== 'POST') return reply(res, 405, { error: 'method_not_allowed' }, { allow: 'POST' });
       return delivery(req, res);
     }

@@ -2,7 +2,7 @@ import type { ServiceEvent } from '../api/types.js';
 import { readEnvelope } from '../feed/envelope.js';
 import type { Logger } from '../logger.js';
 import type { Applier, ApplyResult } from '../store/applier.js';
-import { DEFAULT_TOLERANCE_SEC, verifyWebhookSignature } from './signature.js';
+import { checkWebhookSignature, DEFAULT_TOLERANCE_SEC, type SignatureCheck } from './signature.js';
 
 /** What the receiver answers one delivery: a status and a small JSON body. */
 export interface DeliveryAnswer {
@@ -10,6 +10,8 @@ export interface DeliveryAnswer {
   body: Record<string, unknown>;
   /** Sent as Retry-After with a 503, in seconds. */
   retryAfterSec?: number;
+  /** With a 401: why the signature was refused (for the metrics; not sent). */
+  rejected?: Exclude<SignatureCheck, 'valid'>;
 }
 
 export interface DeliveryHandlerOptions {
@@ -91,18 +93,14 @@ export function createDeliveryHandler(opts: DeliveryHandlerOptions): DeliveryHan
   };
 
   return async (raw, signature) => {
-    const t = now();
-    const signed =
-      signature !== undefined &&
-      secrets.some((secret) =>
-        verifyWebhookSignature(raw, signature, secret, { now: t, toleranceSec: tolerance }),
-      );
-    if (!signed) {
+    const check = checkWebhookSignature(raw, signature, secrets, { now: now(), toleranceSec: tolerance });
+    if (check !== 'valid') {
       // The header's value is never logged: it is an HMAC of the body under our secret.
-      log.warn({ bytes: raw.length, header: signature !== undefined }, 'webhook signature rejected');
+      log.warn({ bytes: raw.length, reason: check }, 'webhook signature rejected');
       return {
         status: 401,
         body: { error: 'invalid_signature', message: 'missing, malformed, stale or wrong signature' },
+        rejected: check,
       };
     }
 

@@ -28,6 +28,51 @@ export function signWebhookPayload(
   return `t=${t},v1=${hmacHex(rawBody, secret, t)}`;
 }
 
+/** Why a delivery's signature was refused, or `valid`. Never names a secret or the header's value. */
+export type SignatureCheck = 'valid' | 'missing' | 'malformed' | 'stale' | 'mismatch';
+
+/**
+ * Checks the header against every secret (a rotation has several): `missing` without
+ * a header, `malformed` without a whole-number `t` or any `v1`, `stale` when `t` is
+ * more than the tolerance away from now, `mismatch` when no `v1` matches any secret.
+ * Compared in constant time; a malformed header is an answer, never an exception.
+ */
+export function checkWebhookSignature(
+  rawBody: Buffer | string,
+  header: string | undefined,
+  secrets: readonly string[],
+  opts: VerifyOptions = {},
+): SignatureCheck {
+  if (typeof header !== 'string') return 'missing';
+  let t: string | undefined;
+  const candidates: string[] = [];
+  for (const entry of header.split(',')) {
+    const eq = entry.indexOf('=');
+    if (eq < 0) continue;
+    const key = entry.slice(0, eq).trim();
+    const value = entry.slice(eq + 1).trim();
+    if (key === 't') t = value;
+    else if (key === 'v1') candidates.push(value);
+  }
+  if (t === undefined || !/^\d{1,15}$/.test(t) || candidates.length === 0) return 'malformed';
+
+  const now = opts.now ?? Math.floor(Date.now() / 1000);
+  const tolerance = opts.toleranceSec ?? DEFAULT_TOLERANCE_SEC;
+  if (Math.abs(now - Number(t)) > tolerance) return 'stale';
+
+  let valid = false;
+  for (const secret of secrets) {
+    if (typeof secret !== 'string' || secret.length === 0) continue;
+    const expected = Buffer.from(hmacHex(rawBody, secret, t), 'utf8');
+    for (const candidate of candidates) {
+      const given = Buffer.from(candidate, 'utf8');
+      // Check every candidate, without an early exit, so timing reveals nothing.
+      if (given.length === expected.length && timingSafeEqual(given, expected)) valid = true;
+    }
+  }
+  return valid ? 'valid' : 'mismatch';
+}
+
 /**
  * True when the header carries a valid signature of these exact bytes. Any
  * malformed header is `false`, never an exception. Several `v1` entries are
@@ -39,29 +84,6 @@ export function verifyWebhookSignature(
   secret: string,
   opts: VerifyOptions = {},
 ): boolean {
-  if (typeof header !== 'string' || typeof secret !== 'string' || secret.length === 0) return false;
-  let t: string | undefined;
-  const candidates: string[] = [];
-  for (const entry of header.split(',')) {
-    const eq = entry.indexOf('=');
-    if (eq < 0) continue;
-    const key = entry.slice(0, eq).trim();
-    const value = entry.slice(eq + 1).trim();
-    if (key === 't') t = value;
-    else if (key === 'v1') candidates.push(value);
-  }
-  if (t === undefined || !/^\d{1,15}$/.test(t) || candidates.length === 0) return false;
-
-  const now = opts.now ?? Math.floor(Date.now() / 1000);
-  const tolerance = opts.toleranceSec ?? DEFAULT_TOLERANCE_SEC;
-  if (Math.abs(now - Number(t)) > tolerance) return false;
-
-  const expected = Buffer.from(hmacHex(rawBody, secret, t), 'utf8');
-  let valid = false;
-  for (const candidate of candidates) {
-    const given = Buffer.from(candidate, 'utf8');
-    // Check every candidate, without an early exit, so timing reveals nothing.
-    if (given.length === expected.length && timingSafeEqual(given, expected)) valid = true;
-  }
-  return valid;
+  if (typeof secret !== 'string' || secret.length === 0) return false;
+  return checkWebhookSignature(rawBody, header, [secret], opts) === 'valid';
 }

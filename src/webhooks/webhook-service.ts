@@ -1,6 +1,7 @@
 import type { Config } from '../config.js';
 import { ConfigError } from '../errors.js';
 import type { Logger } from '../logger.js';
+import { createWebhookMetrics, type WebhookMetrics } from '../metrics/webhook-metrics.js';
 import { createPublisher, type Publisher } from '../queue/publisher.js';
 import { type Relay, startRelay } from '../queue/relay.js';
 import { routeFor } from '../queue/routes.js';
@@ -29,6 +30,8 @@ export interface WebhookService {
   readonly server: ReceiverServer;
   readonly store: Store;
   readonly relay: Relay;
+  /** The receiver's Prometheus metrics; `serve-webhooks` serves them on METRICS_PORT. */
+  readonly metrics: WebhookMetrics;
   /** Stops accepting, finishes requests in flight, publishes what it can, stops the relay, closes. */
   close(): Promise<void>;
 }
@@ -65,16 +68,16 @@ export async function startWebhookService(
     log.warn({ err }, 'Postgres does not answer yet; deliveries get 503 until it does');
   }
 
-  const publisher =
-    opts.publisher ?? createPublisher({ redisUrl: config.redis.url, prefix: config.queues.prefix });
+  const publisher = opts.publisher ?? createPublisher({ redis: config.redis, prefix: config.queues.prefix });
   const relay = startRelay({ store, publisher, logger: opts.logger });
   // Rows a previous run stored but did not publish.
   if (gate.current) relay.kick();
 
+  const metrics = createWebhookMetrics(config.feed.source);
   const handle = createDeliveryHandler({
     secrets: config.webhooks.secrets,
     source: config.feed.source,
-    applier: createApplier(store, routeFor(config.queues)),
+    applier: metrics.timeCommits(createApplier(store, routeFor(config.queues))),
     types: config.feed.types,
     ready: () => gate.ensure(),
     onStored: () => relay.kick(),
@@ -88,7 +91,8 @@ export async function startWebhookService(
       port: opts.port ?? config.webhooks.port,
       ...(opts.host ? { host: opts.host } : {}),
       maxBodyBytes: config.webhooks.maxBodyBytes,
-      handle,
+      handle: metrics.countRejections(handle),
+      onAnswered: metrics.onAnswered,
       logger: opts.logger,
       ready: async () => {
         const postgres = await gate
@@ -117,6 +121,7 @@ export async function startWebhookService(
     server,
     store,
     relay,
+    metrics,
     close() {
       closing ??= (async () => {
         await server.close();

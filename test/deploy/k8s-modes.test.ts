@@ -1,9 +1,12 @@
 import type { IDeployment } from 'kubernetes-models/apps/v1/Deployment';
 import type { ICronJob } from 'kubernetes-models/batch/v1/CronJob';
 import type { INetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1/NetworkPolicy';
+import type { IPodDisruptionBudget } from 'kubernetes-models/policy/v1/PodDisruptionBudget';
 import type { IConfigMap } from 'kubernetes-models/v1/ConfigMap';
+import type { IService } from 'kubernetes-models/v1/Service';
 import { describe, expect, it } from 'vitest';
 import { one, render } from './manifests.js';
+import { podTemplatesOf } from './pod-security.js';
 
 describe('the cronjob overlay', () => {
   const objects = render('cronjob');
@@ -42,7 +45,7 @@ describe('the cronjob overlay', () => {
 
   it('has no Deployment and opens no ingress', () => {
     expect(objects.filter((o) => o.kind === 'Deployment')).toEqual([]);
-    expect(one<INetworkPolicy>(objects, 'NetworkPolicy').spec?.ingress).toBeUndefined();
+    expect(one<INetworkPolicy>(objects, 'NetworkPolicy', 'feedsync').spec?.ingress).toBeUndefined();
   });
 });
 
@@ -78,7 +81,85 @@ describe('the deployment overlay', () => {
   });
 
   it('opens ingress to the metrics port only', () => {
-    const ingress = one<INetworkPolicy>(objects, 'NetworkPolicy').spec?.ingress;
+    const ingress = one<INetworkPolicy>(objects, 'NetworkPolicy', 'feedsync').spec?.ingress;
     expect(ingress).toEqual([{ ports: [{ port: 9464, protocol: 'TCP' }] }]);
+  });
+});
+
+describe('the webhooks overlay', () => {
+  const objects = render('webhooks');
+  const deployment = one<IDeployment>(objects, 'Deployment', 'feedsync-webhooks');
+  const pod = deployment.spec!.template;
+  const container = pod.spec!.containers[0]!;
+  const podLabels = pod.metadata?.labels ?? {};
+  const selects = (selector: Record<string, string> | undefined, labels: Record<string, string>) =>
+    Object.keys(selector ?? {}).length > 0 &&
+    Object.entries(selector ?? {}).every(([key, value]) => labels[key] === value);
+
+  it('runs serve-webhooks in two replicas that roll without ever dropping to none', () => {
+    expect(deployment.spec?.replicas).toBe(2);
+    expect(deployment.spec?.strategy).toEqual({
+      type: 'RollingUpdate',
+      rollingUpdate: { maxUnavailable: 0, maxSurge: 1 },
+    });
+    expect(selects(deployment.spec?.selector.matchLabels, podLabels)).toBe(true);
+    expect(container.args).toEqual(['serve-webhooks']);
+    expect(container.ports).toEqual([
+      { name: 'webhooks', containerPort: 8080, protocol: 'TCP' },
+      { name: 'metrics', containerPort: 9464, protocol: 'TCP' },
+    ]);
+    expect(container.livenessProbe?.httpGet).toEqual({ path: '/healthz', port: 'webhooks' });
+    expect(container.readinessProbe?.httpGet).toEqual({ path: '/readyz', port: 'webhooks' });
+  });
+
+  it('keeps the CronJob beside it: the feed fills what a delivery missed', () => {
+    expect(objects.filter((o) => o.kind === 'CronJob').map((o) => o.metadata.name)).toEqual(['feedsync']);
+    // Only the receiver's pods carry its component label, so its Service and policy reach no other pod.
+    const others = objects
+      .filter((o) => o !== (deployment as unknown))
+      .flatMap((o) => podTemplatesOf(o).map((p) => p.template.metadata?.labels ?? {}));
+    expect(others.length).toBeGreaterThan(0);
+    for (const labels of others) expect(labels['app.kubernetes.io/component']).not.toBe('webhooks');
+  });
+
+  it('has a Service on the webhook port and a PodDisruptionBudget that keeps one replica up', () => {
+    const service = one<IService>(objects, 'Service', 'feedsync-webhooks').spec!;
+    expect(selects(service.selector, podLabels)).toBe(true);
+    expect(service.ports).toEqual([
+      { name: 'webhooks', port: 8080, targetPort: 'webhooks', protocol: 'TCP' },
+    ]);
+    const budget = one<IPodDisruptionBudget>(objects, 'PodDisruptionBudget', 'feedsync-webhooks').spec!;
+    expect(budget.minAvailable).toBe(1);
+    expect(budget.minAvailable).toBeLessThan(deployment.spec!.replicas!);
+    expect(selects(budget.selector?.matchLabels, podLabels)).toBe(true);
+  });
+
+  it("admits only the ingress controller's namespace to the webhook port, and Prometheus's to metrics", () => {
+    const policy = one<INetworkPolicy>(objects, 'NetworkPolicy', 'feedsync-webhooks').spec!;
+    expect(selects(policy.podSelector.matchLabels, podLabels)).toBe(true);
+    expect(policy.policyTypes).toEqual(['Ingress']);
+    const rules = (policy.ingress ?? []).map((rule) => ({
+      from: rule.from?.map((peer) => {
+        // A namespace, never "any pod" or an address block.
+        expect(peer.podSelector).toBeUndefined();
+        expect(peer.ipBlock).toBeUndefined();
+        return peer.namespaceSelector?.matchLabels?.['kubernetes.io/metadata.name'];
+      }),
+      ports: rule.ports?.map((p) => `${p.port}/${p.protocol}`),
+    }));
+    expect(rules).toEqual([
+      { from: ['ingress-nginx'], ports: ['8080/TCP'] },
+      { from: ['monitoring'], ports: ['9464/TCP'] },
+    ]);
+    // The base policy still limits the receiver's egress and opens no ingress.
+    const base = one<INetworkPolicy>(objects, 'NetworkPolicy', 'feedsync').spec!;
+    expect(selects(base.podSelector.matchLabels, podLabels)).toBe(true);
+    expect(base.ingress).toBeUndefined();
+  });
+
+  it('pauses before SIGTERM and gives the drain its time', () => {
+    expect(container.lifecycle?.preStop?.exec?.command).toEqual(['sleep', '5']);
+    // 5 s pause + 20 s for requests in flight + 5 s to publish, with room.
+    expect(pod.spec?.terminationGracePeriodSeconds).toBeGreaterThanOrEqual(40);
   });
 });

@@ -1,9 +1,13 @@
+import { PodMonitor } from '@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1/PodMonitor';
+import { PrometheusRule } from '@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1/PrometheusRule';
 import { Deployment } from 'kubernetes-models/apps/v1/Deployment';
 import { CronJob } from 'kubernetes-models/batch/v1/CronJob';
 import { Job } from 'kubernetes-models/batch/v1/Job';
 import { NetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1/NetworkPolicy';
+import { PodDisruptionBudget } from 'kubernetes-models/policy/v1/PodDisruptionBudget';
 import { ConfigMap } from 'kubernetes-models/v1/ConfigMap';
 import { Secret } from 'kubernetes-models/v1/Secret';
+import { Service } from 'kubernetes-models/v1/Service';
 import { ServiceAccount } from 'kubernetes-models/v1/ServiceAccount';
 import type { K8sObject } from './kustomize.js';
 
@@ -18,6 +22,11 @@ const MODELS: Record<string, ModelClass> = {
   'batch/v1/CronJob': CronJob,
   'apps/v1/Deployment': Deployment,
   'networking.k8s.io/v1/NetworkPolicy': NetworkPolicy,
+  'v1/Service': Service,
+  'policy/v1/PodDisruptionBudget': PodDisruptionBudget,
+  // The Prometheus Operator's kinds (k8s/monitoring), from its CRDs' schemas.
+  'monitoring.coreos.com/v1/PrometheusRule': PrometheusRule,
+  'monitoring.coreos.com/v1/PodMonitor': PodMonitor,
 };
 
 interface Visit {

@@ -80,6 +80,16 @@ describe.each(OVERLAYS)('the %s overlay', (overlay) => {
       expect(volume?.secret?.secretName, where).toBe(secret.metadata?.name);
       const container = spec.containers[0]!;
       expect(container.envFrom, where).toEqual([{ configMapRef: { name: configMap.metadata?.name } }]);
+      // A pod's own variables (the receiver's secret file) come on top of the ConfigMap.
+      const env = Object.fromEntries((container.env ?? []).map((e) => [e.name, e.value]));
+      for (const e of container.env ?? []) {
+        expect(e.valueFrom, `${where} ${e.name}`).toBeUndefined();
+        // Only file names: a secret itself is never an environment variable.
+        if (!e.name.endsWith('_FILE')) expect(e.name).not.toMatch(/KEY|SECRET|PASSWORD|TOKEN|_URL/);
+        expect(configSource, `${e.name} is not a variable that src/config.ts reads`).toContain(
+          e.name.replace(/_FILE$/, ''),
+        );
+      }
       const mount = container.volumeMounts?.find((m) => m.name === volume?.name);
       expect(mount?.readOnly, where).toBe(true);
 
@@ -91,10 +101,13 @@ describe.each(OVERLAYS)('the %s overlay', (overlay) => {
         if (value === undefined) throw Object.assign(new Error(`no ${path}`), { code: 'ENOENT' });
         return value;
       };
-      const config = loadConfig(configMap.data ?? {}, readFile);
+      const config = loadConfig({ ...configMap.data, ...env }, readFile);
       expect(config.feed.apiKey, where).toBe(secret.stringData?.['feed-api-key']);
       expect(config.database.url, where).toBe(secret.stringData?.['database-url']);
       expect(config.redis.url, where).toBe(secret.stringData?.['redis-url']);
+      if (container.args?.[0] === 'serve-webhooks') {
+        expect(config.webhooks.secrets, where).toEqual([secret.stringData?.['webhook-secret']]);
+      }
     }
   });
 
@@ -125,7 +138,7 @@ describe.each(OVERLAYS)('the %s overlay', (overlay) => {
   });
 
   it('has a NetworkPolicy over every pod allowing egress only to DNS, Postgres, Redis and HTTPS', () => {
-    const policy = one<INetworkPolicy>(objects, 'NetworkPolicy').spec!;
+    const policy = one<INetworkPolicy>(objects, 'NetworkPolicy', 'feedsync').spec!;
     expect(policy.policyTypes?.sort()).toEqual(['Egress', 'Ingress']);
     for (const { where, template } of pods) {
       for (const [label, value] of Object.entries(policy.podSelector.matchLabels ?? {})) {

@@ -16,7 +16,7 @@ export interface K8sObject {
 }
 
 /** The only kustomization fields this renderer knows; any other one is refused, not ignored. */
-const SUPPORTED_FIELDS = new Set(['apiVersion', 'kind', 'resources', 'patches']);
+const SUPPORTED_FIELDS = new Set(['apiVersion', 'kind', 'resources', 'patches', 'configMapGenerator']);
 
 /**
  * Lists that kubectl's strategic merge combines item by item (by name, port, ...).
@@ -39,7 +39,8 @@ const MERGED_LISTS = new Set([
  * Renders a kustomization directory the way `kubectl kustomize` does, for the subset
  * our manifests use: `resources` (files and directories) and `patches` given by
  * `path`, each a strategic-merge patch (maps merge, lists replace, `null` removes a
- * key) or a whole-object `$patch: delete`. Objects keep resource order.
+ * key) or a whole-object `$patch: delete`; and `configMapGenerator` from files, without
+ * the name's hash suffix. Objects keep resource order; generated ones come after.
  */
 export function renderKustomization(dir: string): K8sObject[] {
   const file = ['kustomization.yaml', 'kustomization.yml', 'Kustomization']
@@ -61,6 +62,12 @@ export function renderKustomization(dir: string): K8sObject[] {
         throw new Error(`${path}: ${idOf(obj)} is defined twice`);
       objects.push(obj);
     }
+  }
+
+  for (const generated of generateConfigMaps(kustomization.configMapGenerator, dir, file)) {
+    if (objects.some((o) => idOf(o) === idOf(generated)))
+      throw new Error(`${file}: ${idOf(generated)} is defined twice`);
+    objects.push(generated);
   }
 
   for (const patch of (kustomization.patches ?? []) as Record<string, unknown>[]) {
@@ -100,6 +107,38 @@ function readObjects(path: string): K8sObject[] {
       throw new Error(`${path}: a document without apiVersion, kind or metadata.name`);
     }
     return obj;
+  });
+}
+
+/**
+ * ConfigMaps from `configMapGenerator` entries: `name`, `files` (`path` or `key=path`)
+ * and `options` with `disableNameSuffixHash: true` and `labels`. The hash suffix is
+ * refused rather than computed: a name that changes with the content breaks the
+ * references of anyone who does not use kustomize's name rewriting.
+ */
+function generateConfigMaps(entries: unknown, dir: string, file: string): K8sObject[] {
+  return ((entries ?? []) as Record<string, unknown>[]).map((entry) => {
+    const extra = Object.keys(entry).filter((key) => !['name', 'files', 'options'].includes(key));
+    const options = (entry.options ?? {}) as Record<string, unknown>;
+    const extraOptions = Object.keys(options).filter((k) => !['disableNameSuffixHash', 'labels'].includes(k));
+    if (typeof entry.name !== 'string' || extra.length > 0 || extraOptions.length > 0) {
+      throw new Error(`${file}: configMapGenerator supports name, files and options (labels) only`);
+    }
+    if (options.disableNameSuffixHash !== true) {
+      throw new Error(`${file}: configMapGenerator ${entry.name} needs options.disableNameSuffixHash: true`);
+    }
+    const data: Record<string, string> = {};
+    for (const spec of stringList(entry.files, file)) {
+      const [key, path] = spec.includes('=') ? spec.split('=', 2) : [spec.split('/').pop()!, spec];
+      data[key!] = readFileSync(resolve(dir, path!), 'utf8');
+    }
+    const labels = options.labels as Record<string, string> | undefined;
+    return {
+      apiVersion: 'v1',
+      kind: 'ConfigMap',
+      metadata: { name: entry.name, ...(labels ? { labels } : {}) },
+      data,
+    };
   });
 }
 

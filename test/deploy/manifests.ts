@@ -8,8 +8,8 @@ import { idOf, type K8sObject, renderKustomization } from './kustomize.js';
 /** The repository root, with a trailing slash. */
 export const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 
-/** The overlays users apply, one per mode. */
-export const OVERLAYS = ['cronjob', 'deployment'] as const;
+/** The overlays users apply: one per mode, and the webhook receiver beside the CronJob. */
+export const OVERLAYS = ['cronjob', 'deployment', 'webhooks'] as const;
 export type Overlay = (typeof OVERLAYS)[number];
 
 /** The directory of an overlay. */
@@ -40,9 +40,13 @@ export function hasKubectl(): boolean {
   return probe.status === 0;
 }
 
-/** An overlay rendered by `kubectl kustomize` (only call when hasKubectl()). */
-export function renderWithKubectl(overlay: Overlay): K8sObject[] {
-  const run = spawnSync('kubectl', ['kustomize', overlayDir(overlay)], { encoding: 'utf8', timeout: 60_000 });
+/** k8s/monitoring: the PrometheusRule, the PodMonitors and the dashboard's ConfigMap. */
+export const MONITORING_DIR = join(ROOT, 'k8s', 'monitoring');
+
+/** A kustomization (an overlay, or a directory) rendered by `kubectl kustomize` (only call when hasKubectl()). */
+export function renderWithKubectl(overlay: Overlay | string): K8sObject[] {
+  const dir = (OVERLAYS as readonly string[]).includes(overlay) ? overlayDir(overlay as Overlay) : overlay;
+  const run = spawnSync('kubectl', ['kustomize', dir], { encoding: 'utf8', timeout: 60_000 });
   if (run.status !== 0) throw new Error(`kubectl kustomize ${overlay}: ${run.stderr}`);
   return parseAllDocuments(run.stdout as string)
     .map((doc) => doc.toJS() as K8sObject | null)

@@ -15,6 +15,8 @@ export function testEnv(
     QUEUE_PREFIX: opts.prefix,
     FEED_API_KEY: TEST_API_KEY,
     LOG_LEVEL: 'warn',
+    // A free port: tests run in parallel, and serve-webhooks and sync --watch both serve /metrics.
+    METRICS_PORT: '0',
     ...(opts.baseUrl ? { FEED_BASE_URL: opts.baseUrl } : {}),
     ...extra,
   };

@@ -92,7 +92,7 @@ describe('a next_after that does not move forward fails the run; the cursor stay
     expect(fixed.code, fixed.stderr).toBe(0);
     expect(await cursorOf(box.store, source)).toBe(id(EVENTS.length));
     expect(await storedCount(box.store, source)).toBe(EVENTS.length);
-  });
+  }, 120_000);
 });
 
 describe('a cursor moved by hand during a run', () => {

@@ -5,7 +5,7 @@ import { action } from '../context.js';
 export function serveWebhooksCommand(): Command {
   return new Command('serve-webhooks')
     .description(
-      "Receive the service's signed webhooks at POST /webhooks on WEBHOOK_PORT into the same store as the feed; /healthz and /readyz beside it.",
+      "Receive the service's signed webhooks at POST /webhooks on WEBHOOK_PORT into the same store as the feed; /healthz and /readyz beside it, /metrics on METRICS_PORT.",
     )
     .addHelpText(
       'after',
@@ -21,14 +21,26 @@ export function serveWebhooksCommand(): Command {
       action(async ({ config, logger }) => {
         const { startWebhookService } = await import('../../webhooks/webhook-service.js');
         const { shutdownSignal } = await import('../../sync/signals.js');
+        const { startHealthServer } = await import('../../metrics/server.js');
         const shutdown = shutdownSignal(logger);
         try {
           const service = await startWebhookService(config, { logger });
+          // Its own port, so the webhook port (open to the ingress controller) never shows /metrics.
+          const metrics = await startHealthServer({
+            port: config.metricsPort,
+            registry: service.metrics.registry,
+            logger,
+          }).catch(async (err: unknown) => {
+            await service.close();
+            throw err;
+          });
+          logger.child({ module: 'serve-webhooks' }).info({ port: metrics.port }, 'serving /metrics');
           await new Promise<void>((resolve) => {
             if (shutdown.signal.aborted) resolve();
             else shutdown.signal.addEventListener('abort', () => resolve(), { once: true });
           });
           await service.close();
+          await metrics.close();
           return 0;
         } finally {
           shutdown.dispose();

@@ -1,0 +1,70 @@
+import { Counter, Histogram, Registry } from 'prom-client';
+import type { Applier } from '../store/applier.js';
+import type { DeliveryAnswer, DeliveryHandler } from '../webhooks/receiver.js';
+
+/** The Prometheus metrics of `serve-webhooks` (names in docs/DEPLOYMENT.md). */
+export interface WebhookMetrics {
+  readonly registry: Registry;
+  /** Counts one answer to POST /webhooks, whatever layer gave it (413 and 405 included). */
+  onAnswered(status: number): void;
+  /** The handler, counting why signatures were refused. */
+  countRejections(handle: DeliveryHandler): DeliveryHandler;
+  /** The applier, timing each transaction (commit latency). */
+  timeCommits(applier: Applier): Applier;
+}
+
+/** Signature refusals, by reason: every label set exists from the start, at 0. */
+const REASONS = ['missing', 'malformed', 'stale', 'mismatch'] as const satisfies readonly NonNullable<
+  DeliveryAnswer['rejected']
+>[];
+
+/**
+ * The receiver's own registry: requests by HTTP answer, signature failures by reason
+ * and the latency of the store's transaction. Each carries the `source` the receiver
+ * stores under, so one dashboard variable selects the feed's and the receiver's series.
+ */
+export function createWebhookMetrics(source: string): WebhookMetrics {
+  const registry = new Registry();
+  const requests = new Counter({
+    name: 'feedsync_webhook_requests_total',
+    help: 'Deliveries answered at POST /webhooks, by HTTP status.',
+    labelNames: ['source', 'status'],
+    registers: [registry],
+  });
+  const rejected = new Counter({
+    name: 'feedsync_webhook_signature_failures_total',
+    help: 'Deliveries refused for their signature (401), by reason: missing, malformed, stale, mismatch.',
+    labelNames: ['source', 'reason'],
+    registers: [registry],
+  });
+  const commits = new Histogram({
+    name: 'feedsync_webhook_commit_duration_seconds',
+    help: "Time of the store's transaction for one delivery (the wait before a 200).",
+    labelNames: ['source'],
+    buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10],
+    registers: [registry],
+  });
+  // Zero series from the start: rate() and the alerts see a counter before its first increment.
+  for (const reason of REASONS) rejected.inc({ source, reason }, 0);
+  for (const status of ['200', '503']) requests.inc({ source, status }, 0);
+
+  return {
+    registry,
+    onAnswered: (status) => requests.inc({ source, status: String(status) }),
+    countRejections: (handle) => async (raw, signature) => {
+      const answer = await handle(raw, signature);
+      if (answer.rejected) rejected.inc({ source, reason: answer.rejected });
+      return answer;
+    },
+    timeCommits: (applier) => ({
+      async apply(batch) {
+        const end = commits.startTimer({ source });
+        try {
+          return await applier.apply(batch);
+        } finally {
+          end();
+        }
+      },
+    }),
+  };
+}
