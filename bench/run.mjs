@@ -3,8 +3,8 @@
 // table and written into docs/BENCHMARKS.md (between its bench markers).
 // `--quick` runs everything at a tenth of the size to check the harness (and
 // writes nothing); `--no-write` leaves the page alone; `--json FILE` also writes
-// the raw results; `--only <section>` runs one section that stands alone
-// (page-memory) and rewrites only its block of the page.
+// the raw results; `--only <section>` runs one section alone: sources (bench/sources.mjs)
+// or page-memory (bench/page-memory.mjs, which rewrites only its block of the page).
 import { writeFileSync } from 'node:fs';
 import pg from 'pg';
 import { bullmqAddBulk, feedPaging, feedPagingWithLatency, postgresIngest } from './ceilings.mjs';
@@ -16,6 +16,7 @@ import { measuredSection, writeBlock, writeMeasured } from './lib/page.mjs';
 import { startSimChild } from './lib/simulator.mjs';
 import { cpuTable, markdownTable, mb, ms, pct, rate } from './lib/table.mjs';
 import { pageMemory, pageMemoryRows } from './page-memory.mjs';
+import { measureSources, sourcesSection, sourcesSizes, writeSourcesSection } from './sources.mjs';
 
 const args = process.argv.slice(2);
 const quick = args.includes('--quick');
@@ -24,7 +25,7 @@ const jsonFile = jsonAt >= 0 ? args[jsonAt + 1] : null;
 const writePage = !quick && !args.includes('--no-write');
 const onlyAt = args.indexOf('--only');
 const only = onlyAt >= 0 ? args[onlyAt + 1] : null;
-/** Sections that run alone, each with its own block of the page. */
+/** Sections that run alone, each with its own block of the page (sources writes its own). */
 const ALONE = {
   'page-memory': {
     title: 'Memory by page size',
@@ -32,6 +33,10 @@ const ALONE = {
     rows: pageMemoryRows,
   },
 };
+if (only !== null && only !== 'sources' && !ALONE[only]) {
+  console.error(`--only: unknown section "${only}" (known: sources, ${Object.keys(ALONE).join(', ')})`);
+  process.exit(2);
+}
 const PAGE = new URL('../docs/BENCHMARKS.md', import.meta.url).pathname;
 const scale = quick ? 0.1 : 1;
 const n = (x) => Math.round(x * scale);
@@ -77,8 +82,7 @@ async function runAlone(name, machine) {
 async function main() {
   const started = performance.now();
   const machine = await describeMachine();
-  if (only) {
-    if (!ALONE[only]) throw new Error(`--only: "${only}" is not one of ${Object.keys(ALONE).join(', ')}`);
+  if (only !== null && ALONE[only]) {
     try {
       await runAlone(only, machine);
     } finally {
@@ -92,6 +96,11 @@ async function main() {
   const cpu = { pg: monitor, redisPid: await redisPid(), simPid: sim.pid };
   const results = { machine, sizes: SIZES };
   try {
+    if (only === 'sources') {
+      const { roundTripMs } = await feedPagingWithLatency(sim, 0, SIZES.latencyPages, PAGE_LIMIT);
+      await sources(sim, roundTripMs, machine);
+      return;
+    }
     log(`feed paging alone, ${SIZES.ceiling} events`);
     const paging = await feedPaging(sim, SIZES.ceiling, PAGE_LIMIT, cpu);
     log(`Postgres ingest alone, ${SIZES.ceiling} events`);
@@ -128,6 +137,7 @@ async function main() {
     const cold = await coldStart(big.env, SIZES.coldRuns);
     await release(big);
     Object.assign(results, { plain, grown, latency, big, cold });
+    results.sources = await sources(sim, paging.roundTripMs, machine);
     for (const name of Object.keys(ALONE)) results[name] = await runAlone(name, machine);
 
     const rows = tableRows(results);
@@ -257,6 +267,15 @@ function tableRows(r) {
     ok: grownRatio >= 0.8,
   });
   return rows;
+}
+
+/** The Sources section (bench/sources.mjs): printed, and written into its own part of the page. */
+async function sources(sim, roundTripMs, machine) {
+  const measured = await measureSources(sim, sourcesSizes(scale), roundTripMs, log);
+  const section = sourcesSection(measured, machineLine(machine));
+  console.log(`\n${section}\n`);
+  if (writePage) writeSourcesSection(PAGE, section);
+  return measured;
 }
 
 function machineLine(m) {

@@ -22,6 +22,11 @@ export interface RedisSettings {
   readonly cluster: boolean | null;
   /** REDIS_SENTINELS and REDIS_SENTINEL_NAME: the master is found through them. Null without. */
   readonly sentinel: SentinelSettings | null;
+  /**
+   * REDIS_WAIT_REPLICAS: replicas that must hold a batch of jobs (Redis WAIT) before its
+   * outbox rows count as published, so a failover to one of them loses none. Default 0.
+   */
+  readonly waitReplicas: number;
 }
 
 export interface SentinelSettings {
@@ -39,6 +44,7 @@ export interface RedisEnv {
   REDIS_CLUSTER?: boolean | undefined;
   REDIS_SENTINELS?: string | undefined;
   REDIS_SENTINEL_NAME?: string | undefined;
+  REDIS_WAIT_REPLICAS?: number | undefined;
 }
 
 interface Entry {
@@ -97,6 +103,7 @@ export function parseRedisSettings(env: RedisEnv): RedisSettings {
     db,
     cluster,
     sentinel: parseSentinel(env, tls, entries.length, cluster),
+    waitReplicas: env.REDIS_WAIT_REPLICAS ?? 0,
   };
 }
 

@@ -1,6 +1,6 @@
 import type { ServiceEvent } from '../api/types.js';
 import type { FetchedPage, FetchPage } from '../feed/feed-client.js';
-import type { ApplyBatch, ApplyResult } from '../store/applier.js';
+import { type ApplyBatch, type ApplyResult, nothingApplied } from '../store/applier.js';
 import { cursorGuard } from './cursor-guard.js';
 import { DEFAULT_MAX_HELD_BYTES, HeldPages } from './held-pages.js';
 
@@ -199,15 +199,7 @@ async function commit(opts: CatchUpOptions, taken: Fetched[]): Promise<CommitInf
       pages: taken.length,
       filteredOut,
       cursor: first.prev,
-      result: {
-        status: 'applied',
-        inserted: [],
-        duplicates: 0,
-        unstorable: [],
-        quarantined: 0,
-        conflicts: 0,
-        outboxRows: 0,
-      },
+      result: nothingApplied(),
     };
   }
   const result = await opts.apply(batch);

@@ -68,31 +68,35 @@ describe('a next_after that does not move forward fails the run; the cursor stay
       page: { after: id(10), nextAfter: id(10) },
       code: /CURSOR_STUCK|would not move/,
     },
-  ])('$name: exit 1, the page not stored, the cursor where it was', async ({ name, page, code }) => {
-    const source = name.replace(/[^a-z]+/g, '-');
-    bad = page;
-    const requestsBefore = feed.queries.length;
-    const run = await runCli(['sync', '--once'], env(source), 60_000);
-    expect(run.code, run.stderr).toBe(1);
-    expect(run.stderr).toMatch(code);
-    // The pages before the bad one commit; the cursor never takes the bad page's value.
-    expect(await cursorOf(box.store, source)).toBe(page.after);
-    expect(await storedCount(box.store, source)).toBe(EVENTS.findIndex((e) => e.id === page.after) + 1);
-    // The bad page was the run's last request: nothing was read from where it points.
-    expect(feed.queries.slice(requestsBefore).at(-1)?.get('after')).toBe(page.after);
+  ])(
+    '$name: exit 1, the page not stored, the cursor where it was',
+    async ({ name, page, code }) => {
+      const source = name.replace(/[^a-z]+/g, '-');
+      bad = page;
+      const requestsBefore = feed.queries.length;
+      const run = await runCli(['sync', '--once'], env(source), 60_000);
+      expect(run.code, run.stderr).toBe(1);
+      expect(run.stderr).toMatch(code);
+      // The pages before the bad one commit; the cursor never takes the bad page's value.
+      expect(await cursorOf(box.store, source)).toBe(page.after);
+      expect(await storedCount(box.store, source)).toBe(EVENTS.findIndex((e) => e.id === page.after) + 1);
+      // The bad page was the run's last request: nothing was read from where it points.
+      expect(feed.queries.slice(requestsBefore).at(-1)?.get('after')).toBe(page.after);
 
-    // The same failure on every run, never "caught up": the next run fails the same way.
-    const again = await runCli(['sync', '--once'], env(source), 60_000);
-    expect(again.code).toBe(1);
-    expect(await cursorOf(box.store, source)).toBe(page.after);
+      // The same failure on every run, never "caught up": the next run fails the same way.
+      const again = await runCli(['sync', '--once'], env(source), 60_000);
+      expect(again.code).toBe(1);
+      expect(await cursorOf(box.store, source)).toBe(page.after);
 
-    // Once the feed behaves, the next run stores the rest, once.
-    bad = null;
-    const fixed = await runCli(['sync', '--once'], env(source), 60_000);
-    expect(fixed.code, fixed.stderr).toBe(0);
-    expect(await cursorOf(box.store, source)).toBe(id(EVENTS.length));
-    expect(await storedCount(box.store, source)).toBe(EVENTS.length);
-  }, 120_000);
+      // Once the feed behaves, the next run stores the rest, once.
+      bad = null;
+      const fixed = await runCli(['sync', '--once'], env(source), 60_000);
+      expect(fixed.code, fixed.stderr).toBe(0);
+      expect(await cursorOf(box.store, source)).toBe(id(EVENTS.length));
+      expect(await storedCount(box.store, source)).toBe(EVENTS.length);
+    },
+    120_000,
+  );
 });
 
 describe('a cursor moved by hand during a run', () => {
