@@ -6,6 +6,7 @@ import { createMetrics, type Metrics } from '../metrics/metrics.js';
 import { startHealthServer } from '../metrics/server.js';
 import { createPublisher } from '../queue/publisher.js';
 import { startRelay } from '../queue/relay.js';
+import { jobOptionsFor } from '../queue/routes.js';
 import { createStore } from '../store/db.js';
 import { type Outcome, rotate, runEachOnce, startIndex, watchSources } from '../sync/scheduler.js';
 import { shutdownSignal } from '../sync/signals.js';
@@ -33,7 +34,11 @@ export async function runSources(
     max: 2 * config.syncConcurrency + 2,
     applicationName: config.hostName,
   });
-  const publisher = createPublisher({ redis: config.redis, prefix: config.queues.prefix });
+  const publisher = createPublisher({
+    redis: config.redis,
+    prefix: config.queues.prefix,
+    jobOptions: jobOptionsFor(config.queues),
+  });
   const metrics = createMetrics(dbGauges(store, names), names);
   const relay = startRelay({ store, publisher, logger, onPublished: metrics.onPublished });
   let lastBeat = Date.now();
