@@ -4,6 +4,8 @@ import { pruneExpired } from '../dist/store/retention.js';
 import { prepareSchema } from './end-to-end.mjs';
 import { fillStore } from './growth.mjs';
 import { benchPrefix, DATABASE_URL, SOURCE } from './lib/env.mjs';
+import { startSimChild } from './lib/simulator.mjs';
+import { pct, rate } from './lib/table.mjs';
 import { runWorker, workerEnv } from './lib/worker.mjs';
 
 /** The fill's events are from 2020: a year's retention lets every one of them go, and none of the feed's. */
@@ -96,4 +98,48 @@ async function bytesPerRow(store) {
     };
   }
   return out;
+}
+
+/** The section alone: its own simulator; 5,000,000 old events and catch-ups of 200,000 at scale 1. */
+export async function retentionAlone({ scale, log }) {
+  const stored = Math.round(5_000_000 * scale);
+  const events = Math.round(200_000 * scale);
+  log(`retention: ${stored} old events, two catch-ups of ${events}, the second while pruning`);
+  const sim = await startSimChild();
+  try {
+    return await retentionUnderLoad(sim, { stored, events });
+  } finally {
+    await sim.stop();
+  }
+}
+
+const n = (x) => x.toLocaleString('en-US');
+
+/** The rows of the retention table, the disk a stored row takes last. */
+export function retentionRows(r) {
+  const { events, email_status: status, outbox } = r.disk;
+  return [
+    {
+      measure: `sync --once, ${n(r.events)} events, ${n(r.stored)} old events stored`,
+      result: rate(r.alone.eventsPerSec),
+    },
+    {
+      measure: `  the same while EVENTS_RETENTION_DAYS prunes the ${n(r.stored)}`,
+      result: rate(r.during.eventsPerSec),
+      against: `${n(r.prunedDuringRun)} rows pruned during the run`,
+      ratio: pct(r.ratio),
+      target: '≥ 80%',
+      ok: r.ratio >= 0.8,
+    },
+    {
+      measure: `pruning all ${n(r.stored)} old events (1000 a statement, resting as long)`,
+      result: `${n(Math.round(r.pruned / r.pruneSeconds))} rows/s`,
+      against: `${Math.round(r.pruneSeconds)} s in all; ${n(r.left)} old left`,
+    },
+    {
+      measure: 'disk per stored row (pg_total_relation_size, indexes included)',
+      result: `events ${Math.round(events.perRow)} B`,
+      against: `email_status ${Math.round(status.perRow)} B, outbox ${Math.round(outbox.perRow)} B`,
+    },
+  ];
 }

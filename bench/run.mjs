@@ -3,8 +3,9 @@
 // table and written into docs/BENCHMARKS.md (between its bench markers).
 // `--quick` runs everything at a tenth of the size to check the harness (and
 // writes nothing); `--no-write` leaves the page alone; `--json FILE` also writes
-// the raw results; `--only sources` or `--only retention` runs that section alone
-// (bench/sources.mjs, bench/retention.mjs) and writes only its part of the page.
+// the raw results; `--only <section>` runs one section alone: sources (bench/sources.mjs)
+// page-memory (bench/page-memory.mjs) or retention (bench/retention.mjs), which rewrite
+// only their block of the page.
 import { writeFileSync } from 'node:fs';
 import pg from 'pg';
 import { bullmqAddBulk, feedPaging, feedPagingWithLatency, postgresIngest } from './ceilings.mjs';
@@ -12,11 +13,11 @@ import { coldStart, prepareSchema, release, rssHalves, syncOnce } from './end-to
 import { fillStore } from './growth.mjs';
 import { cleanUp, DATABASE_URL } from './lib/env.mjs';
 import { describeMachine, redisPid } from './lib/machine.mjs';
-import { measuredSection, writeMeasured, writeNamedSection } from './lib/page.mjs';
-import { retentionRows, retentionSection } from './lib/retention-page.mjs';
+import { measuredSection, writeBlock, writeMeasured } from './lib/page.mjs';
 import { startSimChild } from './lib/simulator.mjs';
 import { cpuTable, markdownTable, mb, ms, pct, rate } from './lib/table.mjs';
-import { retentionUnderLoad } from './retention.mjs';
+import { pageMemory, pageMemoryRows } from './page-memory.mjs';
+import { retentionAlone, retentionRows } from './retention.mjs';
 import { measureSources, sourcesSection, sourcesSizes, writeSourcesSection } from './sources.mjs';
 
 const args = process.argv.slice(2);
@@ -26,9 +27,21 @@ const jsonFile = jsonAt >= 0 ? args[jsonAt + 1] : null;
 const writePage = !quick && !args.includes('--no-write');
 const onlyAt = args.indexOf('--only');
 const only = onlyAt >= 0 ? args[onlyAt + 1] : null;
-const SECTIONS = ['sources', 'retention'];
-if (only !== null && !SECTIONS.includes(only)) {
-  console.error(`--only: unknown section "${only}" (known: ${SECTIONS.join(', ')})`);
+/** Sections that run alone, each with its own block of the page (sources writes its own). */
+const ALONE = {
+  'page-memory': {
+    title: 'Memory by page size',
+    run: () => pageMemory({ scale: quick ? 0.25 : 1, log }),
+    rows: pageMemoryRows,
+  },
+  retention: {
+    title: 'Retention under load',
+    run: () => retentionAlone({ scale, log }),
+    rows: retentionRows,
+  },
+};
+if (only !== null && only !== 'sources' && !ALONE[only]) {
+  console.error(`--only: unknown section "${only}" (known: sources, ${Object.keys(ALONE).join(', ')})`);
   process.exit(2);
 }
 const PAGE = new URL('../docs/BENCHMARKS.md', import.meta.url).pathname;
@@ -47,15 +60,43 @@ const SIZES = {
   stored: n(5_000_000),
   coldRuns: 5,
   latencyPages: 60,
-  pruned: n(5_000_000),
-  prunedCatchUp: n(200_000),
 };
 
 const log = (msg) => console.log(`[bench ${new Date().toISOString().slice(11, 19)}] ${msg}`);
 
+/** Runs one section of ALONE, prints its table and writes its block. Returns its results. */
+async function runAlone(name, machine) {
+  const section = ALONE[name];
+  const started = performance.now();
+  const results = await section.run();
+  const table = markdownTable(section.rows(results));
+  console.log('');
+  console.log(`${section.title}:`);
+  console.log(table);
+  if (writePage) {
+    const seconds = Math.round((performance.now() - started) / 1000);
+    writeBlock(
+      PAGE,
+      name,
+      `Measured ${new Date().toISOString().slice(0, 10)} with \`node bench/run.mjs --only ${name}\` (${seconds} s). ` +
+        `${machineLine(machine)}\n\n${table}`,
+    );
+    console.log(`wrote the ${name} block of ${PAGE}`);
+  }
+  return results;
+}
+
 async function main() {
   const started = performance.now();
   const machine = await describeMachine();
+  if (only !== null && ALONE[only]) {
+    try {
+      await runAlone(only, machine);
+    } finally {
+      await cleanUp();
+    }
+    return;
+  }
   const sim = await startSimChild();
   const monitor = new pg.Client({ connectionString: DATABASE_URL });
   await monitor.connect();
@@ -65,10 +106,6 @@ async function main() {
     if (only === 'sources') {
       const { roundTripMs } = await feedPagingWithLatency(sim, 0, SIZES.latencyPages, PAGE_LIMIT);
       await sources(sim, roundTripMs, machine);
-      return;
-    }
-    if (only === 'retention') {
-      await retention(sim);
       return;
     }
     log(`feed paging alone, ${SIZES.ceiling} events`);
@@ -108,7 +145,7 @@ async function main() {
     await release(big);
     Object.assign(results, { plain, grown, latency, big, cold });
     results.sources = await sources(sim, paging.roundTripMs, machine);
-    results.retention = await retention(sim);
+    for (const name of Object.keys(ALONE)) results[name] = await runAlone(name, machine);
 
     const rows = tableRows(results);
     const table = markdownTable(rows);
@@ -246,18 +283,6 @@ async function sources(sim, roundTripMs, machine) {
   console.log(`\n${section}\n`);
   if (writePage) writeSourcesSection(PAGE, section);
   return measured;
-}
-
-/** The retention section (bench/retention.mjs): its own table, its own part of the page. */
-async function retention(sim) {
-  log(
-    `retention: ${SIZES.pruned} old events, two catch-ups of ${SIZES.prunedCatchUp}, the second while pruning`,
-  );
-  const result = await retentionUnderLoad(sim, { stored: SIZES.pruned, events: SIZES.prunedCatchUp });
-  const section = retentionSection(result, markdownTable(retentionRows(result)));
-  console.log(`\n${section}\n`);
-  if (writePage) writeNamedSection(PAGE, 'retention', section);
-  return result;
 }
 
 function machineLine(m) {

@@ -37,19 +37,20 @@ export function writeMeasured(file, section) {
 }
 
 /**
- * Replaces a named measured part of the page (between `bench:<name>:begin` and
- * `bench:<name>:end`), written by `npm run bench` or by `--only <name>`.
+ * Replaces the block `name` of the page (between `<!-- bench:name:begin -->` and
+ * `<!-- bench:name:end -->`), a section that runs alone (`--only name`) and so is
+ * kept apart from the main table; a page without the block gets it appended.
  */
-export function writeNamedSection(file, name, body) {
-  const begin = `<!-- bench:${name}:begin (written by \`npm run bench\` or \`--only ${name}\`; edits inside are overwritten) -->`;
+export function writeBlock(file, name, text) {
+  const begin = `<!-- bench:${name}:begin (written by \`npm run bench\` and \`--only ${name}\`; edits inside are overwritten) -->`;
   const end = `<!-- bench:${name}:end -->`;
   const page = existsSync(file) ? readFileSync(file, 'utf8') : '# Benchmarks\n';
   const from = page.indexOf(`<!-- bench:${name}:begin`);
   const to = page.indexOf(end);
-  const section = `${begin}\n\n${body}\n\n${end}`;
+  const block = `${begin}\n\n${text}\n\n${end}`;
   const next =
     from >= 0 && to > from
-      ? `${page.slice(0, from)}${section}${page.slice(to + end.length)}`
-      : `${page.trimEnd()}\n\n${section}\n`;
+      ? `${page.slice(0, from)}${block}${page.slice(to + end.length)}`
+      : `${page.trimEnd()}\n\n${block}\n`;
   writeFileSync(file, next);
 }
