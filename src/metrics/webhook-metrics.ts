@@ -44,9 +44,10 @@ export function createWebhookMetrics(source: string): WebhookMetrics {
     buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10],
     registers: [registry],
   });
-  // Zero series from the start: rate() and the alerts see a counter before its first increment.
+  // Zero series from the start: increase() cannot see a series born at 1, so the first
+  // quarantined delivery (400), refusal (401) or outage (503) would go unseen by the alerts.
   for (const reason of REASONS) rejected.inc({ source, reason }, 0);
-  for (const status of ['200', '503']) requests.inc({ source, status }, 0);
+  for (const status of ['200', '400', '401', '503']) requests.inc({ source, status }, 0);
 
   return {
     registry,

@@ -78,7 +78,7 @@ describe('serve-webhooks /metrics', () => {
       expect([requests('200'), requests('401'), requests('400'), requests('413'), requests('405')]).toEqual([
         3, 4, 1, 1, 1,
       ]);
-      // Present before any 503, so an alert on it has a series to compare with.
+      // Present before any 503, so an alert's increase() sees the first one.
       expect(requests('503')).toBe(0);
       for (const reason of ['missing', 'malformed', 'stale', 'mismatch']) {
         expect(
