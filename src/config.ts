@@ -1,7 +1,11 @@
 import { readFileSync } from 'node:fs';
+import { hostname } from 'node:os';
 import { z } from 'zod';
 import { checkBaseUrl } from './api/base-url.js';
+import { type FeedSource, loadSourcesFile } from './config/sources-file.js';
 import { ConfigError } from './errors.js';
+
+export type { FeedSource };
 
 /**
  * The whole configuration, parsed once at start from the environment and frozen.
@@ -30,6 +34,17 @@ export interface Config {
     /** FEED_MAX_RESPONSE_BYTES: a larger page fails the run. Default 16 MiB. */
     readonly maxResponseBytes: number;
   };
+  /**
+   * The accounts to sync: every entry of FEED_SOURCES_FILE, or without it the one
+   * source of FEED_SOURCE / FEED_BASE_URL / FEED_API_KEY / FEED_TYPES.
+   */
+  readonly sources: readonly FeedSource[];
+  /** FEED_SOURCES_FILE, or null when the one source of FEED_* is used. */
+  readonly sourcesFile: string | null;
+  /** SYNC_CONCURRENCY: sources a sync worker runs at once. Default 4. */
+  readonly syncConcurrency: number;
+  /** HOSTNAME, else the system's host name: the Postgres application_name, shown as a lock's holder. */
+  readonly hostName: string;
   readonly database: {
     /** DATABASE_URL. Default `postgres://postgres@127.0.0.1:5432/postgres`. */
     readonly url: string;
@@ -95,6 +110,9 @@ const fields = {
   QUEUE_CONTACT_EVENTS: queueName.default('contact-events'),
   OUTBOX_RETENTION_HOURS: int(0).default(168),
   SYNC_INTERVAL_MS: int(1).default(30_000),
+  SYNC_CONCURRENCY: int(1, 256).default(4),
+  FEED_SOURCES_FILE: z.string().optional(),
+  HOSTNAME: z.string().optional(),
   METRICS_PORT: int(0, 65_535).default(9464),
   PUSHGATEWAY_URL: z.url().optional(),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
@@ -149,12 +167,28 @@ export function loadConfig(
   checkUrl('DATABASE_URL', v.DATABASE_URL, ['postgres:', 'postgresql:']);
   checkUrl('REDIS_URL', v.REDIS_URL, ['redis:', 'rediss:']);
 
+  const types = parseTypes(v.FEED_TYPES);
+  const baseUrl = v.FEED_BASE_URL?.replace(/\/+$/, '') ?? null;
+  const apiKey = v.FEED_API_KEY ?? null;
+  const sources =
+    v.FEED_SOURCES_FILE === undefined
+      ? [{ source: v.FEED_SOURCE, baseUrl, apiKey, types }]
+      : loadSourcesFile(
+          v.FEED_SOURCES_FILE,
+          { baseUrl, apiKey, types },
+          { env, readFile, parseTypes: typeNames },
+        );
+
   const config: Config = {
+    sources,
+    sourcesFile: v.FEED_SOURCES_FILE ?? null,
+    syncConcurrency: v.SYNC_CONCURRENCY,
+    hostName: (v.HOSTNAME ?? hostname()).slice(0, 63),
     feed: {
-      baseUrl: v.FEED_BASE_URL?.replace(/\/+$/, '') ?? null,
-      apiKey: v.FEED_API_KEY ?? null,
+      baseUrl,
+      apiKey,
       source: v.FEED_SOURCE,
-      types: parseTypes(v.FEED_TYPES),
+      types,
       pageLimit: v.FEED_PAGE_LIMIT,
       listField: v.FEED_LIST_FIELD ?? null,
       maxRetryWaitMs: v.FEED_MAX_RETRY_WAIT_MS,
@@ -194,10 +228,26 @@ export function requireService(config: Config): { baseUrl: string; apiKey: strin
   return { baseUrl: config.feed.baseUrl, apiKey: config.feed.apiKey };
 }
 
+/**
+ * The config as the one-source run of `source` sees it: `feed` carries that source's
+ * base URL, key and types. With FEED_SOURCES_FILE, a name not in the file is refused;
+ * without it, any name reads with FEED_BASE_URL / FEED_API_KEY / FEED_TYPES, as before.
+ */
+export function configForSource(config: Config, source: string): Config {
+  const entry = config.sources.find((s) => s.source === source);
+  if (!entry && config.sourcesFile !== null) {
+    const names = config.sources.map((s) => s.source).join(', ');
+    throw new ConfigError(`source "${source}" is not in FEED_SOURCES_FILE (${names}); pass --source`);
+  }
+  const own = entry ? { baseUrl: entry.baseUrl, apiKey: entry.apiKey, types: entry.types } : {};
+  return deepFreeze({ ...config, feed: { ...config.feed, ...own, source } });
+}
+
 /** Every secret value in the config, for the logger to scrub from its output. */
 export function secretsOf(config: Config): string[] {
   const secrets = [...config.webhooks.secrets];
   if (config.feed.apiKey) secrets.push(config.feed.apiKey);
+  for (const s of config.sources) if (s.apiKey) secrets.push(s.apiKey);
   for (const url of [config.database.url, config.redis.url]) {
     const password = new URL(url).password;
     if (password) secrets.push(decodeURIComponent(password), password);
@@ -207,19 +257,20 @@ export function secretsOf(config: Config): string[] {
 
 function parseTypes(value: string | undefined): readonly string[] | null {
   if (value === undefined) return null;
-  const types = [
-    ...new Set(
-      value
-        .split(',')
-        .map((t) => t.trim())
-        .filter(Boolean),
-    ),
-  ];
+  try {
+    return typeNames(value.split(','));
+  } catch (err) {
+    throw new ConfigError(`FEED_TYPES: ${(err as Error).message}`);
+  }
+}
+
+/** Trimmed, unique, sorted full type names; null when none is left. Throws on a malformed one. */
+function typeNames(list: readonly string[]): readonly string[] | null {
+  const types = [...new Set(list.map((t) => t.trim()).filter(Boolean))];
   if (types.length === 0) return null;
   for (const t of types) {
-    if (!/^[a-z]+(\.[a-z_]+)+$/.test(t)) {
-      throw new ConfigError(`FEED_TYPES: "${t}" is not a full type name such as email.delivered`);
-    }
+    if (!/^[a-z]+(\.[a-z_]+)+$/.test(t))
+      throw new Error(`"${t}" is not a full type name such as email.delivered`);
   }
   return types.sort();
 }

@@ -25,6 +25,10 @@ export async function runSync(
   opts: { watch: boolean; migrate: boolean },
 ): Promise<number> {
   setFlagsFromString(HEAP_GROWING_FLAG);
+  if (config.sourcesFile !== null) {
+    const { runSources } = await import('./run-sources.js');
+    return runSources(config, logger, opts);
+  }
   const shutdown = shutdownSignal(logger);
   const progress = progressReporter();
   let lastBeat = Date.now();
@@ -32,20 +36,22 @@ export async function runSync(
     lastBeat = Date.now();
   };
   const store = createStore({ ...config.database, logger });
-  const metrics = createMetrics(dbGauges(store, config.feed.source));
+  const source = config.feed.source;
+  const metrics = createMetrics(dbGauges(store, [source]), [source]);
+  const hooks = metrics.hooksFor(source);
   const sync = createSync(config, {
     logger,
     store,
     autoMigrate: opts.migrate,
     hooks: {
-      ...metrics.hooks,
+      ...hooks,
       onCommit: (info) => {
         progress.onCommit(info);
-        metrics.hooks.onCommit(info);
+        hooks.onCommit(info);
         beat();
       },
       onRetry: (info) => {
-        metrics.hooks.onRetry(info);
+        hooks.onRetry(info);
         beat();
       },
     },
@@ -57,9 +63,9 @@ export async function runSync(
       let result: RunResult | undefined;
       try {
         result = await sync.runOnce(shutdown.signal);
-        metrics.observeRun(result);
+        metrics.observeRun(source, result);
       } catch (err) {
-        metrics.observeFailure();
+        metrics.observeFailure(source);
         throw err;
       } finally {
         // A run that found the lock taken did nothing worth reporting.
@@ -113,13 +119,13 @@ export async function runSync(
         logger,
         onBeat: beat,
         onRun: (result) => {
-          metrics.observeRun(result);
+          metrics.observeRun(source, result);
           log.info(
             { status: result.status, stored: result.stored, pages: result.pages },
             'sync run finished',
           );
         },
-        onFailure: () => metrics.observeFailure(),
+        onFailure: () => metrics.observeFailure(source),
       });
     } finally {
       await health.close();

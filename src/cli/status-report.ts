@@ -1,5 +1,6 @@
 import type { Config } from '../config.js';
 import type { Publisher } from '../queue/publisher.js';
+import { advisoryKey } from '../store/advisory-key.js';
 import { quoteSchema, type Store } from '../store/db.js';
 
 export interface SourceStatus {
@@ -9,6 +10,10 @@ export interface SourceStatus {
   lastSuccessAt: string | null;
   eventsStored: number;
   newestEventAt: string | null;
+  /** Seconds from the newest stored event's created_at to now; null while nothing is stored. */
+  lagSeconds: number | null;
+  /** The application_name (a worker's host name) of the session holding the source's lock now; null when none does. */
+  lockHolder: string | null;
   outboxBacklog: number;
   quarantined: number;
   /** Event ids served again with other content (the first version kept). */
@@ -22,7 +27,7 @@ export interface StatusReport {
   queues: Record<string, Record<string, number> | null>;
 }
 
-/** What `feedsync status` shows: per source, then per queue. */
+/** What `feedsync status` shows: per source (of the sources file and of the tables), then per queue. */
 export async function statusReport(
   config: Config,
   store: Store,
@@ -41,7 +46,8 @@ export async function statusReport(
     conflicts: string;
   }>(
     `WITH sources AS (
-       SELECT source FROM ${s}.cursors UNION SELECT DISTINCT source FROM ${s}.outbox WHERE published_at IS NULL
+       SELECT unnest($1::text[]) AS source UNION SELECT source FROM ${s}.cursors
+       UNION SELECT DISTINCT source FROM ${s}.outbox WHERE published_at IS NULL
        UNION SELECT DISTINCT source FROM ${s}.quarantine UNION SELECT DISTINCT source FROM ${s}.conflicts
      )
      SELECT src.source, c.after_id, c.types, c.last_success_at,
@@ -51,7 +57,9 @@ export async function statusReport(
        (SELECT count(*) FROM ${s}.quarantine q WHERE q.source = src.source) AS quarantined,
        (SELECT count(*) FROM ${s}.conflicts k WHERE k.source = src.source) AS conflicts
      FROM sources src LEFT JOIN ${s}.cursors c ON c.source = src.source ORDER BY src.source`,
+    [config.sources.map((c) => c.source)],
   );
+  const holders = await lockHolders(store);
   const queues: StatusReport['queues'] = {};
   for (const name of [config.queues.emailEvents, config.queues.contactEvents]) {
     queues[name] = await publisher.counts(name).catch(() => null);
@@ -65,12 +73,30 @@ export async function statusReport(
       lastSuccessAt: r.last_success_at?.toISOString() ?? null,
       eventsStored: Number(r.events),
       newestEventAt: r.newest?.toISOString() ?? null,
+      lagSeconds: r.newest ? Math.max(0, Math.round((Date.now() - r.newest.getTime()) / 1000)) : null,
+      lockHolder: holders.get(advisoryKey('feedsync.source', store.schema, r.source).join(':')) ?? null,
       outboxBacklog: Number(r.backlog),
       quarantined: Number(r.quarantined),
       conflicts: Number(r.conflicts),
     })),
     queues,
   };
+}
+
+/**
+ * The advisory locks of this database held now, keyed `k1:k2` like advisoryKey's
+ * halves, with the application_name of the holding session (a worker sets it to its
+ * host name). pg_locks shows the int4 halves as unsigned oids.
+ */
+async function lockHolders(store: Store): Promise<Map<string, string>> {
+  const { rows } = await store.pool.query<{ k1: number; k2: number; holder: string }>(
+    `SELECT l.classid::bigint AS k1, l.objid::bigint AS k2, a.application_name AS holder
+       FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+      WHERE l.locktype = 'advisory' AND l.objsubid = 2 AND l.granted
+        AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())`,
+  );
+  const signed = (n: number | string): number => Number(n) | 0;
+  return new Map(rows.map((r) => [`${signed(r.k1)}:${signed(r.k2)}`, r.holder || '(unnamed session)']));
 }
 
 /** The report as aligned text for a person. */
@@ -83,7 +109,8 @@ export function formatStatus(report: StatusReport): string {
       `  cursor          ${s.cursor ?? '(start)'}`,
       `  types           ${s.types?.join(',') ?? 'all'}`,
       `  last success    ${s.lastSuccessAt ?? 'never'}`,
-      `  events stored   ${s.eventsStored}${s.newestEventAt ? ` (newest ${s.newestEventAt})` : ''}`,
+      `  events stored   ${s.eventsStored}${s.newestEventAt ? ` (newest ${s.newestEventAt}, lag ${s.lagSeconds} s)` : ''}`,
+      `  lock held by    ${s.lockHolder ?? 'nobody (no run in flight)'}`,
       `  outbox backlog  ${s.outboxBacklog}`,
       `  quarantined     ${s.quarantined}`,
       `  conflicts       ${s.conflicts}`,

@@ -4,52 +4,62 @@ import { type RunResult, runFailed, type SyncHooks } from '../sync/sync.js';
 
 /** Reads the gauges that come from the database, at scrape or summary time. */
 export interface GaugeSource {
-  /** Seconds since the newest stored event's created_at; null when nothing is stored. */
-  cursorLagSeconds(): Promise<number | null>;
+  /** Per source: seconds since its newest stored event's created_at (absent while nothing is stored). */
+  cursorLagSeconds(): Promise<ReadonlyMap<string, number>>;
   outboxBacklog(): Promise<number>;
-  /** When the source last caught up (unix seconds), from its cursor row; null before the first time. */
-  lastSuccessSeconds(): Promise<number | null>;
+  /** Per source: when it last caught up (unix seconds), from its cursor row (absent before the first time). */
+  lastSuccessSeconds(): Promise<ReadonlyMap<string, number>>;
 }
 
 export interface Metrics {
   readonly registry: Registry;
-  /** Hooks to pass to createSync. */
-  readonly hooks: Required<SyncHooks>;
-  /** Times a run that returned, and counts it as failed when it is (outbox not drained). */
-  observeRun(result: RunResult): void;
-  /** Counts a run that threw. */
-  observeFailure(): void;
+  /** Hooks to pass to the createSync of `source`. */
+  hooksFor(source: string): Required<SyncHooks>;
+  /** Counts jobs handed to BullMQ (the relay is shared by every source). */
+  onPublished(queue: string, count: number): void;
+  /** Times a run of `source` that returned, and counts it as failed when it is (outbox not drained). */
+  observeRun(source: string, result: RunResult): void;
+  /** Counts a run of `source` that threw. */
+  observeFailure(source: string): void;
   /** A short summary for the end of a once run. */
   summary(): Promise<Record<string, number | null>>;
 }
 
-/** The Prometheus metrics of the sync worker (names in docs/DEPLOYMENT.md). */
-export function createMetrics(gauges: GaugeSource): Metrics {
+/**
+ * The Prometheus metrics of the sync worker (names in docs/DEPLOYMENT.md). What
+ * belongs to one account carries a `source` label; `sources` are those this process
+ * syncs, whose held gauge starts at 0.
+ */
+export function createMetrics(gauges: GaugeSource, sources: readonly string[]): Metrics {
   const registry = new Registry();
   const stored = new Counter({
     name: 'feedsync_events_stored_total',
-    help: 'Events stored for the first time, by type.',
-    labelNames: ['type'],
+    help: 'Events stored for the first time, by source and type.',
+    labelNames: ['source', 'type'],
     registers: [registry],
   });
   const duplicates = new Counter({
     name: 'feedsync_events_duplicate_total',
     help: 'Events that were already stored (overlap, repeats, webhook and feed both).',
+    labelNames: ['source'],
     registers: [registry],
   });
   const quarantined = new Counter({
     name: 'feedsync_events_quarantined_total',
     help: 'Items kept in the quarantine table because they are not storable events.',
+    labelNames: ['source'],
     registers: [registry],
   });
   const conflicts = new Counter({
     name: 'feedsync_events_conflict_total',
     help: 'Events whose id was stored before with other content (the first kept; recorded in the conflicts table).',
+    labelNames: ['source'],
     registers: [registry],
   });
   const pages = new Counter({
     name: 'feedsync_pages_total',
     help: 'Feed pages committed.',
+    labelNames: ['source'],
     registers: [registry],
   });
   const requests = new Histogram({
@@ -62,6 +72,7 @@ export function createMetrics(gauges: GaugeSource): Metrics {
   const retries = new Counter({
     name: 'feedsync_feed_retries_total',
     help: 'Feed requests retried.',
+    labelNames: ['source'],
     registers: [registry],
   });
   const published = new Counter({
@@ -73,11 +84,12 @@ export function createMetrics(gauges: GaugeSource): Metrics {
   // Read from the cursor row, so a restarted worker or a failed once run still reports the true time.
   new Gauge({
     name: 'feedsync_last_success_timestamp_seconds',
-    help: 'When a run last caught up with the feed (unix seconds).',
+    help: 'When a run of the source last caught up with the feed (unix seconds).',
+    labelNames: ['source'],
     registers: [registry],
     async collect() {
       const at = await gauges.lastSuccessSeconds().catch(() => null);
-      if (at !== null) this.set(at);
+      for (const [source, seconds] of at ?? []) this.set({ source }, seconds);
     },
   });
   const runDuration = new Histogram({
@@ -88,28 +100,38 @@ export function createMetrics(gauges: GaugeSource): Metrics {
   });
   const runFailures = new Counter({
     name: 'feedsync_run_failures_total',
-    help: 'Runs that failed (threw, or could not drain the outbox).',
+    help: 'Runs that failed (threw, or could not drain the outbox), by source.',
+    labelNames: ['source'],
     registers: [registry],
   });
   // The probes stay green through a feed outage (docs/DEPLOYMENT.md, Probes): this says how long it lasts.
   const consecutiveFailures = new Gauge({
     name: 'feedsync_run_consecutive_failures',
-    help: 'Runs that failed in a row; 0 after a run that did not fail.',
+    help: 'Runs of the source that failed in a row; 0 after a run that did not fail.',
+    labelNames: ['source'],
     registers: [registry],
   });
-  const failed = (): void => {
-    runFailures.inc();
-    consecutiveFailures.inc();
+  const failed = (source: string): void => {
+    runFailures.inc({ source });
+    consecutiveFailures.inc({ source });
   };
   new Gauge({
     name: 'feedsync_cursor_lag_seconds',
-    help: "Now minus the newest stored event's created_at.",
+    help: "Now minus the newest stored event's created_at, by source.",
+    labelNames: ['source'],
     registers: [registry],
     async collect() {
       const lag = await gauges.cursorLagSeconds().catch(() => null);
-      if (lag !== null) this.set(lag);
+      for (const [source, seconds] of lag ?? []) this.set({ source }, seconds);
     },
   });
+  const held = new Gauge({
+    name: 'feedsync_source_held',
+    help: "1 while this process holds the source's lock (a run of it is in flight here).",
+    labelNames: ['source'],
+    registers: [registry],
+  });
+  for (const source of sources) held.set({ source }, 0);
   new Gauge({
     name: 'feedsync_outbox_backlog',
     help: 'Outbox rows not yet published to BullMQ.',
@@ -119,27 +141,33 @@ export function createMetrics(gauges: GaugeSource): Metrics {
     },
   });
 
-  const hooks: Required<SyncHooks> = {
+  const onPublished = (queue: string, count: number): void => {
+    published.inc({ queue }, count);
+  };
+  const hooksFor = (source: string): Required<SyncHooks> => ({
     onCommit(info: CommitInfo) {
-      pages.inc(info.pages);
-      for (const e of info.result.inserted) stored.inc({ type: e.type });
-      if (info.result.duplicates > 0) duplicates.inc(info.result.duplicates);
-      if (info.result.quarantined > 0) quarantined.inc(info.result.quarantined);
-      if (info.result.conflicts > 0) conflicts.inc(info.result.conflicts);
+      pages.inc({ source }, info.pages);
+      for (const e of info.result.inserted) stored.inc({ source, type: e.type });
+      if (info.result.duplicates > 0) duplicates.inc({ source }, info.result.duplicates);
+      if (info.result.quarantined > 0) quarantined.inc({ source }, info.result.quarantined);
+      if (info.result.conflicts > 0) conflicts.inc({ source }, info.result.conflicts);
     },
     onFeedResponse: ({ status, seconds }) => requests.observe({ status: String(status) }, seconds),
-    onRetry: () => retries.inc(),
-    onPublished: (queue, count) => published.inc({ queue }, count),
-  };
+    onRetry: () => retries.inc({ source }),
+    onPublished,
+    onLockChange: (isHeld) => held.set({ source }, isHeld ? 1 : 0),
+  });
 
   return {
     registry,
-    hooks,
-    observeRun(result) {
+    hooksFor,
+    onPublished,
+    observeRun(source, result) {
       runDuration.observe(result.durationMs / 1000);
-      if (runFailed(result)) failed();
+      if (runFailed(result)) failed(source);
       // A run stopped by SIGTERM or one that found the lock taken says nothing about the feed.
-      else if (result.status !== 'stopped' && result.status !== 'locked') consecutiveFailures.set(0);
+      else if (result.status !== 'stopped' && result.status !== 'locked')
+        consecutiveFailures.set({ source }, 0);
     },
     observeFailure: failed,
     async summary() {
@@ -157,7 +185,10 @@ export function createMetrics(gauges: GaugeSource): Metrics {
         feed_retries: await sum('feedsync_feed_retries_total'),
         jobs_published: await sum('feedsync_jobs_published_total'),
         outbox_backlog: await gauges.outboxBacklog().catch(() => null),
-        cursor_lag_seconds: await gauges.cursorLagSeconds().catch(() => null),
+        cursor_lag_seconds: await gauges
+          .cursorLagSeconds()
+          .then((lags) => (lags.size === 0 ? null : Math.max(...lags.values())))
+          .catch(() => null),
       };
     },
   };

@@ -1,8 +1,9 @@
+import type { IncomingMessage } from 'node:http';
 import { isIP } from 'node:net';
 import type { Account } from './account.js';
 import { deliveryRoutes } from './api-routes.js';
 import type { SimContext } from './context.js';
-import { badRequest } from './errors.js';
+import { badRequest, SimError } from './errors.js';
 import { mergeFaults } from './faults.js';
 import { type JsonObject, readJsonObject, stringField } from './json-body.js';
 import { type Route, type RouteRequest, route } from './router.js';
@@ -16,6 +17,35 @@ export function isLoopbackAddress(address: string | undefined): boolean {
   const v4 = address.startsWith('::ffff:') ? address.slice(7) : address;
   if (isIP(v4) === 4) return v4.startsWith('127.');
   return address === '::1' || address === '0:0:0:0:0:0:0:1';
+}
+
+/** A host name that can only mean this machine. */
+function isLoopbackName(host: string): boolean {
+  const name = host.replace(/^\[|\]$/g, '').toLowerCase();
+  return name === 'localhost' || name.endsWith('.localhost') || isLoopbackAddress(name);
+}
+
+/**
+ * Admits a request to the control API or the dashboard: a loopback client,
+ * and, since a browser may be the client, a loopback Host (no DNS rebinding)
+ * and no Origin other than a loopback one (no other site's page posting here).
+ */
+export function checkControlRequest(req: IncomingMessage): void {
+  if (!isLoopbackAddress(req.socket.remoteAddress)) {
+    throw new SimError(403, 'forbidden', 'the control API answers loopback clients only');
+  }
+  const host = (req.headers.host ?? '').replace(/:\d+$/, '');
+  let origin: string | null = null;
+  if (req.headers.origin !== undefined) {
+    try {
+      origin = new URL(req.headers.origin).hostname;
+    } catch {
+      origin = '';
+    }
+  }
+  if ((host !== '' && !isLoopbackName(host)) || (origin !== null && !isLoopbackName(origin))) {
+    throw new SimError(403, 'forbidden', 'the control API answers pages of this machine only');
+  }
 }
 
 /** Checks a contact event request; throws 400. */

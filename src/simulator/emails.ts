@@ -10,6 +10,18 @@ export type Emit = (type: string, data: Record<string, unknown>) => ServiceEvent
 
 const MAX_RECIPIENTS = 50;
 const MAX_IDEMPOTENCY_KEY = 256;
+/** Sent emails kept per account for the dashboard. */
+export const EMAILS_KEPT = 50;
+
+/** A sent email as the dashboard shows it: what was sent and the events it made. */
+export interface SentEmail {
+  id: string;
+  from: string;
+  to: string[];
+  subject: string;
+  created_at: string;
+  events: { id: string; type: string; to: string[] }[];
+}
 
 /**
  * The outcome of a send to `address`, decided by its local part (before any
@@ -44,6 +56,7 @@ export function parseSendRequest(body: JsonObject): SendEmailRequest {
 export class Emails {
   private sent = 0;
   private readonly byKey = new Map<string, { fingerprint: string; id: string }>();
+  private readonly kept: SentEmail[] = [];
 
   constructor(
     private readonly emit: Emit,
@@ -52,6 +65,11 @@ export class Emails {
 
   get count(): number {
     return this.sent;
+  }
+
+  /** The last EMAILS_KEPT emails sent, newest first. */
+  recent(): SentEmail[] {
+    return this.kept.map((email) => ({ ...email, events: [...email.events] })).reverse();
   }
 
   send(request: SendEmailRequest, idempotencyKey: string | undefined): { id: string; replayed: boolean } {
@@ -76,13 +94,22 @@ export class Emails {
     if (idempotencyKey !== undefined) this.byKey.set(idempotencyKey, { fingerprint, id });
 
     const base = { email_id: id, from: request.from, subject: request.subject };
-    this.emit('email.sent', { ...base, to: request.to });
+    const events: ServiceEvent[] = [this.emit('email.sent', { ...base, to: request.to })];
     for (const outcome of ['delivered', 'bounced', 'failed', 'complained'] as const) {
       const to = request.to.filter((address) => outcomeOf(address) === outcome);
       if (to.length === 0) continue;
-      if (outcome === 'complained') this.emit('email.delivered', { ...base, to });
-      this.emit(`email.${outcome}`, { ...base, to });
+      if (outcome === 'complained') events.push(this.emit('email.delivered', { ...base, to }));
+      events.push(this.emit(`email.${outcome}`, { ...base, to }));
     }
+    this.kept.push({
+      id,
+      from: request.from,
+      to: request.to,
+      subject: request.subject,
+      created_at: events[0]!.created_at,
+      events: events.map((e) => ({ id: e.id, type: e.type, to: e.data.to as string[] })),
+    });
+    if (this.kept.length > EMAILS_KEPT) this.kept.shift();
     return { id, replayed: false };
   }
 }

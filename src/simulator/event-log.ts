@@ -71,6 +71,13 @@ export class EventLog {
     return this.real[position - this.backlog - 1]!;
   }
 
+  /** The last `count` events of the feed, newest first. */
+  newest(count: number): ServiceEvent[] {
+    const events: ServiceEvent[] = [];
+    for (let p = this.size; p >= 1 && events.length < count; p--) events.push(this.at(p));
+    return events;
+  }
+
   typeAt(position: number): string {
     if (position <= this.backlog) return backlogType(position);
     return this.real[position - this.backlog - 1]!.type;

@@ -5,10 +5,11 @@ import type { Account } from './account.js';
 import { apiRoutes } from './api-routes.js';
 import { apiKeyPattern, authorize } from './auth.js';
 import { SimContext } from './context.js';
-import { checkContact, controlRoutes, isLoopbackAddress } from './control.js';
+import { checkContact, checkControlRequest, controlRoutes } from './control.js';
+import { dashboardRoutes } from './dashboard-routes.js';
 import { SimError } from './errors.js';
 import { chance, mergeFaults, writeFaultyBody } from './faults.js';
-import { jsonBytes, sendError, sendJson } from './respond.js';
+import { jsonBytes, sendAsset, sendError, sendJson } from './respond.js';
 import { matchRoute, type Route } from './router.js';
 import type { Simulator, SimulatorAccount, SimulatorOptions } from './types.js';
 
@@ -16,7 +17,7 @@ import type { Simulator, SimulatorAccount, SimulatorOptions } from './types.js';
 export async function startSimulator(opts: SimulatorOptions = {}): Promise<Simulator> {
   const defaultKey = checkOptions(opts);
   const ctx = new SimContext({ ...opts, defaultKey });
-  const routes = [...apiRoutes(ctx), ...controlRoutes(ctx)];
+  const routes = [...apiRoutes(ctx), ...controlRoutes(ctx), ...dashboardRoutes(ctx)];
   const server = createServer((req, res) => void handle(ctx, routes, req, res));
 
   const host = opts.host ?? '127.0.0.1';
@@ -112,11 +113,9 @@ async function handle(
         });
       }
       if (chance(rate5xx, ctx.random)) throw new SimError(503, 'service_unavailable', 'try again later');
-    } else if (
-      (path === '/_sim' || path.startsWith('/_sim/')) &&
-      !isLoopbackAddress(req.socket.remoteAddress)
-    ) {
-      throw new SimError(403, 'forbidden', 'the control API answers loopback clients only');
+    } else if (path === '/_sim' || path.startsWith('/_sim/') || (match && 'route' in match)) {
+      // What is left is the control API and the dashboard.
+      checkControlRequest(req);
     }
 
     if (match === null) throw new SimError(404, 'not_found', `no route for ${method} ${path.slice(0, 200)}`);
@@ -129,7 +128,9 @@ async function handle(
     const routeAccount = account ?? ctx.accounts.default;
     const reply = await match.route.handle({ req, url, params: match.params, account: routeAccount });
     ctx.stats.request(account?.id ?? null, name, reply.status);
-    if (match.route.feedBody && reply.status === 200) {
+    if (reply.asset) {
+      sendAsset(res, reply.asset);
+    } else if (match.route.feedBody && reply.status === 200) {
       const { slowBodyMs, hangRate, truncateRate } = routeAccount.faults(ctx.faults);
       const hang = chance(hangRate, ctx.random);
       const truncate = !hang && chance(truncateRate, ctx.random);

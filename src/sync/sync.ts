@@ -20,6 +20,8 @@ export interface SyncHooks {
   onFeedResponse?: (info: { status: number; seconds: number; bytes: number }) => void;
   onRetry?: NonNullable<RetryDeps['onRetry']>;
   onPublished?: (queue: string, count: number) => void;
+  /** The source lock was taken (true) or let go (false). */
+  onLockChange?: (held: boolean) => void;
 }
 
 export interface SyncOptions {
@@ -32,6 +34,8 @@ export interface SyncOptions {
   /** Replaces the store and publisher made from the config; the caller then closes them. */
   store?: Store;
   publisher?: Publisher;
+  /** Replaces the relay made here, to share one among the runs of many sources; the caller then stops it. */
+  relay?: Relay;
   /** The clock and sleep of the feed client's retries. */
   retryDeps?: RetryDeps;
 }
@@ -59,6 +63,8 @@ export interface Sync {
   runOnce(signal?: AbortSignal): Promise<RunResult>;
   /** Re-reads the feed from `from` without moving the cursor; stores and enqueues only what was missing. */
   reconcile(from: string | null, signal?: AbortSignal): Promise<CatchUpResult>;
+  /** Refuses an outdated schema, or migrates it with `autoMigrate`; once per Sync. runOnce calls it too. */
+  checkSchema(): Promise<void>;
   readonly store: Store;
   readonly publisher: Publisher;
   readonly relay: Relay;
@@ -75,12 +81,15 @@ export function createSync(config: Config, opts: SyncOptions): Sync {
   const publisher =
     opts.publisher ?? createPublisher({ redisUrl: config.redis.url, prefix: config.queues.prefix });
   const applier = createApplier(store, routeFor(config.queues));
-  const relay = startRelay({
-    store,
-    publisher,
-    logger: opts.logger,
-    ...(hooks.onPublished ? { onPublished: hooks.onPublished } : {}),
-  });
+  const ownsRelay = !opts.relay;
+  const relay =
+    opts.relay ??
+    startRelay({
+      store,
+      publisher,
+      logger: opts.logger,
+      ...(hooks.onPublished ? { onPublished: hooks.onPublished } : {}),
+    });
   let client: ServiceClient | null = null;
   let feed: FetchPage | null = opts.fetchPage ?? null;
   // Made on first use: commands that never page the feed need no FEED_BASE_URL.
@@ -132,6 +141,7 @@ export function createSync(config: Config, opts: SyncOptions): Sync {
       log.info({ source }, 'another run holds the lock of this source; nothing to do');
       return { ...empty, status: 'locked', drained: true, durationMs: performance.now() - started };
     }
+    hooks.onLockChange?.(true);
     let result: CatchUpResult;
     try {
       const cursor = await ensureCursor(store, source, config.feed.types);
@@ -157,6 +167,7 @@ export function createSync(config: Config, opts: SyncOptions): Sync {
       if (result.status === 'caught-up') await markSuccess(store, source);
     } finally {
       await lock.release();
+      hooks.onLockChange?.(false);
     }
     if (result.status === 'cursor-conflict')
       log.info({ source }, 'another worker moved the cursor first; stopping');
@@ -194,11 +205,12 @@ export function createSync(config: Config, opts: SyncOptions): Sync {
   return {
     runOnce,
     reconcile,
+    checkSchema,
     store,
     publisher,
     relay,
     async close() {
-      await relay.stop();
+      if (ownsRelay) await relay.stop();
       await client?.close();
       if (ownsPublisher) await publisher.close();
       if (ownsStore) await store.close();

@@ -25,7 +25,7 @@ async function get(url: string): Promise<{ status: number; body: string }> {
 
 /** The value of an unlabelled sample in a Prometheus text page; null when absent. */
 function sample(page: string, name: string): number | null {
-  const m = page.match(new RegExp(`^${name} (\\S+)$`, 'm'));
+  const m = page.match(new RegExp(`^${name}\\{source="default"\\} (\\S+)$`, 'm'));
   return m ? Number(m[1]) : null;
 }
 
@@ -75,7 +75,9 @@ describe('sync --watch on a feed that fails every run', () => {
     expect(sample(recovered, 'feedsync_last_success_timestamp_seconds')).toBeGreaterThan(0);
     // Failures stay counted: the alert reads increase() of the counter.
     expect(sample(recovered, 'feedsync_run_failures_total')).toBeGreaterThanOrEqual(failures);
-    const stored = [...recovered.matchAll(/^feedsync_events_stored_total\{type="[^"]+"\} (\d+)$/gm)]
+    const stored = [
+      ...recovered.matchAll(/^feedsync_events_stored_total\{source="default",type="[^"]+"\} (\d+)$/gm),
+    ]
       .map((m) => Number(m[1]))
       .reduce((a, b) => a + b, 0);
     expect(stored).toBe(300);

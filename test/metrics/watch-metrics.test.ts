@@ -34,7 +34,7 @@ describe('metrics and health', () => {
     });
     const base = `http://127.0.0.1:${port}`;
     const storedIn = (body: string): number =>
-      [...body.matchAll(/^feedsync_events_stored_total\{type="[^"]+"\} (\d+)$/gm)]
+      [...body.matchAll(/^feedsync_events_stored_total\{source="default",type="[^"]+"\} (\d+)$/gm)]
         .map((m) => Number(m[1]))
         .reduce((a, b) => a + b, 0);
     // The first run may still be paging when the endpoint comes up: wait for the whole backlog.
@@ -48,13 +48,14 @@ describe('metrics and health', () => {
     const stored = storedIn(metrics);
     expect(stored).toBe(500);
     for (const name of [
-      'feedsync_pages_total',
+      'feedsync_pages_total{source="default"}',
       'feedsync_feed_request_duration_seconds_bucket',
       'feedsync_jobs_published_total',
-      'feedsync_cursor_lag_seconds',
+      'feedsync_cursor_lag_seconds{source="default"}',
       'feedsync_outbox_backlog',
-      'feedsync_last_success_timestamp_seconds',
+      'feedsync_last_success_timestamp_seconds{source="default"}',
       'feedsync_run_duration_seconds_count',
+      'feedsync_source_held{source="default"}',
     ]) {
       expect(metrics).toContain(name);
     }

@@ -76,6 +76,7 @@ describe.skipIf(!existsSync(CLI))('the built command', () => {
         child.on('exit', () => reject(new Error(`exited early: ${out}`)));
       });
       expect(out).toMatch(/Example key: sim_test_\w+/);
+      expect(out).toMatch(/Dashboard: +http:\/\/127\.0\.0\.1:\d+\/ /);
       const origin = baseUrl.replace(/\/api$/, '');
       const sim = { origin } as Parameters<typeof call>[0];
       expect((await call(sim, 'GET', '/api/events', { key: 'sim_test_local' })).status).toBe(200);

@@ -1,8 +1,12 @@
 import { Command } from 'commander';
+import { configForSource } from '../../config.js';
 import { action } from '../context.js';
 import { withStore } from '../with-store.js';
 
-const sourceOption = ['--source <source>', 'the cursor key (default FEED_SOURCE)'] as const;
+const sourceOption = [
+  '--source <source>',
+  'the cursor key: FEED_SOURCE, or a source of FEED_SOURCES_FILE (default FEED_SOURCE)',
+] as const;
 
 export function cursorCommand(): Command {
   const cursor = new Command('cursor').description("Inspect or move a source's cursor (to replay the feed).");
@@ -36,7 +40,7 @@ export function cursorCommand(): Command {
     .action(
       action(async ({ config, logger }, eventId: string, opts: { source?: string }) => {
         const { setCursor } = await import('../../store/cursor.js');
-        const source = opts.source ?? config.feed.source;
+        const { source } = configForSource(config, opts.source ?? config.feed.source).feed;
         await withStore(config, logger, (store) => setCursor(store, source, eventId));
         process.stdout.write(`source ${source}: the next run reads after ${eventId}\n`);
         return 0;
@@ -44,15 +48,17 @@ export function cursorCommand(): Command {
     );
   cursor
     .command('reset')
-    .description('Start the source over from the beginning of the feed, with the current FEED_TYPES.')
+    .description(
+      "Start the source over from the beginning of the feed, with its current types (the file's, else FEED_TYPES).",
+    )
     .option(...sourceOption)
     .action(
       action(async ({ config, logger }, opts: { source?: string }) => {
         const { setCursor } = await import('../../store/cursor.js');
-        const source = opts.source ?? config.feed.source;
-        await withStore(config, logger, (store) => setCursor(store, source, null, config.feed.types));
+        const { source, types } = configForSource(config, opts.source ?? config.feed.source).feed;
+        await withStore(config, logger, (store) => setCursor(store, source, null, types));
         process.stdout.write(
-          `source ${source}: reset to the start of the feed (types ${config.feed.types?.join(',') ?? 'all'}); stored events are de-duplicated\n`,
+          `source ${source}: reset to the start of the feed (types ${types?.join(',') ?? 'all'}); stored events are de-duplicated\n`,
         );
         return 0;
       }),

@@ -1,4 +1,5 @@
 import { Command } from 'commander';
+import { configForSource } from '../../config.js';
 import { action } from '../context.js';
 
 export function reconcileCommand(): Command {
@@ -7,14 +8,18 @@ export function reconcileCommand(): Command {
       'Re-read the feed from an older point without moving the cursor; store and enqueue only what was missing.',
     )
     .option('--from <event-id>', 'read after this event id (default: the start of the feed)')
+    .option('--source <source>', 'FEED_SOURCE, or a source of FEED_SOURCES_FILE (default FEED_SOURCE)')
     .action(
-      action(async ({ config, logger }, opts: { from?: string }) => {
+      action(async ({ config, logger }, opts: { from?: string; source?: string }) => {
         const { createSync } = await import('../../sync/sync.js');
         const { shutdownSignal } = await import('../../sync/signals.js');
         const { progressReporter } = await import('../progress.js');
         const shutdown = shutdownSignal(logger);
         const progress = progressReporter();
-        const sync = createSync(config, { logger, hooks: { onCommit: progress.onCommit } });
+        const sync = createSync(configForSource(config, opts.source ?? config.feed.source), {
+          logger,
+          hooks: { onCommit: progress.onCommit },
+        });
         try {
           const result = await sync.reconcile(opts.from ?? null, shutdown.signal);
           progress.done();

@@ -135,6 +135,7 @@ async function runSimulator(flags: SimulatorFlags): Promise<number> {
       `Simulator listening at ${sim.baseUrl}`,
       `Example key: ${key}`,
       `  export FEED_BASE_URL=${sim.baseUrl} FEED_API_KEY=${key}`,
+      `Dashboard:   ${sim.origin}/ (webhooks, deliveries, emails, events; loopback only)`,
       `Control API: ${sim.origin}/_sim/stats (Ctrl-C to stop)`,
     ].join('\n'),
   );

@@ -1,0 +1,139 @@
+import { checkBaseUrl } from '../api/base-url.js';
+import { ConfigError } from '../errors.js';
+
+/** One account to sync: its cursor key, where its feed is and the key it is read with. */
+export interface FeedSource {
+  /** The cursor key (FEED_SOURCE for the one source without a file). */
+  readonly source: string;
+  /** Ends in `/api`; null only for the one source of FEED_* when FEED_BASE_URL is unset. */
+  readonly baseUrl: string | null;
+  /** Null only for the one source of FEED_* when FEED_API_KEY is unset. Never written anywhere. */
+  readonly apiKey: string | null;
+  /** Full type names, sorted; null means every type. */
+  readonly types: readonly string[] | null;
+}
+
+/** What an entry falls back to: FEED_BASE_URL, FEED_API_KEY, FEED_TYPES. */
+export interface SourceDefaults {
+  baseUrl: string | null;
+  apiKey: string | null;
+  types: readonly string[] | null;
+}
+
+export interface SourcesFileDeps {
+  /** The environment, for `api_key_env`. */
+  env: Record<string, string | undefined>;
+  readFile: (path: string) => string;
+  /** Checks and normalises a list of type names, or throws a message naming the bad one. */
+  parseTypes: (types: readonly string[]) => readonly string[] | null;
+}
+
+const FIELDS = new Set(['source', 'base_url', 'api_key_file', 'api_key_env', 'types']);
+const SOURCE_NAME = /^[^\s]{1,200}$/;
+const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
+
+/**
+ * Reads FEED_SOURCES_FILE: `{"sources": [{source, base_url?, api_key_file? | api_key_env?, types?}]}`.
+ * Every mistake is a ConfigError naming the entry and the field. Messages never
+ * repeat the value of a key field: a key pasted there by mistake stays out of the logs.
+ */
+export function loadSourcesFile(path: string, defaults: SourceDefaults, deps: SourcesFileDeps): FeedSource[] {
+  const fail = (what: string): never => {
+    throw new ConfigError(`FEED_SOURCES_FILE ${path}: ${what}`);
+  };
+  let text: string;
+  try {
+    text = deps.readFile(path);
+  } catch (err) {
+    return fail(`cannot be read (${(err as NodeJS.ErrnoException).code ?? 'error'})`);
+  }
+  let doc: unknown;
+  try {
+    doc = JSON.parse(text);
+  } catch (err) {
+    return fail(`is not JSON (${(err as Error).message})`);
+  }
+  if (!isObject(doc) || !Array.isArray(doc.sources)) return fail('must be an object {"sources": [...]}');
+  for (const key of Object.keys(doc)) if (key !== 'sources') fail(`unknown field "${key}" at the top level`);
+  if (doc.sources.length === 0) fail('"sources" is empty');
+
+  const seen = new Map<string, number>();
+  return doc.sources.map((entry: unknown, i: number): FeedSource => {
+    const at = (name: string | null, field: string, what: string): never =>
+      fail(`sources[${i}]${name === null ? '' : ` ("${name}")`}: ${field}: ${what}`);
+    if (!isObject(entry)) return at(null, 'entry', 'must be an object');
+    const name = entry.source;
+    if (name === undefined) return at(null, 'source', 'is required');
+    if (typeof name !== 'string' || !SOURCE_NAME.test(name))
+      return at(null, 'source', 'must be 1 to 200 characters without spaces');
+    const unknown = Object.keys(entry).find((k) => !FIELDS.has(k));
+    if (unknown !== undefined) at(name, unknown, 'unknown field');
+    const first = seen.get(name);
+    if (first !== undefined) at(name, 'source', `duplicate of sources[${first}]`);
+    seen.set(name, i);
+
+    const baseUrl = readBaseUrl(entry.base_url, defaults.baseUrl, (f, w) => at(name, f, w));
+    const apiKey = readKey(entry, defaults.apiKey, deps, (f, w) => at(name, f, w));
+    let types = defaults.types;
+    if (entry.types !== undefined) {
+      const list = entry.types;
+      if (!Array.isArray(list) || list.length === 0 || !list.every((t) => typeof t === 'string'))
+        return at(name, 'types', 'must be a non-empty list of type names');
+      try {
+        types = deps.parseTypes(list);
+      } catch (err) {
+        return at(name, 'types', (err as Error).message);
+      }
+      if (types === null) at(name, 'types', 'must be a non-empty list of type names');
+    }
+    return { source: name, baseUrl, apiKey, types };
+  });
+}
+
+type Fail = (field: string, what: string) => never;
+
+function readBaseUrl(value: unknown, fallback: string | null, fail: Fail): string {
+  if (value === undefined) {
+    if (fallback === null) return fail('base_url', 'required when FEED_BASE_URL is unset');
+    return fallback;
+  }
+  if (typeof value !== 'string') return fail('base_url', 'must be a string');
+  const problem = checkBaseUrl(value);
+  if (problem) return fail('base_url', problem);
+  return value.replace(/\/+$/, '');
+}
+
+function readKey(
+  entry: Record<string, unknown>,
+  fallback: string | null,
+  deps: SourcesFileDeps,
+  fail: Fail,
+): string {
+  const { api_key_file: file, api_key_env: envName } = entry;
+  if (file !== undefined && envName !== undefined)
+    return fail('api_key_file', 'set either api_key_file or api_key_env, not both');
+  let key: string | undefined;
+  if (file !== undefined) {
+    if (typeof file !== 'string' || file === '') return fail('api_key_file', 'must be a path');
+    try {
+      key = deps.readFile(file).trim();
+    } catch (err) {
+      return fail('api_key_file', `cannot be read (${(err as NodeJS.ErrnoException).code ?? 'error'})`);
+    }
+    if (key === '') return fail('api_key_file', 'the file is empty');
+  } else if (envName !== undefined) {
+    if (typeof envName !== 'string' || !ENV_NAME.test(envName))
+      return fail('api_key_env', 'must be the name of an environment variable');
+    key = deps.env[envName];
+    if (!key) return fail('api_key_env', 'the variable is unset or empty');
+  } else {
+    if (fallback === null)
+      return fail('api_key_file', 'no key: set api_key_file or api_key_env, or FEED_API_KEY');
+    key = fallback;
+  }
+  return key;
+}
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}

@@ -1,0 +1,87 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { EMAILS_KEPT } from '../../src/simulator/emails.js';
+import { TEST_API_KEY, useSimulator } from '../support/simulator.js';
+import { call, EMAIL } from './http.js';
+import { type Receiver, startReceiver } from './receiver.js';
+
+// The JSON the dashboard reads; the page itself is driven in dashboard.test.ts.
+const sim = useSimulator({ backlog: 3 });
+let receiver: Receiver;
+beforeAll(async () => {
+  receiver = await startReceiver();
+});
+afterAll(() => receiver.close());
+
+const get = (path: string) => call(sim(), 'GET', path, { key: null });
+const mine = () => sim().account(TEST_API_KEY).id;
+
+describe('the dashboard’s endpoints', () => {
+  it('lists the accounts with what the picker shows, never a key', async () => {
+    sim().account('sim_live_second_account_99');
+    const res = await get('/_sim/accounts');
+    expect(res.status).toBe(200);
+    expect(res.body.data).toContainEqual({
+      id: mine(),
+      key_hint: 'sim_test_…cdef',
+      default: true,
+      events: 3,
+      emails_sent: 0,
+      webhooks: 0,
+    });
+    expect(res.body.data).toHaveLength(2);
+    expect(JSON.stringify(res.body)).not.toContain('second_account');
+  });
+
+  it('keeps the last 50 emails, newest first, each with its events', async () => {
+    for (let i = 1; i <= EMAILS_KEPT + 2; i++) {
+      await call(sim(), 'POST', '/api/emails', {
+        body: { ...EMAIL, subject: `n${i}`, to: ['complained@x.test'] },
+      });
+    }
+    const res = await get(`/_sim/accounts/${mine()}/emails`);
+    expect(res.body.data).toHaveLength(EMAILS_KEPT);
+    const [newest] = res.body.data;
+    expect(newest).toMatchObject({
+      subject: `n${EMAILS_KEPT + 2}`,
+      to: ['complained@x.test'],
+      from: EMAIL.from,
+    });
+    expect(newest.events.map((e: { type: string }) => e.type)).toEqual([
+      'email.sent',
+      'email.delivered',
+      'email.complained',
+    ]);
+    expect(res.body.data.at(-1).subject).toBe('n3');
+  });
+
+  it('answers the newest feed events first, with the feed’s size', async () => {
+    const res = await get(`/_sim/accounts/${mine()}/events?limit=2`);
+    const total = sim().account(TEST_API_KEY).stats().events;
+    expect(res.body.total).toBe(total);
+    expect(res.body.data.map((e: { id: string }) => e.id)).toEqual([
+      `evt_${String(total).padStart(12, '0')}`,
+      `evt_${String(total - 1).padStart(12, '0')}`,
+    ]);
+    for (const limit of ['0', '501', 'x']) {
+      expect((await get(`/_sim/accounts/${mine()}/events?limit=${limit}`)).body.error.code).toBe(
+        'invalid_limit',
+      );
+    }
+    expect((await get('/_sim/accounts/acct_nope/events')).status).toBe(404);
+  });
+
+  it('lists webhooks with their deliveries and sends a test without a key', async () => {
+    const reg = await call(sim(), 'POST', '/api/webhooks', { body: { url: receiver.url, events: ['*'] } });
+    const test = await call(sim(), 'POST', `/_sim/webhooks/${reg.body.id}/test`, { key: null });
+    expect(test.status).toBe(200);
+    expect(test.body.delivery).toMatchObject({ event_type: 'webhook.test', status: 'succeeded' });
+    const res = await get(`/_sim/accounts/${mine()}/webhooks`);
+    expect(res.body.data).toHaveLength(1);
+    expect(res.body.data[0]).not.toHaveProperty('signing_secret');
+    expect(res.body.data[0].deliveries[0]).toMatchObject({
+      id: test.body.delivery.id,
+      attempts: [{ status: 200 }],
+    });
+    expect((await call(sim(), 'POST', '/_sim/webhooks/wh_nope/test', { key: null })).status).toBe(404);
+  });
+});
