@@ -4,6 +4,7 @@ import { z } from 'zod';
 import { checkBaseUrl } from './api/base-url.js';
 import { type FeedSource, loadSourcesFile } from './config/sources-file.js';
 import { ConfigError } from './errors.js';
+import { hashTagOf, missingHashTagError, parseRedisSettings, type RedisSettings } from './redis/settings.js';
 
 export type { FeedSource };
 
@@ -51,10 +52,12 @@ export interface Config {
     /** DATABASE_SCHEMA: where every table lives. Default `feedsync`. */
     readonly schema: string;
   };
-  readonly redis: {
-    /** REDIS_URL. Default `redis://127.0.0.1:6379`. */
-    readonly url: string;
-  };
+  /**
+   * REDIS_URL (default `redis://127.0.0.1:6379`; several seed nodes comma-separated),
+   * REDIS_CLUSTER (true, false; unset: ask the server), REDIS_SENTINELS,
+   * REDIS_SENTINEL_NAME and REDIS_WAIT_REPLICAS (default 0).
+   */
+  readonly redis: RedisSettings;
   readonly queues: {
     /** QUEUE_PREFIX: BullMQ's key prefix. Default `bull`. */
     readonly prefix: string;
@@ -105,6 +108,13 @@ const fields = {
   DATABASE_URL: z.string().default('postgres://postgres@127.0.0.1:5432/postgres'),
   DATABASE_SCHEMA: identifier.default('feedsync'),
   REDIS_URL: z.string().default('redis://127.0.0.1:6379'),
+  REDIS_CLUSTER: z
+    .enum(['true', 'false'], 'must be true or false')
+    .transform((v) => v === 'true')
+    .optional(),
+  REDIS_SENTINELS: z.string().optional(),
+  REDIS_SENTINEL_NAME: z.string().min(1).optional(),
+  REDIS_WAIT_REPLICAS: int(0, 16).optional(),
   QUEUE_PREFIX: queueName.default('bull'),
   QUEUE_EMAIL_EVENTS: queueName.default('email-events'),
   QUEUE_CONTACT_EVENTS: queueName.default('contact-events'),
@@ -165,7 +175,9 @@ export function loadConfig(
     if (problem) throw new ConfigError(`FEED_BASE_URL: ${problem}`);
   }
   checkUrl('DATABASE_URL', v.DATABASE_URL, ['postgres:', 'postgresql:']);
-  checkUrl('REDIS_URL', v.REDIS_URL, ['redis:', 'rediss:']);
+  const redis = parseRedisSettings(v);
+  // A forced cluster is known now; a detected one is checked when feedsync first connects.
+  if (redis.cluster === true && hashTagOf(v.QUEUE_PREFIX) === null) throw missingHashTagError(v.QUEUE_PREFIX);
 
   const types = parseTypes(v.FEED_TYPES);
   const baseUrl = v.FEED_BASE_URL?.replace(/\/+$/, '') ?? null;
@@ -197,7 +209,7 @@ export function loadConfig(
       maxResponseBytes: v.FEED_MAX_RESPONSE_BYTES,
     },
     database: { url: v.DATABASE_URL, schema: v.DATABASE_SCHEMA },
-    redis: { url: v.REDIS_URL },
+    redis,
     queues: {
       prefix: v.QUEUE_PREFIX,
       emailEvents: v.QUEUE_EMAIL_EVENTS,
@@ -248,9 +260,10 @@ export function secretsOf(config: Config): string[] {
   const secrets = [...config.webhooks.secrets];
   if (config.feed.apiKey) secrets.push(config.feed.apiKey);
   for (const s of config.sources) if (s.apiKey) secrets.push(s.apiKey);
-  for (const url of [config.database.url, config.redis.url]) {
-    const password = new URL(url).password;
-    if (password) secrets.push(decodeURIComponent(password), password);
+  const password = new URL(config.database.url).password;
+  if (password) secrets.push(decodeURIComponent(password), password);
+  for (const p of [config.redis.password, config.redis.sentinel?.password]) {
+    if (p) secrets.push(p, encodeURIComponent(p));
   }
   return secrets.filter((s) => s.length >= 4);
 }

@@ -71,3 +71,18 @@ export class PageError extends FeedsyncError {
 export function exitCodeOf(err: unknown): number {
   return err instanceof FeedsyncError ? err.exitCode : 1;
 }
+
+/**
+ * A Redis command or connection that failed, told by message, code and command name
+ * only. The errors of ioredis carry the command's arguments (BullMQ's Lua source and
+ * the job data, recipients' addresses included), which must reach no log or output.
+ */
+export class RedisError extends FeedsyncError {
+  /** The command's name (`evalsha`, `info`…), never its arguments; null for a connection failure. */
+  readonly command: string | null;
+
+  constructor(message: string, opts: { code: string; command: string | null }) {
+    super(message, { code: opts.code });
+    this.command = opts.command;
+  }
+}

@@ -1,4 +1,5 @@
 import { type Logger, pino } from 'pino';
+import { commandName, frames, shorten } from './error-summary.js';
 
 export type { Logger };
 
@@ -48,6 +49,7 @@ export function createLogger(opts: LoggerOptions = {}): Logger {
     {
       level: opts.level ?? 'info',
       redact: { paths: REDACT_PATHS, censor: '[REDACTED]' },
+      serializers: { err: serializeError },
       hooks: { streamWrite: scrub },
       base: { pid: process.pid },
     },
@@ -55,8 +57,43 @@ export function createLogger(opts: LoggerOptions = {}): Logger {
   );
 }
 
-/** A connection string with its password replaced, safe to print. */
+/** Fields of an error kept in a log line when they hold a number or a short string. */
+const ERROR_FIELDS = ['code', 'errno', 'syscall', 'address', 'port', 'status', 'serviceCode', 'exitCode'];
+
+/**
+ * The `err` of a log line: type, message, code, a failed Redis command's name, the
+ * stack's frames and the cause, and nothing else. pino's own serializer copies every
+ * field, and an error of ioredis holds the command's arguments (BullMQ's Lua source
+ * and the job data, recipients' addresses included) and earlier errors holding the same.
+ */
+export function serializeError(err: unknown, depth = 0): Record<string, unknown> {
+  if (!(err instanceof Error)) return { message: shorten(String(err)) };
+  const out: Record<string, unknown> = { type: err.name, message: shorten(err.message) };
+  for (const field of ERROR_FIELDS) {
+    const value = (err as unknown as Record<string, unknown>)[field];
+    if (typeof value === 'number' || (typeof value === 'string' && value.length <= 100)) out[field] = value;
+  }
+  const command = commandName(err);
+  if (command) out.command = command;
+  if (err.stack) out.stack = `${err.name}: ${out.message}\n${frames(err.stack)}`;
+  if (depth < 3) {
+    if (err.cause !== undefined) out.cause = serializeError(err.cause, depth + 1);
+    // ioredis's "Failed to refresh slots cache" says why only here.
+    const lastNodeError = (err as { lastNodeError?: unknown }).lastNodeError;
+    if (lastNodeError !== undefined) out.lastNodeError = serializeError(lastNodeError, depth + 1);
+    if (err instanceof AggregateError)
+      out.errors = err.errors.slice(0, 3).map((e) => serializeError(e, depth + 1));
+  }
+  return out;
+}
+
+/** A connection string (or a comma-separated list of them) with its password replaced, safe to print. */
 export function redactUrl(url: string): string {
+  if (url.includes(','))
+    return url
+      .split(',')
+      .map((u) => redactUrl(u.trim()))
+      .join(',');
   try {
     const u = new URL(url);
     if (u.password) u.password = 'REDACTED';

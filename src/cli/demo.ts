@@ -34,7 +34,7 @@ export async function runDemo(base: Config, logger: Logger, out: (line: string) 
     queues: { ...base.queues, prefix: DEMO_PREFIX },
   };
   const store = createStore({ ...config.database, logger });
-  const publisher = createPublisher({ redisUrl: config.redis.url, prefix: DEMO_PREFIX });
+  const publisher = createPublisher({ redis: config.redis, prefix: DEMO_PREFIX });
   const sync = createSync(config, { logger, store, publisher });
   try {
     out(`1. simulator listening at ${sim.baseUrl}`);
@@ -56,7 +56,7 @@ export async function runDemo(base: Config, logger: Logger, out: (line: string) 
 
     await store.pool.query(`DROP SCHEMA IF EXISTS ${quoteSchema(DEMO_SCHEMA)} CASCADE`);
     // The demo's queues start empty, so their counts are its own.
-    await clearPrefix(config.redis.url, DEMO_PREFIX);
+    await clearPrefix(config.redis, DEMO_PREFIX);
     const { applied } = await migrate(store);
     out(`2. migrated schema ${DEMO_SCHEMA} (${applied.join(', ')})`);
 

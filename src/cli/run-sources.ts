@@ -33,7 +33,7 @@ export async function runSources(
     max: 2 * config.syncConcurrency + 2,
     applicationName: config.hostName,
   });
-  const publisher = createPublisher({ redisUrl: config.redis.url, prefix: config.queues.prefix });
+  const publisher = createPublisher({ redis: config.redis, prefix: config.queues.prefix });
   const metrics = createMetrics(dbGauges(store, names), names);
   const relay = startRelay({ store, publisher, logger, onPublished: metrics.onPublished });
   let lastBeat = Date.now();

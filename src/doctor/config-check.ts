@@ -18,6 +18,11 @@ const SETTINGS: readonly Setting[] = [
   ['DATABASE_URL', (c) => c.database.url, 'url'],
   ['DATABASE_SCHEMA', (c) => c.database.schema],
   ['REDIS_URL', (c) => c.redis.url, 'url'],
+  ['REDIS_CLUSTER', (c) => c.redis.cluster],
+  // Host and port only: an entry given as a URL may hold the Sentinels' password.
+  ['REDIS_SENTINELS', (c) => c.redis.sentinel?.nodes.map((n) => `${n.host}:${n.port}`).join(',') ?? null],
+  ['REDIS_SENTINEL_NAME', (c) => c.redis.sentinel?.name ?? null],
+  ['REDIS_WAIT_REPLICAS', (c) => c.redis.waitReplicas],
   ['QUEUE_PREFIX', (c) => c.queues.prefix],
   ['QUEUE_EMAIL_EVENTS', (c) => c.queues.emailEvents],
   ['QUEUE_CONTACT_EVENTS', (c) => c.queues.contactEvents],

@@ -1,31 +1,76 @@
 import type { Config } from '../config.js';
+import { ConfigError } from '../errors.js';
 import { redactUrl } from '../logger.js';
 import { createPublisher } from '../queue/publisher.js';
+import { connectRedis, type RedisConnection } from '../redis/connect.js';
+import { toRedisError } from '../redis/errors.js';
+import type { RedisSettings } from '../redis/settings.js';
 import { type Check, check } from './report.js';
 
-/** Redis answers, evicts nothing (BullMQ needs noeviction), and the queues' counts. */
+/**
+ * Redis answers (and in which mode), every master evicts nothing (BullMQ needs
+ * noeviction), and the queues' counts.
+ */
 export async function redisChecks(config: Config, timeoutMs: number): Promise<Check[]> {
-  const where = redactUrl(config.redis.url);
-  const publisher = createPublisher({
-    redisUrl: config.redis.url,
-    prefix: config.queues.prefix,
-    timeoutMs,
-  });
+  const where = describeTarget(config.redis);
+  let connection: RedisConnection;
   try {
-    if (!(await publisher.ping())) {
+    connection = await connectRedis(config.redis, { timeoutMs, prefix: config.queues.prefix });
+  } catch (err) {
+    const skipped = (why: string) => [
+      check('redis-maxmemory-policy', 'skip', `not checked: ${why}`),
+      check('queues', 'skip', `not checked: ${why}`),
+    ];
+    if (err instanceof ConfigError) {
       return [
-        check(
-          'redis',
-          'fail',
-          `cannot reach Redis at ${where}`,
-          'check REDIS_URL (host, port, password, rediss:// for TLS) and that the server runs',
-        ),
-        check('redis-maxmemory-policy', 'skip', 'not checked: Redis is unreachable'),
-        check('queues', 'skip', 'not checked: Redis is unreachable'),
+        check('redis', 'fail', err.message, 'correct the variable named above'),
+        ...skipped('see redis'),
       ];
     }
-    const checks = [check('redis', 'ok', `reachable at ${where}`)];
-    checks.push(await policyCheck(() => publisher.maxmemoryPolicy()));
+    return [
+      check(
+        'redis',
+        'fail',
+        `cannot reach Redis at ${where} (${toRedisError(err).message})`,
+        'check REDIS_URL (host, port, password, rediss:// for TLS), REDIS_SENTINELS / REDIS_SENTINEL_NAME, and that the server runs',
+      ),
+      ...skipped('Redis is unreachable'),
+    ];
+  }
+  const checks: Check[] = [];
+  try {
+    const masters = connection.masters();
+    const shape =
+      connection.mode === 'cluster'
+        ? `a cluster of ${masters.length} masters`
+        : connection.mode === 'sentinel'
+          ? `the master "${config.redis.sentinel?.name}" through Sentinel`
+          : 'one server';
+    checks.push(
+      check(
+        'redis',
+        'ok',
+        `${connection.mode}: ${shape}, reachable at ${where}${config.redis.tls ? ' over TLS' : ''}`,
+      ),
+    );
+    checks.push(await policyCheck(connection));
+  } finally {
+    connection.disconnect();
+  }
+  checks.push(await queuesCheck(config, timeoutMs));
+  return checks;
+}
+
+/** Where feedsync looks for Redis, without passwords. */
+function describeTarget(settings: RedisSettings): string {
+  if (!settings.sentinel) return redactUrl(settings.url);
+  const sentinels = settings.sentinel.nodes.map((n) => `${n.host}:${n.port}`).join(',');
+  return `Sentinels ${sentinels}`;
+}
+
+async function queuesCheck(config: Config, timeoutMs: number): Promise<Check> {
+  const publisher = createPublisher({ redis: config.redis, prefix: config.queues.prefix, timeoutMs });
+  try {
     const parts: string[] = [];
     for (const queue of [config.queues.emailEvents, config.queues.contactEvents]) {
       const counts = await publisher.counts(queue);
@@ -35,33 +80,57 @@ export async function redisChecks(config: Config, timeoutMs: number): Promise<Ch
           .join(', ')}`,
       );
     }
-    checks.push(check('queues', 'ok', `prefix "${config.queues.prefix}"; ${parts.join('; ')}`));
-    return checks;
+    return check('queues', 'ok', `prefix "${config.queues.prefix}"; ${parts.join('; ')}`);
+  } catch (err) {
+    return check(
+      'queues',
+      'fail',
+      `cannot read the queues (${(err as Error).message})`,
+      'see the redis check',
+    );
   } finally {
     await publisher.close();
   }
 }
 
-async function policyCheck(read: () => Promise<string | null>): Promise<Check> {
+/** maxmemory-policy of every master: one that evicts may drop jobs. */
+async function policyCheck(connection: RedisConnection): Promise<Check> {
   const fix =
     'run "redis-cli CONFIG SET maxmemory-policy noeviction" and put "maxmemory-policy noeviction" in redis.conf ' +
     "(on a managed Redis, in the provider's parameter settings)";
-  let policy: string | null;
-  try {
-    policy = await read();
-  } catch (err) {
+  const cluster = connection.mode === 'cluster';
+  const evicting: string[] = [];
+  const unread: string[] = [];
+  const masters = connection.masters();
+  for (const node of masters) {
+    // In a cluster each master is named; elsewhere there is only the one.
+    const on = cluster ? ` on ${node.options.host}:${node.options.port}` : '';
+    try {
+      const policy = ((await node.config('GET', 'maxmemory-policy')) as string[])[1] ?? 'unknown';
+      if (policy !== 'noeviction') evicting.push(`${policy}${on}`);
+    } catch (err) {
+      unread.push(`${toRedisError(err).message}${on}`);
+    }
+  }
+  if (evicting.length > 0) {
     return check(
       'redis-maxmemory-policy',
       'warn',
-      `cannot read maxmemory-policy (${(err as Error).message}); BullMQ needs noeviction`,
+      `maxmemory-policy is ${evicting.join(', ')}: when Redis fills up it may evict jobs, which BullMQ needs kept (noeviction)`,
+      fix,
+    );
+  }
+  if (unread.length > 0) {
+    return check(
+      'redis-maxmemory-policy',
+      'warn',
+      `cannot read maxmemory-policy (${unread.join('; ')}); BullMQ needs noeviction`,
       `make sure it is noeviction: ${fix}`,
     );
   }
-  if (policy === 'noeviction') return check('redis-maxmemory-policy', 'ok', 'noeviction');
   return check(
     'redis-maxmemory-policy',
-    'warn',
-    `maxmemory-policy is ${policy ?? 'unknown'}: when Redis fills up it may evict jobs, which BullMQ needs kept (noeviction)`,
-    fix,
+    'ok',
+    cluster ? `noeviction on all ${masters.length} masters` : 'noeviction',
   );
 }

@@ -1,17 +1,23 @@
-import { createRedis } from './publisher.js';
+import { connectRedis } from '../redis/connect.js';
+import type { RedisSettings } from '../redis/settings.js';
 
-/** Deletes every BullMQ key under `prefix` (`<prefix>:<queue>:…`), a SCAN page at a time. */
-export async function clearPrefix(redisUrl: string, prefix: string): Promise<void> {
-  const redis = createRedis(redisUrl);
-  await redis.connect();
+/**
+ * Deletes every BullMQ key under `prefix` (`<prefix>:<queue>:…`), a SCAN page at a time,
+ * on every master (in a cluster each holds its own slots).
+ */
+export async function clearPrefix(redis: RedisSettings, prefix: string): Promise<void> {
+  const connection = await connectRedis(redis, { timeoutMs: 5_000 });
   try {
-    let cursor = '0';
-    do {
-      const [next, keys] = await redis.scan(cursor, 'MATCH', `${prefix}:*`, 'COUNT', 1000);
-      cursor = next;
-      if (keys.length > 0) await redis.unlink(...keys);
-    } while (cursor !== '0');
+    for (const node of connection.masters()) {
+      let cursor = '0';
+      do {
+        const [next, keys] = await node.scan(cursor, 'MATCH', `${prefix}:*`, 'COUNT', 1000);
+        cursor = next;
+        // One UNLINK per key, pipelined: a cluster node refuses one command over keys of several slots.
+        if (keys.length > 0) await node.pipeline(keys.map((k) => ['unlink', k])).exec();
+      } while (cursor !== '0');
+    }
   } finally {
-    redis.disconnect();
+    connection.disconnect();
   }
 }

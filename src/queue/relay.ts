@@ -1,4 +1,5 @@
 import { defaultSleep } from '../api/retry.js';
+import { ConfigError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import type { Store } from '../store/db.js';
 import type { JobToAdd, Publisher } from './publisher.js';
@@ -175,7 +176,8 @@ export function startRelay(opts: RelayOptions): Relay {
         failures++;
         lastError = err;
         log.warn({ err, failures }, 'outbox relay failed; retrying with backoff');
-        if (failures >= drainAttempts) settle(() => true, err);
+        // Waiting cannot fix a configuration error (a cluster and a prefix without a hash tag).
+        if (failures >= drainAttempts || err instanceof ConfigError) settle(() => true, err);
         const backoff = Math.min(maxBackoff, 250 * 2 ** failures);
         await sleep(Math.floor(backoff / 2 + (Math.random() * backoff) / 2), stopper.signal).catch(() => {});
       }

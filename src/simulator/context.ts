@@ -2,7 +2,7 @@ import { type Logger, pino } from 'pino';
 import type { Account } from './account.js';
 import { Accounts } from './accounts.js';
 import { apiKeyPattern } from './auth.js';
-import { badRequest, type SimErrorCode } from './errors.js';
+import { badRequest } from './errors.js';
 import { DEFAULT_FAULTS, mergeFaults } from './faults.js';
 import { Stats } from './stats.js';
 import { Timers } from './timers.js';
@@ -49,8 +49,9 @@ export class SimContext {
   }
 
   /** The account of a key named in a control request; a key the API would refuse is a 400 (never echoed). */
-  accountForKey(key: string, code: SimErrorCode): Account {
-    if (!this.keyPattern.test(key)) throw badRequest(code, '"key" is not a key this simulator accepts');
+  accountForKey(key: string): Account {
+    if (!this.keyPattern.test(key))
+      throw badRequest('invalid_field', '"key" is not a key this simulator accepts');
     return this.accounts.forKey(key);
   }
 

@@ -65,7 +65,7 @@ export function checkContact(type: unknown, email: unknown): { type: ContactEven
  * Never a key in the query: URLs end up in logs.
  */
 export function selectAccount(ctx: SimContext, r: RouteRequest, body: JsonObject = {}): Account {
-  if (body.key !== undefined) return ctx.accountForKey(stringField(body, 'key'), 'invalid_field');
+  if (body.key !== undefined) return ctx.accountForKey(stringField(body, 'key'));
   const id = body.account ?? r.url.searchParams.get('account');
   if (id === undefined || id === null || id === '') return r.account;
   if (typeof id !== 'string') throw badRequest('invalid_field', '"account" must be a string');

@@ -78,8 +78,7 @@ export function createSync(config: Config, opts: SyncOptions): Sync {
   const ownsStore = !opts.store;
   const ownsPublisher = !opts.publisher;
   const store = opts.store ?? createStore({ ...config.database, logger: opts.logger });
-  const publisher =
-    opts.publisher ?? createPublisher({ redisUrl: config.redis.url, prefix: config.queues.prefix });
+  const publisher = opts.publisher ?? createPublisher({ redis: config.redis, prefix: config.queues.prefix });
   const applier = createApplier(store, routeFor(config.queues));
   const ownsRelay = !opts.relay;
   const relay =
@@ -177,6 +176,7 @@ export function createSync(config: Config, opts: SyncOptions): Sync {
         await relay.drain();
         await pruneOutbox(store, config.queues.outboxRetentionHours);
       } catch (err) {
+        if (err instanceof ConfigError) throw err;
         drained = false;
         log.error(
           { err },

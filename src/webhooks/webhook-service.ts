@@ -68,8 +68,7 @@ export async function startWebhookService(
     log.warn({ err }, 'Postgres does not answer yet; deliveries get 503 until it does');
   }
 
-  const publisher =
-    opts.publisher ?? createPublisher({ redisUrl: config.redis.url, prefix: config.queues.prefix });
+  const publisher = opts.publisher ?? createPublisher({ redis: config.redis, prefix: config.queues.prefix });
   const relay = startRelay({ store, publisher, logger: opts.logger });
   // Rows a previous run stored but did not publish.
   if (gate.current) relay.kick();

@@ -27,7 +27,7 @@ const maybeCrash = (at) => {
 
 const config = loadConfig();
 const logger = createLogger({ level: config.logLevel, destination: process.stderr });
-const real = createPublisher({ redisUrl: config.redis.url, prefix: config.queues.prefix });
+const real = createPublisher({ redis: config.redis, prefix: config.queues.prefix });
 const publisher = {
   ...real,
   async addBulk(queue, jobs) {

@@ -51,3 +51,38 @@ describe('logger redaction', () => {
     ).not.toContain(key);
   });
 });
+
+describe('the err serializer', () => {
+  it('keeps message, code and command name of an ioredis error, never its arguments or earlier errors', () => {
+    const { logger, text } = captureLogger({ level: 'trace' });
+    const lua = '--[[ Adds a job ]] local rcall = redis.call';
+    const reply = Object.assign(new Error('MOVED 1234 127.0.0.1:7001'), {
+      name: 'ReplyError',
+      command: { name: 'evalsha', args: ['sha', '8', lua, '{"to":["bob@example.test"]}'] },
+      previousErrors: [new Error('bob@example.test')],
+    });
+    const allFailed = Object.assign(new Error('Failed to refresh slots cache.'), {
+      name: 'ClusterAllFailedError',
+      lastNodeError: Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:7000'), {
+        code: 'ECONNREFUSED',
+      }),
+    });
+    logger.error({ err: new Error('publish failed', { cause: reply }) }, 'relay');
+    logger.warn({ err: allFailed }, 'connect');
+    logger.error({ err: new Error('x'.repeat(5000)) }, 'long');
+    const out = text();
+    expect(out).not.toMatch(/bob@example\.test|redis\.call|--\[\[|"args"|previousErrors/);
+    const [relay, connect, long] = out
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { err: Record<string, unknown> });
+    expect(relay?.err.cause).toMatchObject({
+      type: 'ReplyError',
+      message: 'MOVED 1234 127.0.0.1:7001',
+      command: 'evalsha',
+    });
+    expect(connect?.err.lastNodeError).toMatchObject({ code: 'ECONNREFUSED' });
+    expect(String(long?.err.message).length).toBeLessThan(400);
+    expect(String(long?.err.stack).length).toBeLessThan(3000);
+  });
+});

@@ -9,7 +9,8 @@ import { createApplier } from '../../src/store/applier.js';
 import { createStore, type Store } from '../../src/store/db.js';
 import { migrate } from '../../src/store/migrate.js';
 import { dropSchema, TEST_DATABASE_URL, uniqueSchema } from '../support/postgres.js';
-import { deletePrefix, TEST_REDIS_URL, uniquePrefix } from '../support/redis.js';
+import { waitFor } from '../support/processes.js';
+import { deletePrefix, TEST_REDIS, TEST_REDIS_URL, uniquePrefix } from '../support/redis.js';
 
 const schema = uniqueSchema('relay');
 const prefix = uniquePrefix('relay');
@@ -73,7 +74,6 @@ function recordingPublisher(): Publisher & {
     },
     ping: async () => true,
     counts: async () => ({}),
-    maxmemoryPolicy: async () => 'noeviction',
     close: async () => {},
   };
   return rec;
@@ -82,7 +82,7 @@ function recordingPublisher(): Publisher & {
 describe('publishBatch', () => {
   it('adds each routed event to its queue with the contract job id, name, data and retention', async () => {
     const events = await storeEvents(8);
-    const publisher = createPublisher({ redisUrl: TEST_REDIS_URL, prefix });
+    const publisher = createPublisher({ redis: TEST_REDIS, prefix });
     try {
       expect(await publishBatch(store, publisher, 100)).toBe(6);
       expect(await publishBatch(store, publisher, 100)).toBe(0);
@@ -190,6 +190,34 @@ describe('the relay loop', () => {
       await Promise.all([first, relay.drain()]);
       expect(await outboxBacklog(store)).toBe(0);
       expect(publisher.added.flatMap((a) => a.jobs)).toHaveLength(6);
+    } finally {
+      await relay.stop();
+    }
+  });
+});
+
+describe('the relay sweep', () => {
+  it('publishes rows committed with nobody to kick it, once the sweep is due', async () => {
+    const publisher = recordingPublisher();
+    const idle: number[] = [];
+    let fire: () => void = () => {};
+    // The idle sleep ends when the test fires it, as its timer would.
+    const sleep = (ms: number, signal?: AbortSignal): Promise<void> =>
+      new Promise((resolve, reject) => {
+        idle.push(ms);
+        fire = resolve;
+        signal?.addEventListener('abort', () => reject(signal.reason), { once: true });
+      });
+    const relay = startRelay({ store, publisher, logger, sleep, sweepMs: 5_000 });
+    try {
+      await waitFor(() => idle.length > 0, { what: 'the relay to sleep' });
+      // A commit that finished after its 503 went out: stored, and nobody kicks the relay.
+      await storeEvents(4);
+      expect(await outboxBacklog(store)).toBe(3);
+      fire();
+      await waitFor(async () => (await outboxBacklog(store)) === 0, { what: 'the sweep to publish' });
+      expect(publisher.added.flatMap((a) => a.jobs)).toHaveLength(3);
+      expect(new Set(idle)).toEqual(new Set([5_000]));
     } finally {
       await relay.stop();
     }

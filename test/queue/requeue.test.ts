@@ -11,7 +11,7 @@ import { migrate } from '../../src/store/migrate.js';
 import { createSync } from '../../src/sync/sync.js';
 import { testConfig, testEnv } from '../support/config.js';
 import { dropSchema, TEST_DATABASE_URL, uniqueSchema } from '../support/postgres.js';
-import { deletePrefix, TEST_REDIS_URL, uniquePrefix } from '../support/redis.js';
+import { deletePrefix, TEST_REDIS, TEST_REDIS_URL, uniquePrefix } from '../support/redis.js';
 import { useSimulator } from '../support/simulator.js';
 
 const run = promisify(execFile);
@@ -34,7 +34,7 @@ async function waiting(queue: string): Promise<string[]> {
 beforeAll(async () => {
   store = createStore({ url: TEST_DATABASE_URL, schema });
   await migrate(store);
-  publisher = createPublisher({ redisUrl: TEST_REDIS_URL, prefix });
+  publisher = createPublisher({ redis: TEST_REDIS, prefix });
   redis = new Redis(TEST_REDIS_URL);
   sim().emitContactEvent('contact.subscribed', 'new@example.com');
   startedAt = new Date(Date.now() - 1000);

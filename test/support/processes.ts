@@ -164,6 +164,8 @@ export interface RedisServer {
   stop(signal?: NodeJS.Signals): Promise<void>;
   /** Stops it and removes its data directory. */
   dispose(): Promise<void>;
+  /** Its data directory (removed by `dispose`). */
+  readonly dir: string;
 }
 
 export interface RedisServerOptions {
@@ -175,6 +177,10 @@ export interface RedisServerOptions {
    * `--appendonly no`, so a restart starts empty.
    */
   persist?: boolean;
+  /** More arguments: `--cluster-enabled yes`, `--replicaof …`. */
+  args?: readonly string[];
+  /** A config file to start from (a Sentinel's, which it rewrites), placed first. */
+  configFile?: string;
 }
 
 /** Starts `redis-server` as a child process on loopback and waits until it answers PING. */
@@ -184,6 +190,8 @@ export async function startRedisServer(opts: RedisServerOptions = {}): Promise<R
   const args = ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--daemonize', 'no'];
   args.push('--dir', dir, '--appendonly', opts.persist ? 'yes' : 'no');
   if (opts.persist) args.push('--appendfsync', 'always');
+  args.push(...(opts.args ?? []));
+  if (opts.configFile) args.unshift(opts.configFile);
   let child: ChildProcess | null = null;
   let exited: Promise<void> = Promise.resolve();
 
@@ -211,6 +219,7 @@ export async function startRedisServer(opts: RedisServerOptions = {}): Promise<R
   return {
     port,
     url: `redis://127.0.0.1:${port}`,
+    dir,
     get up() {
       return child !== null;
     },

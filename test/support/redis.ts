@@ -1,7 +1,15 @@
 import { randomBytes } from 'node:crypto';
 import { clearPrefix } from '../../src/queue/clear-prefix.js';
+import { parseRedisSettings, type RedisSettings } from '../../src/redis/settings.js';
 
 export const TEST_REDIS_URL = 'redis://127.0.0.1:6379';
+
+/** The Redis settings of one URL (REDIS_URL alone), as the config would parse them. */
+export function redisSettings(url: string): RedisSettings {
+  return parseRedisSettings({ REDIS_URL: url });
+}
+
+export const TEST_REDIS = redisSettings(TEST_REDIS_URL);
 
 /** A BullMQ key prefix of one test file's own. */
 export function uniquePrefix(label: string): string {
@@ -10,5 +18,5 @@ export function uniquePrefix(label: string): string {
 
 /** Deletes every key under the prefix, for afterAll. */
 export function deletePrefix(prefix: string, url = TEST_REDIS_URL): Promise<void> {
-  return clearPrefix(url, prefix);
+  return clearPrefix(redisSettings(url), prefix);
 }

@@ -63,7 +63,7 @@ describe('replicas of sync --watch over a sources file', () => {
 
     // status names the replica that holds a source; wait until replica-a holds one mid-run.
     const config = loadConfig(env);
-    const publisher = createPublisher({ redisUrl: config.redis.url, prefix: config.queues.prefix });
+    const publisher = createPublisher({ redis: config.redis, prefix: config.queues.prefix });
     const final = new Set(entries.map((_, i) => id(backlogOf(i))));
     const held = await waitFor(
       async () => {

@@ -32,7 +32,7 @@ export function requeueCommand(): Command {
           const { createPublisher } = await import('../../queue/publisher.js');
           const since = parseSince(opts.since);
           const source = opts.source ?? config.feed.source;
-          const publisher = createPublisher({ redisUrl: config.redis.url, prefix: config.queues.prefix });
+          const publisher = createPublisher({ redis: config.redis, prefix: config.queues.prefix });
           try {
             const result = await withStore(config, logger, (store) =>
               requeue(store, publisher, {

@@ -13,7 +13,7 @@ export function statusCommand(): Command {
         const { createPublisher } = await import('../../queue/publisher.js');
         const { statusReport, formatStatus } = await import('../status-report.js');
         const publisher = createPublisher({
-          redisUrl: config.redis.url,
+          redis: config.redis,
           prefix: config.queues.prefix,
           timeoutMs: 2000,
         });

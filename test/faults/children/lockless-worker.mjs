@@ -19,7 +19,7 @@ import { catchUp } from '../../../dist/sync/catch-up.js';
 const config = loadConfig();
 const logger = createLogger({ level: config.logLevel, destination: process.stderr });
 const store = createStore({ ...config.database, logger });
-const publisher = createPublisher({ redisUrl: config.redis.url, prefix: config.queues.prefix });
+const publisher = createPublisher({ redis: config.redis, prefix: config.queues.prefix });
 const relay = startRelay({ store, publisher, logger });
 const applier = createApplier(store, routeFor(config.queues));
 const client = new ServiceClient({ baseUrl: config.feed.baseUrl, apiKey: config.feed.apiKey });

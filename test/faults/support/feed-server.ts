@@ -1,6 +1,7 @@
 import { createServer, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { ServiceEvent } from '../../../src/api/types.js';
+import { jsonText } from '../../../src/feed/json-text.js';
 
 /** Ways a page can break the rules of DESIGN section 1 and 4. */
 export type BadPage =
@@ -84,7 +85,8 @@ export async function startFeedServer(events: readonly ServiceEvent[]): Promise<
       default:
         break;
     }
-    body ??= JSON.stringify({ data, next_after: nextAfter });
+    // jsonText: a poison event may nest deeper than JSON.stringify can go.
+    body ??= jsonText({ data, next_after: nextAfter });
     res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });
     if (kind === 'hang' || kind === 'stall-mid-body') {
       // Headers sent, then the body never ends (half of it, or none): the client's body timeout must fire.

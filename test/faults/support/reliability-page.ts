@@ -34,7 +34,7 @@ export function renderPage(records: readonly FaultRecord[], machine: Machine): s
     `- Measured: ${machine.date}`,
     `- Machine: ${machine.cpus} CPUs (${machine.cpuModel}), ${machine.memoryGiB} GiB memory`,
     `- Software: Node ${machine.node}, ${machine.postgres}, Redis ${machine.redis}`,
-    '- Regenerate: `npm run build && npm run test:faults` (this page is rewritten when all ten items ran)',
+    '- Regenerate: `npm run build && npm run test:faults` (this page is rewritten when every item ran)',
     '',
     '**Lost** counts events the feed served that did not end up stored, or stored without their',
     'BullMQ job. **Duplicated** counts stored rows, outbox rows and jobs beyond one per event.',

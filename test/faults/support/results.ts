@@ -81,7 +81,12 @@ export async function measured(
       ...(failure === undefined ? {} : { failure }),
       durationMs: Math.round(performance.now() - started),
     };
-    writeFileSync(join(inject('faultResultsDir'), `item-${head.item}.json`), JSON.stringify(record, null, 2));
+    // Named by title too: two items given one number both show in the run's summary.
+    const slug = head.title.replace(/[^a-z0-9]+/gi, '-').slice(0, 60);
+    writeFileSync(
+      join(inject('faultResultsDir'), `item-${head.item}-${slug}.json`),
+      JSON.stringify(record, null, 2),
+    );
   }
 }
 

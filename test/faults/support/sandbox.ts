@@ -3,7 +3,7 @@ import { clearPrefix } from '../../../src/queue/clear-prefix.js';
 import { createStore, type Store } from '../../../src/store/db.js';
 import { migrate } from '../../../src/store/migrate.js';
 import { dropSchema, TEST_DATABASE_URL, uniqueSchema } from '../../support/postgres.js';
-import { TEST_REDIS_URL, uniquePrefix } from '../../support/redis.js';
+import { redisSettings, TEST_REDIS_URL, uniquePrefix } from '../../support/redis.js';
 import { TEST_API_KEY } from '../../support/simulator.js';
 
 /** A migrated schema and a BullMQ prefix of one case's own, on the shared or a private server. */
@@ -68,5 +68,5 @@ export function useSandboxes(): (label: string, opts?: SandboxOptions) => Promis
 
 /** Deletes the prefix's keys; quietly does nothing when that Redis is gone (a private one, stopped). */
 async function deleteKeys(prefix: string, url: string): Promise<void> {
-  await clearPrefix(url, prefix).catch(() => {});
+  await clearPrefix(redisSettings(url), prefix).catch(() => {});
 }

@@ -1,0 +1,151 @@
+import { execFile } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { Redis } from 'ioredis';
+import { freePort, type RedisServer, startRedisServer, waitFor } from './processes.js';
+
+const run = promisify(execFile);
+
+/** A Redis Cluster of private redis-server children on loopback. */
+export interface LocalCluster {
+  readonly nodes: readonly RedisServer[];
+  /** Every node as a seed: `redis://127.0.0.1:a,redis://127.0.0.1:b,…` */
+  readonly url: string;
+  /** Stops every node by its pid and removes their directories. */
+  dispose(): Promise<void>;
+}
+
+/**
+ * Starts `masters` cluster-enabled servers (each with a free bus port of its own, so
+ * no port+10000 clash) and joins them with `redis-cli --cluster create`, then waits
+ * until every node says `cluster_state:ok`.
+ */
+export async function startLocalCluster(masters = 3): Promise<LocalCluster> {
+  const nodes: RedisServer[] = [];
+  const dispose = async (): Promise<void> => {
+    await Promise.allSettled(nodes.map((n) => n.dispose()));
+  };
+  try {
+    const taken = new Set<number>();
+    // A port freed a moment ago may come back from the next ask: never hand one out twice.
+    const newPort = async (): Promise<number> => {
+      for (;;) {
+        const port = await freePort();
+        if (!taken.has(port)) {
+          taken.add(port);
+          return port;
+        }
+      }
+    };
+    for (let i = 0; i < masters; i++) {
+      const [port, busPort] = [await newPort(), await newPort()];
+      const args = [
+        '--cluster-enabled',
+        'yes',
+        '--cluster-port',
+        String(busPort),
+        '--cluster-node-timeout',
+        '2000',
+      ];
+      nodes.push(await startRedisServer({ port, args }));
+    }
+    // --cluster-config-file is relative to --dir: each node's own directory.
+    await run(
+      'redis-cli',
+      ['--cluster', 'create', ...nodes.map((n) => `127.0.0.1:${n.port}`), '--cluster-yes'],
+      { timeout: 30_000 },
+    );
+    for (const node of nodes) {
+      const state = async () => String(await command(node.port, ['CLUSTER', 'INFO']));
+      await waitFor(async () => /cluster_state:ok/.test(await state()), {
+        timeoutMs: 20_000,
+        what: `cluster_state:ok on ${node.port}`,
+      });
+    }
+  } catch (err) {
+    await dispose();
+    throw err;
+  }
+  return { nodes, url: nodes.map((n) => n.url).join(','), dispose };
+}
+
+/** A master, its replica and one Sentinel watching them, on loopback. */
+export interface LocalSentinel {
+  readonly master: RedisServer;
+  readonly replica: RedisServer;
+  readonly sentinel: RedisServer;
+  /** The master's name in the Sentinel's configuration. */
+  readonly name: string;
+  /** The port of the master the Sentinel names now. */
+  masterPort(): Promise<number>;
+  dispose(): Promise<void>;
+}
+
+/**
+ * Starts a master, a replica of it, and a Sentinel (quorum 1, a master down after
+ * 1 s) from a generated config file, and waits until the Sentinel knows the replica.
+ */
+export async function startLocalSentinel(name = 'feedsync'): Promise<LocalSentinel> {
+  const started: RedisServer[] = [];
+  const confDir = mkdtempSync(join(tmpdir(), 'feedsync-sentinel-'));
+  const dispose = async (): Promise<void> => {
+    await Promise.allSettled(started.map((s) => s.dispose()));
+    rmSync(confDir, { recursive: true, force: true });
+  };
+  try {
+    const master = await startRedisServer();
+    started.push(master);
+    const replica = await startRedisServer({ args: ['--replicaof', '127.0.0.1', String(master.port)] });
+    started.push(replica);
+    await waitFor(() => info(replica.port, 'replication').then((t) => /master_link_status:up/.test(t)), {
+      what: 'the replica in sync',
+    });
+    const configFile = join(confDir, 'sentinel.conf');
+    writeFileSync(
+      configFile,
+      [
+        `sentinel monitor ${name} 127.0.0.1 ${master.port} 1`,
+        `sentinel down-after-milliseconds ${name} 1000`,
+        `sentinel failover-timeout ${name} 10000`,
+        `sentinel parallel-syncs ${name} 1`,
+        '',
+      ].join('\n'),
+    );
+    const sentinel = await startRedisServer({ configFile, args: ['--sentinel'] });
+    started.push(sentinel);
+    const masterPort = async (): Promise<number> => {
+      const reply = (await command(sentinel.port, ['SENTINEL', 'GET-MASTER-ADDR-BY-NAME', name])) as string[];
+      return Number(reply[1]);
+    };
+    await waitFor(
+      async () => {
+        const replicas = (await command(sentinel.port, ['SENTINEL', 'REPLICAS', name])) as unknown[];
+        return replicas.length > 0;
+      },
+      { timeoutMs: 20_000, what: 'the Sentinel to find the replica' },
+    );
+    return { master, replica, sentinel, name, masterPort, dispose };
+  } catch (err) {
+    await dispose();
+    throw err;
+  }
+}
+
+/** `INFO <section>` of a server on loopback. */
+export async function info(port: number, section: string): Promise<string> {
+  return (await command(port, ['INFO', section])) as string;
+}
+
+/** One command on a short-lived connection to a server on loopback. */
+export async function command(port: number, args: readonly string[]): Promise<unknown> {
+  const redis = new Redis({ port, host: '127.0.0.1', lazyConnect: true, maxRetriesPerRequest: 0 });
+  redis.on('error', () => {});
+  try {
+    await redis.connect();
+    return await redis.call(args[0]!, ...args.slice(1));
+  } finally {
+    redis.disconnect();
+  }
+}
