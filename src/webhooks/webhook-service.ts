@@ -69,11 +69,14 @@ export async function startWebhookService(
   }
 
   const publisher = opts.publisher ?? createPublisher({ redis: config.redis, prefix: config.queues.prefix });
-  const relay = startRelay({ store, publisher, logger: opts.logger });
+  const metrics = createWebhookMetrics(config.feed.source, [
+    config.queues.emailEvents,
+    config.queues.contactEvents,
+  ]);
+  const relay = startRelay({ store, publisher, logger: opts.logger, onPublished: metrics.onPublished });
   // Rows a previous run stored but did not publish.
   if (gate.current) relay.kick();
 
-  const metrics = createWebhookMetrics(config.feed.source);
   const handle = createDeliveryHandler({
     secrets: config.webhooks.secrets,
     source: config.feed.source,

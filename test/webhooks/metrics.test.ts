@@ -89,6 +89,16 @@ describe('serve-webhooks /metrics', () => {
       // Three events reached the store (one a repeat) and one body went to quarantine: four transactions.
       expect(sampleOf(samples, 'feedsync_webhook_commit_duration_seconds_count', { source: 'acme' })).toBe(4);
       expect(text).not.toContain(SECRET_NEW);
+      // Its own relay hands the two new events to BullMQ, counted as the worker counts its own.
+      const published = await waitFor(
+        async () => {
+          const now = parseMetrics((await get(metricsUrl)).body);
+          const email = sampleOf(now, 'feedsync_jobs_published_total', { queue: 'email-events' });
+          return email === 2 ? now : null;
+        },
+        { what: 'the relay to publish two jobs' },
+      );
+      expect(sampleOf(published, 'feedsync_jobs_published_total', { queue: 'contact-events' })).toBe(0);
       // The webhook port, open to the ingress controller, does not show the metrics.
       expect((await send(pool, { method: 'GET', path: '/metrics' })).status).toBe(404);
     } finally {
