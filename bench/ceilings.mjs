@@ -1,6 +1,6 @@
 import { Pool } from 'undici';
 import { createPublisher } from '../dist/queue/publisher.js';
-import { jobIdFor } from '../dist/queue/routes.js';
+import { jobIdFor, jobOptionsFor } from '../dist/queue/routes.js';
 import { parseRedisSettings } from '../dist/redis/settings.js';
 import { createApplier } from '../dist/store/applier.js';
 import { ensureCursor } from '../dist/store/cursor.js';
@@ -163,7 +163,11 @@ export async function bullmqAddBulk(count, batchSize, cpu) {
     })),
   );
   const prefix = benchPrefix('addbulk');
-  const publisher = createPublisher({ redis: parseRedisSettings({ REDIS_URL }), prefix });
+  const publisher = createPublisher({
+    redis: parseRedisSettings({ REDIS_URL }),
+    prefix,
+    jobOptions: jobOptionsFor({ jobAttempts: 5, jobBackoffMs: 1_000 }),
+  });
   try {
     if (!(await publisher.ping())) throw new Error('Redis does not answer');
     const { seconds, cpu: used } = await measured(

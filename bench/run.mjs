@@ -3,7 +3,7 @@
 // table and written into docs/BENCHMARKS.md (between its bench markers).
 // `--quick` runs everything at a tenth of the size to check the harness (and
 // writes nothing); `--no-write` leaves the page alone; `--json FILE` also writes
-// the raw results.
+// the raw results; `--only sources` runs that section alone (bench/sources.mjs).
 import { writeFileSync } from 'node:fs';
 import pg from 'pg';
 import { bullmqAddBulk, feedPaging, feedPagingWithLatency, postgresIngest } from './ceilings.mjs';
@@ -14,12 +14,19 @@ import { describeMachine, redisPid } from './lib/machine.mjs';
 import { measuredSection, writeMeasured } from './lib/page.mjs';
 import { startSimChild } from './lib/simulator.mjs';
 import { cpuTable, markdownTable, mb, ms, pct, rate } from './lib/table.mjs';
+import { measureSources, sourcesSection, sourcesSizes, writeSourcesSection } from './sources.mjs';
 
 const args = process.argv.slice(2);
 const quick = args.includes('--quick');
 const jsonAt = args.indexOf('--json');
 const jsonFile = jsonAt >= 0 ? args[jsonAt + 1] : null;
 const writePage = !quick && !args.includes('--no-write');
+const onlyAt = args.indexOf('--only');
+const only = onlyAt >= 0 ? args[onlyAt + 1] : null;
+if (only !== null && only !== 'sources') {
+  console.error(`--only: unknown section "${only}" (known: sources)`);
+  process.exit(2);
+}
 const PAGE = new URL('../docs/BENCHMARKS.md', import.meta.url).pathname;
 const scale = quick ? 0.1 : 1;
 const n = (x) => Math.round(x * scale);
@@ -49,6 +56,11 @@ async function main() {
   const cpu = { pg: monitor, redisPid: await redisPid(), simPid: sim.pid };
   const results = { machine, sizes: SIZES };
   try {
+    if (only === 'sources') {
+      const { roundTripMs } = await feedPagingWithLatency(sim, 0, SIZES.latencyPages, PAGE_LIMIT);
+      await sources(sim, roundTripMs, machine);
+      return;
+    }
     log(`feed paging alone, ${SIZES.ceiling} events`);
     const paging = await feedPaging(sim, SIZES.ceiling, PAGE_LIMIT, cpu);
     log(`Postgres ingest alone, ${SIZES.ceiling} events`);
@@ -85,6 +97,7 @@ async function main() {
     const cold = await coldStart(big.env, SIZES.coldRuns);
     await release(big);
     Object.assign(results, { plain, grown, latency, big, cold });
+    results.sources = await sources(sim, paging.roundTripMs, machine);
 
     const rows = tableRows(results);
     const table = markdownTable(rows);
@@ -213,6 +226,15 @@ function tableRows(r) {
     ok: grownRatio >= 0.8,
   });
   return rows;
+}
+
+/** The Sources section (bench/sources.mjs): printed, and written into its own part of the page. */
+async function sources(sim, roundTripMs, machine) {
+  const measured = await measureSources(sim, sourcesSizes(scale), roundTripMs, log);
+  const section = sourcesSection(measured, machineLine(machine));
+  console.log(`\n${section}\n`);
+  if (writePage) writeSourcesSection(PAGE, section);
+  return measured;
 }
 
 function machineLine(m) {

@@ -67,7 +67,13 @@ export interface Config {
     readonly contactEvents: string;
     /** OUTBOX_RETENTION_HOURS: published outbox rows kept for `requeue`. Default 168 (7 days). */
     readonly outboxRetentionHours: number;
+    /** JOB_ATTEMPTS: runs of a job before BullMQ fails it for good (1: never retried). Default 5. */
+    readonly jobAttempts: number;
+    /** JOB_BACKOFF_MS: the first retry's delay; each later one doubles it. Default 1000. */
+    readonly jobBackoffMs: number;
   };
+  /** EVENTS_RETENTION_DAYS: events older than this (by created_at) are pruned; null keeps every event. */
+  readonly eventsRetentionDays: number | null;
   /** SYNC_INTERVAL_MS: the pause between runs in watch mode. Default 30000. */
   readonly syncIntervalMs: number;
   /** METRICS_PORT: /metrics, /healthz, /readyz in watch mode; /metrics of serve-webhooks. Default 9464. */
@@ -119,6 +125,9 @@ const fields = {
   QUEUE_EMAIL_EVENTS: queueName.default('email-events'),
   QUEUE_CONTACT_EVENTS: queueName.default('contact-events'),
   OUTBOX_RETENTION_HOURS: int(0).default(168),
+  JOB_ATTEMPTS: int(1, 1_000).default(5),
+  JOB_BACKOFF_MS: int(0, 86_400_000).default(1_000),
+  EVENTS_RETENTION_DAYS: int(1, 36_500).optional(),
   SYNC_INTERVAL_MS: int(1).default(30_000),
   SYNC_CONCURRENCY: int(1, 256).default(4),
   FEED_SOURCES_FILE: z.string().optional(),
@@ -215,7 +224,10 @@ export function loadConfig(
       emailEvents: v.QUEUE_EMAIL_EVENTS,
       contactEvents: v.QUEUE_CONTACT_EVENTS,
       outboxRetentionHours: v.OUTBOX_RETENTION_HOURS,
+      jobAttempts: v.JOB_ATTEMPTS,
+      jobBackoffMs: v.JOB_BACKOFF_MS,
     },
+    eventsRetentionDays: v.EVENTS_RETENTION_DAYS ?? null,
     syncIntervalMs: v.SYNC_INTERVAL_MS,
     metricsPort: v.METRICS_PORT,
     pushgatewayUrl: v.PUSHGATEWAY_URL ?? null,

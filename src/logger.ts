@@ -1,4 +1,5 @@
 import { type Logger, pino } from 'pino';
+import { type Config, secretsOf } from './config.js';
 import { commandName, frames, shorten } from './error-summary.js';
 
 export type { Logger };
@@ -55,6 +56,14 @@ export function createLogger(opts: LoggerOptions = {}): Logger {
     },
     destination as pino.DestinationStream,
   );
+}
+
+/**
+ * The logger an embedding gets when it passes none: LOG_LEVEL from the config, the
+ * config's secrets scrubbed, lines on stdout.
+ */
+export function loggerFor(config: Config): Logger {
+  return createLogger({ level: config.logLevel, secrets: secretsOf(config) });
 }
 
 /** Fields of an error kept in a log line when they hold a number or a short string. */

@@ -31,8 +31,8 @@ export async function startSimChild() {
     origin,
     baseUrl,
     pid: child.pid,
-    /** A synthetic backlog of `count` events, and nothing else, in the feed. */
-    setBacklog: (count) => control('backlog', { count }),
+    /** A synthetic backlog of `count` events, and nothing else, in the feed (of the account of `key`; default the bench's). */
+    setBacklog: (count, key) => control('backlog', key ? { count, key } : { count }),
     setLatency: (latencyMs) => control('faults', { latencyMs }),
     async stop() {
       if (child.exitCode !== null) return;

@@ -3,6 +3,7 @@ import type { Config } from '../config.js';
 import type { Logger } from '../logger.js';
 import { clearPrefix } from '../queue/clear-prefix.js';
 import { createPublisher } from '../queue/publisher.js';
+import { jobOptionsFor } from '../queue/routes.js';
 import { startSimulator } from '../simulator/index.js';
 import { createStore, quoteSchema } from '../store/db.js';
 import { migrate } from '../store/migrate.js';
@@ -34,7 +35,11 @@ export async function runDemo(base: Config, logger: Logger, out: (line: string) 
     queues: { ...base.queues, prefix: DEMO_PREFIX },
   };
   const store = createStore({ ...config.database, logger });
-  const publisher = createPublisher({ redis: config.redis, prefix: DEMO_PREFIX });
+  const publisher = createPublisher({
+    redis: config.redis,
+    prefix: DEMO_PREFIX,
+    jobOptions: jobOptionsFor(config.queues),
+  });
   const sync = createSync(config, { logger, store, publisher });
   try {
     out(`1. simulator listening at ${sim.baseUrl}`);

@@ -6,6 +6,7 @@ import { createMetrics, type Metrics } from '../metrics/metrics.js';
 import { startHealthServer } from '../metrics/server.js';
 import { createPublisher } from '../queue/publisher.js';
 import { startRelay } from '../queue/relay.js';
+import { jobOptionsFor } from '../queue/routes.js';
 import { createStore } from '../store/db.js';
 import { type Outcome, rotate, runEachOnce, startIndex, watchSources } from '../sync/scheduler.js';
 import { shutdownSignal } from '../sync/signals.js';
@@ -33,7 +34,11 @@ export async function runSources(
     max: 2 * config.syncConcurrency + 2,
     applicationName: config.hostName,
   });
-  const publisher = createPublisher({ redis: config.redis, prefix: config.queues.prefix });
+  const publisher = createPublisher({
+    redis: config.redis,
+    prefix: config.queues.prefix,
+    jobOptions: jobOptionsFor(config.queues),
+  });
   const metrics = createMetrics(dbGauges(store, names), names);
   const relay = startRelay({ store, publisher, logger, onPublished: metrics.onPublished });
   let lastBeat = Date.now();
@@ -74,6 +79,7 @@ export async function runSources(
     await syncs[0]!.checkSchema();
     const lanes = { runners, concurrency: config.syncConcurrency, signal: shutdown.signal };
     if (!opts.watch) {
+      const started = performance.now();
       const outcomes = await runEachOnce({
         ...lanes,
         onOutcome: (outcome) => {
@@ -87,7 +93,11 @@ export async function runSources(
         if (!reached.has(source))
           log.info({ source, outcome: 'not-started' }, 'source not started: stopping');
       }
-      log.info({ ...(await metrics.summary()), ...tally(outcomes, names.length) }, 'sync run finished');
+      const durationMs = Math.round(performance.now() - started);
+      log.info(
+        { ...(await metrics.summary()), ...tally(outcomes, names.length), durationMs },
+        'sync run finished',
+      );
       return exitCodeFor(outcomes);
     }
 

@@ -2,6 +2,7 @@ import type { Config } from '../config.js';
 import { ConfigError } from '../errors.js';
 import { redactUrl } from '../logger.js';
 import { createPublisher } from '../queue/publisher.js';
+import { jobOptionsFor } from '../queue/routes.js';
 import { connectRedis, type RedisConnection } from '../redis/connect.js';
 import { toRedisError } from '../redis/errors.js';
 import type { RedisSettings } from '../redis/settings.js';
@@ -69,7 +70,12 @@ function describeTarget(settings: RedisSettings): string {
 }
 
 async function queuesCheck(config: Config, timeoutMs: number): Promise<Check> {
-  const publisher = createPublisher({ redis: config.redis, prefix: config.queues.prefix, timeoutMs });
+  const publisher = createPublisher({
+    redis: config.redis,
+    prefix: config.queues.prefix,
+    jobOptions: jobOptionsFor(config.queues),
+    timeoutMs,
+  });
   try {
     const parts: string[] = [];
     for (const queue of [config.queues.emailEvents, config.queues.contactEvents]) {

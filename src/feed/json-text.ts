@@ -59,16 +59,33 @@ function stringifyWithoutRecursion(root: unknown): string {
 
 /**
  * Whether a parsed JSON value nests arrays and objects deeper than `limit` (a
- * bare object is depth 1). Stops at the first path past the limit.
+ * bare object is depth 1). Stops at the first path past the limit. Two parallel
+ * stacks rather than one of pairs: this runs on every event of every page.
  */
 export function nestedDeeperThan(root: unknown, limit: number): boolean {
-  const stack: [value: unknown, depth: number][] = [[root, 0]];
-  while (stack.length > 0) {
-    const [v, depth] = stack.pop()!;
-    if (typeof v !== 'object' || v === null) continue;
-    if (depth + 1 > limit) return true;
-    for (const child of Array.isArray(v) ? v : Object.values(v)) {
-      if (typeof child === 'object' && child !== null) stack.push([child, depth + 1]);
+  if (typeof root !== 'object' || root === null) return false;
+  const values: object[] = [root];
+  const depths: number[] = [1];
+  while (values.length > 0) {
+    const v = values.pop()!;
+    const depth = depths.pop()!;
+    if (depth > limit) return true;
+    if (Array.isArray(v)) {
+      for (const child of v) {
+        if (typeof child === 'object' && child !== null) {
+          values.push(child);
+          depths.push(depth + 1);
+        }
+      }
+    } else {
+      const record = v as Record<string, unknown>;
+      for (const key in record) {
+        const child = record[key];
+        if (typeof child === 'object' && child !== null) {
+          values.push(child);
+          depths.push(depth + 1);
+        }
+      }
     }
   }
   return false;

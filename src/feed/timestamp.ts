@@ -19,14 +19,12 @@ const FRACTION_DIGITS = 6;
 export function normaliseTimestamp(text: string): string | null {
   const m = RFC3339.exec(text);
   if (!m) return null;
-  const [year, month, day, hour, minute, second] = m.slice(1, 7).map(Number) as [
-    number,
-    number,
-    number,
-    number,
-    number,
-    number,
-  ];
+  const year = Number(m[1]);
+  const month = Number(m[2]);
+  const day = Number(m[3]);
+  const hour = Number(m[4]);
+  const minute = Number(m[5]);
+  const second = Number(m[6]);
   const fraction = m[7] ?? '';
   // Already canonical: upper-case T and Z, no leap second, no digits Postgres would round.
   const canonical = m[8] === 'Z' && text[10] === 'T' && second < 60 && fraction.length <= FRACTION_DIGITS;

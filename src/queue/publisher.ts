@@ -4,7 +4,7 @@ import { connectRedis, type RedisConnection } from '../redis/connect.js';
 import { toRedisError } from '../redis/errors.js';
 import { waitForReplicas } from '../redis/replicas.js';
 import type { RedisSettings } from '../redis/settings.js';
-import { JOB_RETENTION } from './routes.js';
+import type { JobOptions } from './routes.js';
 
 // BullMQ and ioredis are loaded on first use: a run with nothing to publish (a CronJob
 // run that finds the feed caught up) starts without them, a quarter of its start-up.
@@ -23,6 +23,13 @@ export interface Publisher {
    * the caller adds them all again, which their jobIds make harmless.
    */
   addBulk(queue: string, jobs: readonly JobToAdd[]): Promise<void>;
+  /** Which of these job ids a queue still holds, in whatever state. */
+  present(queue: string, jobIds: readonly string[]): Promise<Set<string>>;
+  /**
+   * Moves every job that failed for good back to waiting, with its own id and a fresh
+   * count of attempts. Returns the ids it moved.
+   */
+  retryFailed(queue: string): Promise<string[]>;
   /** Redis answers a PING. */
   ping(): Promise<boolean>;
   /** Waiting, active, completed, failed and delayed counts of a queue. */
@@ -33,12 +40,16 @@ export interface Publisher {
 export interface PublisherOptions {
   redis: RedisSettings;
   prefix: string;
+  /** Retention, attempts and backoff of every added job (`jobOptionsFor(config.queues)`). */
+  jobOptions: JobOptions;
   /** Max wait for connecting or for one Redis command. Default 5 s. */
   timeoutMs?: number;
 }
 
 /** Jobs per Redis pipeline (one BullMQ addBulk call). */
 const PIPELINE_JOBS = 250;
+/** Failed jobs read and retried per round. */
+const RETRY_PAGE = 500;
 
 /**
  * BullMQ queues on one fail-fast connection, made on first use. Any failure drops
@@ -83,7 +94,7 @@ export function createPublisher(opts: PublisherOptions): Publisher {
       q = new Queue(name, {
         connection: redis.client,
         prefix: opts.prefix,
-        defaultJobOptions: { ...JOB_RETENTION },
+        defaultJobOptions: structuredClone(opts.jobOptions),
       });
       q.on('error', () => {});
       queues.set(name, q);
@@ -109,6 +120,41 @@ export function createPublisher(opts: PublisherOptions): Publisher {
         if (opts.redis.waitReplicas > 0)
           await waitForReplicas(redis, opts.redis.waitReplicas, Math.floor(timeoutMs / 2));
       }),
+    present: (name, jobIds) =>
+      withConnection(async (c, redis) => {
+        const queue = queueOf(c, redis, name);
+        const found = new Set<string>();
+        for (let i = 0; i < jobIds.length; i += PIPELINE_JOBS) {
+          const ids = jobIds.slice(i, i + PIPELINE_JOBS);
+          const pipeline = redis.client.pipeline();
+          for (const id of ids) pipeline.exists(queue.toKey(id));
+          const replies = (await pipeline.exec()) ?? [];
+          replies.forEach(([err, exists], k) => {
+            if (err) throw err;
+            if (exists === 1) found.add(ids[k]!);
+          });
+        }
+        return found;
+      }),
+    retryFailed: async (name) => {
+      const retried: string[] = [];
+      // Bounded by the count at the start: a job that fails again meanwhile waits for the
+      // next call. A page per connection call, so that each stays inside the timeout.
+      let left = await withConnection((c, redis) => queueOf(c, redis, name).getFailedCount());
+      while (left > 0) {
+        const page = await withConnection(async (c, redis) => {
+          const jobs = await queueOf(c, redis, name).getFailed(0, Math.min(left, RETRY_PAGE) - 1);
+          for (const job of jobs) {
+            await job.retry('failed', { resetAttemptsMade: true, resetAttemptsStarted: true });
+          }
+          return jobs.map((job) => job.id!);
+        });
+        if (page.length === 0) break;
+        retried.push(...page);
+        left -= page.length;
+      }
+      return retried;
+    },
     ping: () => withConnection(async (_, redis) => (await redis.client.ping()) === 'PONG').catch(() => false),
     counts: (name) =>
       withConnection((c, redis) =>

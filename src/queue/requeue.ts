@@ -1,22 +1,26 @@
 import { ConfigError } from '../errors.js';
 import { quoteSchema, type Store } from '../store/db.js';
+import { assertEventWithinRetention, assertWithinRetention } from '../store/retention-guard.js';
 import type { JobToAdd, Publisher } from './publisher.js';
 import { jobIdFor } from './routes.js';
+import type { RequeueSince } from './since.js';
 
-/** Where a requeue starts: rows published at or after a time, or the rows from an event's own row on. */
-export type RequeueSince = { time: Date } | { eventId: string };
+export type { RequeueSince } from './since.js';
 
 export interface RequeueOptions {
   source: string;
   since: RequeueSince;
   /** OUTBOX_RETENTION_HOURS: published rows older than this may have been pruned. */
   retentionHours: number;
+  /** EVENTS_RETENTION_DAYS: a start older than this is refused (exit 2); null: no limit. */
+  eventsRetentionDays?: number | null;
   /** Count what would be re-driven; add nothing. */
   dryRun?: boolean;
   /** Outbox rows per round of addBulk. Default 1000. */
   batchSize?: number;
   /** Called after each addBulk, for progress output. */
   onBatch?: (queue: string, count: number) => void;
+  now?: number;
 }
 
 export interface RequeueResult {
@@ -24,6 +28,10 @@ export interface RequeueResult {
   requeued: number;
   /** The same, per queue. */
   byQueue: Record<string, number>;
+  /** Of those, jobs Redis did not hold and now does (0 on a dry run). */
+  added: number;
+  /** Of those, jobs Redis still held (any state): left as they were. */
+  alreadyPresent: number;
   /** The outbox seq the requeue started from; null when no row matched. */
   fromSeq: string | null;
   /** The oldest published row still kept for this source; null when none is. */
@@ -53,11 +61,16 @@ interface OutboxRow {
  */
 export async function requeue(
   store: Store,
-  publisher: Pick<Publisher, 'addBulk'>,
+  publisher: Pick<Publisher, 'addBulk' | 'present'>,
   opts: RequeueOptions,
 ): Promise<RequeueResult> {
   const t = `${quoteSchema(store.schema)}.outbox`;
   const batchSize = opts.batchSize ?? 1000;
+  const now = opts.now ?? Date.now();
+  const retentionDays = opts.eventsRetentionDays ?? null;
+  if ('time' in opts.since) assertWithinRetention('--since', opts.since.time, retentionDays, now);
+  else
+    await assertEventWithinRetention(store, opts.source, opts.since.eventId, '--since', retentionDays, now);
   const start = await resolveStart(store, opts);
   const { rows: kept } = await store.pool.query<{ oldest: Date | null; unpublished: string }>(
     `SELECT min(published_at) AS oldest, count(*) FILTER (WHERE published_at IS NULL) AS unpublished
@@ -65,7 +78,7 @@ export async function requeue(
     [opts.source],
   );
   const oldestKept = kept[0]?.oldest ?? null;
-  const retentionStart = Date.now() - opts.retentionHours * 3_600_000;
+  const retentionStart = now - opts.retentionHours * 3_600_000;
   const predatesRetention =
     start.time !== null &&
     start.time.getTime() < retentionStart &&
@@ -73,6 +86,8 @@ export async function requeue(
   const result: RequeueResult = {
     requeued: 0,
     byQueue: {},
+    added: 0,
+    alreadyPresent: 0,
     fromSeq: null,
     oldestKept,
     predatesRetention,
@@ -112,7 +127,15 @@ export async function requeue(
       jobs.push({ name: row.job_name, jobId: jobIdFor(opts.source, row.event_id), data: row.payload });
     }
     for (const [queue, jobs] of byQueue) {
+      // Asked before adding, so the count is what this call changed; every job is still
+      // added, so one removed meanwhile (its retention ran out) comes back all the same.
+      const present = await publisher.present(
+        queue,
+        jobs.map((j) => j.jobId),
+      );
       await publisher.addBulk(queue, jobs);
+      result.alreadyPresent += present.size;
+      result.added += jobs.length - present.size;
       result.byQueue[queue] = (result.byQueue[queue] ?? 0) + jobs.length;
       result.requeued += jobs.length;
       opts.onBatch?.(queue, jobs.length);
@@ -168,26 +191,4 @@ async function resolveStart(store: Store, opts: RequeueOptions): Promise<Start> 
     publishedFrom: null,
     time: event.received_at,
   };
-}
-
-/**
- * Reads `--since`: an ISO date or date-time (UTC when it names no zone), or a
- * duration back from now (`90m`, `6h`, `2d`); anything else is an event id.
- */
-export function parseSince(value: string, now = Date.now()): RequeueSince {
-  const text = value.trim();
-  if (text.length === 0) throw new ConfigError('--since: give a time or an event id', 'USAGE');
-  const ago = /^(\d+)(s|m|h|d)$/.exec(text);
-  if (ago) {
-    const unit = { s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 }[ago[2] as 's' | 'm' | 'h' | 'd'];
-    return { time: new Date(now - Number(ago[1]) * unit) };
-  }
-  const iso = /^\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(Z|[+-]\d{2}:?\d{2})?)?$/i.exec(text);
-  if (iso) {
-    const zoned = text.length === 10 || iso[1] !== undefined ? text : `${text.replace(' ', 'T')}Z`;
-    const ms = Date.parse(zoned);
-    if (Number.isNaN(ms)) throw new ConfigError(`--since: not a valid date: ${text}`, 'USAGE');
-    return { time: new Date(ms) };
-  }
-  return { eventId: text };
 }

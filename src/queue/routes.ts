@@ -33,7 +33,26 @@ export function jobIdFor(source: string, eventId: string): string {
 }
 
 /** Completed jobs kept 7 days and failed ones 30: jobId de-duplication lasts as long. */
-export const JOB_RETENTION = {
+const JOB_RETENTION = {
   removeOnComplete: { age: 7 * 24 * 3600 },
   removeOnFail: { age: 30 * 24 * 3600 },
 } as const;
+
+/** The options every added job carries: its retention and BullMQ's retries. */
+export interface JobOptions {
+  readonly removeOnComplete: { readonly age: number };
+  readonly removeOnFail: { readonly age: number };
+  /** Runs before the job fails for good. */
+  readonly attempts: number;
+  /** Retry n waits `delay × 2^(n-1)` ms. */
+  readonly backoff: { readonly type: 'exponential'; readonly delay: number };
+}
+
+/** JOB_ATTEMPTS and JOB_BACKOFF_MS as BullMQ job options. */
+export function jobOptionsFor(queues: Pick<Config['queues'], 'jobAttempts' | 'jobBackoffMs'>): JobOptions {
+  return {
+    ...JOB_RETENTION,
+    attempts: queues.jobAttempts,
+    backoff: { type: 'exponential', delay: queues.jobBackoffMs },
+  };
+}

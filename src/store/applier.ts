@@ -112,7 +112,7 @@ export function createApplier(
       }
 
       if (batch.cursor === undefined && unique.length === 0 && raws.length === 0) {
-        return { ...NOTHING, duplicates: batch.events.length };
+        return { ...nothingApplied(), duplicates: batch.events.length };
       }
 
       const part: Part = { events: unique, repeats, cursor: batch.cursor, raws, reasons };
@@ -146,7 +146,7 @@ export function createApplier(
         unique = unique.filter((e) => !refused.has(e));
         for (const r of isolated.refused) unstorable.push({ id: r.event.id, reason: r.reason });
       }
-      if (!row?.ok) return { ...NOTHING, status: 'cursor-conflict' };
+      if (!row?.ok) return { ...nothingApplied(), status: 'cursor-conflict' };
       const before = new Set(row.stored_before);
       const inserted = before.size === 0 ? unique : unique.filter((e) => !before.has(e.id));
       return {
@@ -175,15 +175,18 @@ export function createApplier(
   }
 }
 
-const NOTHING: ApplyResult = {
-  status: 'applied',
-  inserted: [],
-  duplicates: 0,
-  unstorable: [],
-  quarantined: 0,
-  conflicts: 0,
-  outboxRows: 0,
-};
+/** What a batch that stored nothing reports (a fresh object: callers may keep it). */
+export function nothingApplied(): ApplyResult {
+  return {
+    status: 'applied',
+    inserted: [],
+    duplicates: 0,
+    unstorable: [],
+    quarantined: 0,
+    conflicts: 0,
+    outboxRows: 0,
+  };
+}
 
 /** The events as the statement reads them: the four envelope fields, whatever else a page carried. */
 function eventsJson(events: readonly ServiceEvent[]): string {

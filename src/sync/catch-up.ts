@@ -2,7 +2,7 @@ import type { ServiceEvent } from '../api/types.js';
 import { PageError } from '../errors.js';
 import type { FetchPage } from '../feed/feed-client.js';
 import type { FeedPage } from '../feed/page.js';
-import type { ApplyBatch, ApplyResult } from '../store/applier.js';
+import { type ApplyBatch, type ApplyResult, nothingApplied } from '../store/applier.js';
 
 export interface CatchUpOptions {
   source: string;
@@ -186,15 +186,7 @@ async function commit(opts: CatchUpOptions, taken: Fetched[]): Promise<CommitInf
       pages: taken.length,
       filteredOut,
       cursor: first.prev,
-      result: {
-        status: 'applied',
-        inserted: [],
-        duplicates: 0,
-        unstorable: [],
-        quarantined: 0,
-        conflicts: 0,
-        outboxRows: 0,
-      },
+      result: nothingApplied(),
     };
   }
   const result = await opts.apply(batch);

@@ -3,15 +3,17 @@ import type { RetryDeps } from '../api/retry.js';
 import { type Config, requireService } from '../config.js';
 import { ConfigError, FeedsyncError } from '../errors.js';
 import { createFeedClient, type FetchPage } from '../feed/feed-client.js';
-import type { Logger } from '../logger.js';
+import { type Logger, loggerFor } from '../logger.js';
 import { createPublisher, type Publisher } from '../queue/publisher.js';
 import { pruneOutbox, type Relay, startRelay } from '../queue/relay.js';
-import { routeFor } from '../queue/routes.js';
+import { jobOptionsFor, routeFor } from '../queue/routes.js';
 import { createApplier } from '../store/applier.js';
 import { ensureCursor, markSuccess } from '../store/cursor.js';
 import { createStore, type Store } from '../store/db.js';
 import { tryAcquireSourceLock } from '../store/lock.js';
 import { migrate, schemaState } from '../store/migrate.js';
+import { pruneAfterRun } from '../store/retention.js';
+import { assertEventWithinRetention } from '../store/retention-guard.js';
 import { type CatchUpResult, type CommitInfo, catchUp } from './catch-up.js';
 
 /** Hooks for progress output and metrics; every one is optional. */
@@ -25,7 +27,8 @@ export interface SyncHooks {
 }
 
 export interface SyncOptions {
-  logger: Logger;
+  /** Default: a logger at the config's LOG_LEVEL that scrubs its secrets (`loggerFor(config)`). */
+  logger?: Logger;
   hooks?: SyncHooks;
   /** Apply pending migrations instead of refusing to run (`sync --migrate`). */
   autoMigrate?: boolean;
@@ -72,13 +75,20 @@ export interface Sync {
 }
 
 /** The sync worker, for the CLI and for embedding. */
-export function createSync(config: Config, opts: SyncOptions): Sync {
-  const log = opts.logger.child({ module: 'sync' });
+export function createSync(config: Config, opts: SyncOptions = {}): Sync {
+  const logger = opts.logger ?? loggerFor(config);
+  const log = logger.child({ module: 'sync' });
   const hooks = opts.hooks ?? {};
   const ownsStore = !opts.store;
   const ownsPublisher = !opts.publisher;
-  const store = opts.store ?? createStore({ ...config.database, logger: opts.logger });
-  const publisher = opts.publisher ?? createPublisher({ redis: config.redis, prefix: config.queues.prefix });
+  const store = opts.store ?? createStore({ ...config.database, logger });
+  const publisher =
+    opts.publisher ??
+    createPublisher({
+      redis: config.redis,
+      prefix: config.queues.prefix,
+      jobOptions: jobOptionsFor(config.queues),
+    });
   const applier = createApplier(store, routeFor(config.queues));
   const ownsRelay = !opts.relay;
   const relay =
@@ -86,7 +96,7 @@ export function createSync(config: Config, opts: SyncOptions): Sync {
     startRelay({
       store,
       publisher,
-      logger: opts.logger,
+      logger,
       ...(hooks.onPublished ? { onPublished: hooks.onPublished } : {}),
     });
   let client: ServiceClient | null = null;
@@ -175,6 +185,9 @@ export function createSync(config: Config, opts: SyncOptions): Sync {
       try {
         await relay.drain();
         await pruneOutbox(store, config.queues.outboxRetentionHours);
+        if (config.eventsRetentionDays !== null && result.status === 'caught-up') {
+          await pruneAfterRun(store, { source, days: config.eventsRetentionDays, signal, logger });
+        }
       } catch (err) {
         if (err instanceof ConfigError) throw err;
         drained = false;
@@ -189,6 +202,7 @@ export function createSync(config: Config, opts: SyncOptions): Sync {
 
   const reconcile = async (from: string | null, signal: AbortSignal = new AbortController().signal) => {
     await checkSchema();
+    await checkReconcileStart(store, config, from);
     const result = await catchUp({
       source: config.feed.source,
       start: from,
@@ -216,6 +230,20 @@ export function createSync(config: Config, opts: SyncOptions): Sync {
       if (ownsStore) await store.close();
     },
   };
+}
+
+/** Under a retention, reconcile starts from a stored event inside it: the feed's start would bring back pruned events. */
+async function checkReconcileStart(store: Store, config: Config, from: string | null): Promise<void> {
+  const days = config.eventsRetentionDays;
+  if (days === null) return;
+  if (from === null) {
+    throw new ConfigError(
+      `reconcile: with EVENTS_RETENTION_DAYS (${days}) set, give --from <event-id> (a stored event inside the retention): ` +
+        'from the start of the feed, events already pruned would be stored and enqueued again as new',
+      'BEFORE_RETENTION',
+    );
+  }
+  await assertEventWithinRetention(store, config.feed.source, from, '--from', days);
 }
 
 /** A filter that differs from the cursor's would skip or mix events: refuse, and say how to reset. */

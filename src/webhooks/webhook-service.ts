@@ -1,10 +1,10 @@
 import type { Config } from '../config.js';
 import { ConfigError } from '../errors.js';
-import type { Logger } from '../logger.js';
+import { type Logger, loggerFor } from '../logger.js';
 import { createWebhookMetrics, type WebhookMetrics } from '../metrics/webhook-metrics.js';
 import { createPublisher, type Publisher } from '../queue/publisher.js';
 import { type Relay, startRelay } from '../queue/relay.js';
-import { routeFor } from '../queue/routes.js';
+import { jobOptionsFor, routeFor } from '../queue/routes.js';
 import { createApplier } from '../store/applier.js';
 import { createStore, type Store } from '../store/db.js';
 import { createDeliveryHandler } from './receiver.js';
@@ -12,7 +12,8 @@ import { type ReceiverServer, startReceiverServer } from './receiver-server.js';
 import { schemaGate } from './schema-gate.js';
 
 export interface WebhookServiceOptions {
-  logger: Logger;
+  /** Default: a logger at the config's LOG_LEVEL that scrubs its secrets (`loggerFor(config)`). */
+  logger?: Logger;
   /** Overrides WEBHOOK_PORT (tests pass 0). */
   port?: number;
   /** Interface to listen on. Default `0.0.0.0`. */
@@ -45,18 +46,18 @@ export interface WebhookService {
  */
 export async function startWebhookService(
   config: Config,
-  opts: WebhookServiceOptions,
+  opts: WebhookServiceOptions = {},
 ): Promise<WebhookService> {
   if (config.webhooks.secrets.length === 0) {
     throw new ConfigError('WEBHOOK_SECRET: required for serve-webhooks (or WEBHOOK_SECRET_FILE)');
   }
-  const log = opts.logger.child({ module: 'serve-webhooks' });
+  const logger = opts.logger ?? loggerFor(config);
+  const log = logger.child({ module: 'serve-webhooks' });
   const ownsStore = !opts.store;
   const ownsPublisher = !opts.publisher;
   // Deliveries come in parallel; a few more connections than a sync run needs.
   const store =
-    opts.store ??
-    createStore({ ...config.database, max: 8, applicationName: 'feedsync-webhooks', logger: opts.logger });
+    opts.store ?? createStore({ ...config.database, max: 8, applicationName: 'feedsync-webhooks', logger });
   const gate = schemaGate(store);
   try {
     await gate.ensure();
@@ -68,12 +69,18 @@ export async function startWebhookService(
     log.warn({ err }, 'Postgres does not answer yet; deliveries get 503 until it does');
   }
 
-  const publisher = opts.publisher ?? createPublisher({ redis: config.redis, prefix: config.queues.prefix });
+  const publisher =
+    opts.publisher ??
+    createPublisher({
+      redis: config.redis,
+      prefix: config.queues.prefix,
+      jobOptions: jobOptionsFor(config.queues),
+    });
   const metrics = createWebhookMetrics(config.feed.source, [
     config.queues.emailEvents,
     config.queues.contactEvents,
   ]);
-  const relay = startRelay({ store, publisher, logger: opts.logger, onPublished: metrics.onPublished });
+  const relay = startRelay({ store, publisher, logger, onPublished: metrics.onPublished });
   // Rows a previous run stored but did not publish.
   if (gate.current) relay.kick();
 
@@ -84,7 +91,7 @@ export async function startWebhookService(
     types: config.feed.types,
     ready: () => gate.ensure(),
     onStored: () => relay.kick(),
-    logger: opts.logger,
+    logger,
     ...(opts.now ? { now: opts.now } : {}),
   });
 
@@ -96,7 +103,7 @@ export async function startWebhookService(
       maxBodyBytes: config.webhooks.maxBodyBytes,
       handle: metrics.countRejections(handle),
       onAnswered: metrics.onAnswered,
-      logger: opts.logger,
+      logger,
       ready: async () => {
         const postgres = await gate
           .ensure()

@@ -14,6 +14,7 @@ import { exitCodeOf } from '../../dist/errors.js';
 import { createFeedClient } from '../../dist/feed/feed-client.js';
 import { createLogger } from '../../dist/logger.js';
 import { createPublisher } from '../../dist/queue/publisher.js';
+import { jobOptionsFor } from '../../dist/queue/routes.js';
 import { createSync } from '../../dist/sync/sync.js';
 
 const [point, nth] = (process.env.CRASH_AT ?? 'none:0').split(':');
@@ -27,7 +28,11 @@ const maybeCrash = (at) => {
 
 const config = loadConfig();
 const logger = createLogger({ level: config.logLevel, destination: process.stderr });
-const real = createPublisher({ redis: config.redis, prefix: config.queues.prefix });
+const real = createPublisher({
+  redis: config.redis,
+  prefix: config.queues.prefix,
+  jobOptions: jobOptionsFor(config.queues),
+});
 const publisher = {
   ...real,
   async addBulk(queue, jobs) {

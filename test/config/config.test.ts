@@ -40,7 +40,10 @@ describe('loadConfig', () => {
       prefix: 'bull',
       emailEvents: 'email-events',
       contactEvents: 'contact-events',
+      jobAttempts: 5,
+      jobBackoffMs: 1_000,
     });
+    expect(c.eventsRetentionDays).toBeNull();
     expect([c.syncIntervalMs, c.metricsPort, c.webhooks.port, c.logLevel]).toEqual([
       30_000,
       9464,
@@ -48,6 +51,12 @@ describe('loadConfig', () => {
       'info',
     ]);
     expect(Object.isFrozen(c) && Object.isFrozen(c.feed)).toBe(true);
+  });
+
+  it('reads the job retries and the events retention', () => {
+    const c = loadConfig({ JOB_ATTEMPTS: '1', JOB_BACKOFF_MS: '250', EVENTS_RETENTION_DAYS: '90' }, readFile);
+    expect(c.queues).toMatchObject({ jobAttempts: 1, jobBackoffMs: 250 });
+    expect(c.eventsRetentionDays).toBe(90);
   });
 
   it('reads secrets from *_FILE variables', () => {
@@ -78,6 +87,10 @@ describe('loadConfig', () => {
     [{ FEED_API_KEY_FILE: '/nope' }, 'FEED_API_KEY_FILE'],
     [{ FEED_API_KEY: 'svc_test_x', FEED_API_KEY_FILE: '/run/key' }, 'FEED_API_KEY'],
     [{ PUSHGATEWAY_URL: 'nope' }, 'PUSHGATEWAY_URL'],
+    [{ JOB_ATTEMPTS: '0' }, 'JOB_ATTEMPTS'],
+    [{ JOB_BACKOFF_MS: '1.5' }, 'JOB_BACKOFF_MS'],
+    [{ EVENTS_RETENTION_DAYS: '0' }, 'EVENTS_RETENTION_DAYS'],
+    [{ EVENTS_RETENTION_DAYS: '30d' }, 'EVENTS_RETENTION_DAYS'],
   ])('refuses %o, naming the variable', (env, name) => {
     expect(error(env).message.startsWith(name)).toBe(true);
   });

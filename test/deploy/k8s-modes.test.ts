@@ -3,6 +3,7 @@ import type { ICronJob } from 'kubernetes-models/batch/v1/CronJob';
 import type { INetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1/NetworkPolicy';
 import type { IPodDisruptionBudget } from 'kubernetes-models/policy/v1/PodDisruptionBudget';
 import type { IConfigMap } from 'kubernetes-models/v1/ConfigMap';
+import type { ISecret } from 'kubernetes-models/v1/Secret';
 import type { IService } from 'kubernetes-models/v1/Service';
 import { describe, expect, it } from 'vitest';
 import { one, render } from './manifests.js';
@@ -12,7 +13,7 @@ describe('the cronjob overlay', () => {
   const objects = render('cronjob');
   const cron = one<ICronJob>(objects, 'CronJob', 'feedsync').spec!;
   const job = cron.jobTemplate.spec!;
-  const config = one<IConfigMap>(objects, 'ConfigMap').data ?? {};
+  const config = one<IConfigMap>(objects, 'ConfigMap', 'feedsync-config').data ?? {};
 
   it('starts one run every 5 minutes, never two at once, and skips a start it missed', () => {
     expect(cron.schedule).toBe('*/5 * * * *');
@@ -54,14 +55,49 @@ describe('the deployment overlay', () => {
   const deployment = one<IDeployment>(objects, 'Deployment', 'feedsync').spec!;
   const pod = deployment.template.spec!;
   const container = pod.containers[0]!;
-  const config = one<IConfigMap>(objects, 'ConfigMap').data ?? {};
+  const config = one<IConfigMap>(objects, 'ConfigMap', 'feedsync-config').data ?? {};
 
-  it('runs one replica that stops before the next starts', () => {
-    expect(deployment.replicas).toBe(1);
-    expect(deployment.strategy?.type).toBe('Recreate');
+  it('runs three replicas that share the sources, rolling one at a time, spread over nodes', () => {
+    expect(deployment.replicas).toBe(3);
+    // The source locks make an overlap of old and new pods safe.
+    expect(deployment.strategy).toEqual({
+      type: 'RollingUpdate',
+      rollingUpdate: { maxUnavailable: 1, maxSurge: 1 },
+    });
     expect(deployment.template.metadata?.labels).toMatchObject(deployment.selector.matchLabels ?? {});
+    expect(pod.topologySpreadConstraints?.[0]?.labelSelector?.matchLabels).toEqual(
+      deployment.selector.matchLabels,
+    );
     expect(pod.containers).toHaveLength(1);
     expect(container.args).toEqual(['sync', '--watch']);
+  });
+
+  it('reads the sources file from a ConfigMap and one key file per source from a Secret', () => {
+    const mountOf = (volume: string) => container.volumeMounts?.find((m) => m.name === volume)?.mountPath;
+    const sourcesVolume = pod.volumes?.find((v) => v.configMap?.name === 'feedsync-sources');
+    const keysVolume = pod.volumes?.find((v) => v.secret?.secretName === 'feedsync-source-keys');
+    const env = Object.fromEntries((container.env ?? []).map((e) => [e.name, e.value]));
+    expect(env.FEED_SOURCES_FILE).toBe(`${mountOf(sourcesVolume!.name)}/sources.json`);
+    const file = one<IConfigMap>(objects, 'ConfigMap', 'feedsync-sources').data!['sources.json']!;
+    const keys = one<ISecret>(objects, 'Secret', 'feedsync-source-keys').stringData ?? {};
+    const sources = (JSON.parse(file) as { sources: { source: string; api_key_file: string }[] }).sources;
+    expect(sources.length).toBeGreaterThanOrEqual(2);
+    // One file per source, named after it, and no key left over.
+    expect(sources.map((s) => s.api_key_file)).toEqual(
+      sources.map((s) => `${mountOf(keysVolume!.name)}/${s.source}`),
+    );
+    expect(Object.keys(keys).sort()).toEqual(sources.map((s) => s.source).sort());
+  });
+
+  it('has requests sized for SYNC_CONCURRENCY and a PodDisruptionBudget that lets one replica go at a time', () => {
+    const env = Object.fromEntries((container.env ?? []).map((e) => [e.name, e.value]));
+    expect(Number(env.SYNC_CONCURRENCY)).toBe(4);
+    // About an eighth of a core per source in flight, and the ten-in-flight peak RSS (about 140 MB) with room.
+    expect(container.resources?.requests).toEqual({ cpu: '500m', memory: '192Mi' });
+    expect(container.resources?.limits).toEqual({ cpu: '1', memory: '384Mi' });
+    const budget = one<IPodDisruptionBudget>(objects, 'PodDisruptionBudget', 'feedsync').spec!;
+    expect(budget.maxUnavailable).toBe(1);
+    expect(budget.selector?.matchLabels).toEqual(deployment.selector.matchLabels);
   });
 
   it('serves the metrics port that METRICS_PORT names, and probes it', () => {

@@ -25,8 +25,8 @@ const configSource = readFileSync(`${ROOT}src/config.ts`, 'utf8');
 describe.each(OVERLAYS)('the %s overlay', (overlay) => {
   const objects = render(overlay);
   const pods = objects.flatMap(podTemplatesOf);
-  const configMap = one<IConfigMap>(objects, 'ConfigMap');
-  const secret = one<ISecret>(objects, 'Secret');
+  const configMap = one<IConfigMap>(objects, 'ConfigMap', 'feedsync-config');
+  const secret = one<ISecret>(objects, 'Secret', 'feedsync-secrets');
 
   it('holds only objects that the API schema accepts, without unknown fields', () => {
     expect(objects.length).toBeGreaterThan(0);
@@ -76,7 +76,7 @@ describe.each(OVERLAYS)('the %s overlay', (overlay) => {
 
   it('mounts the Secret read-only as files that the *_FILE variables name, and the config loads', () => {
     for (const { where, spec } of pods) {
-      const volume = spec.volumes?.find((v) => v.secret !== undefined);
+      const volume = spec.volumes?.find((v) => v.secret?.secretName === 'feedsync-secrets');
       expect(volume?.secret?.secretName, where).toBe(secret.metadata?.name);
       const container = spec.containers[0]!;
       expect(container.envFrom, where).toEqual([{ configMapRef: { name: configMap.metadata?.name } }]);
@@ -93,9 +93,22 @@ describe.each(OVERLAYS)('the %s overlay', (overlay) => {
       const mount = container.volumeMounts?.find((m) => m.name === volume?.name);
       expect(mount?.readOnly, where).toBe(true);
 
-      const files = new Map(
-        Object.entries(secret.stringData ?? {}).map(([key, value]) => [`${mount?.mountPath}/${key}`, value]),
-      );
+      // Every mounted Secret and ConfigMap as the files the pod sees (the sources file and its keys too).
+      const files = new Map<string, string>();
+      for (const m of container.volumeMounts ?? []) {
+        const v = spec.volumes?.find((x) => x.name === m.name);
+        const source = v?.secret
+          ? (objects.find((o) => o.kind === 'Secret' && o.metadata.name === v.secret?.secretName) as ISecret)
+          : v?.configMap
+            ? (objects.find(
+                (o) => o.kind === 'ConfigMap' && o.metadata.name === v.configMap?.name,
+              ) as IConfigMap)
+            : undefined;
+        expect(source === undefined && (v?.secret || v?.configMap), `${where} mounts ${m.name}`).toBeFalsy();
+        const data = source && 'stringData' in source ? source.stringData : source?.data;
+        for (const [key, value] of Object.entries(data ?? {})) files.set(`${m.mountPath}/${key}`, value);
+        if (v?.secret || v?.configMap) expect(m.readOnly, `${where} ${m.name}`).toBe(true);
+      }
       const readFile = (path: string): string => {
         const value = files.get(path);
         if (value === undefined) throw Object.assign(new Error(`no ${path}`), { code: 'ENOENT' });

@@ -7,7 +7,7 @@ import { createSync } from '../../src/sync/sync.js';
 import { testConfig } from '../support/config.js';
 import { TEST_DATABASE_URL } from '../support/postgres.js';
 import { seeded } from '../support/random.js';
-import { redisSettings } from '../support/redis.js';
+import { redisSettings, TEST_JOB_OPTIONS } from '../support/redis.js';
 import { crashablePublisher, crashableStore } from './support/crashable.js';
 import { fateOf } from './support/fate.js';
 import { ModelFeed } from './support/model-feed.js';
@@ -23,7 +23,11 @@ let publisher: Publisher;
 
 beforeAll(async () => {
   box = await sandbox('interleavings');
-  publisher = createPublisher({ redis: redisSettings(box.redisUrl), prefix: box.prefix });
+  publisher = createPublisher({
+    redis: redisSettings(box.redisUrl),
+    prefix: box.prefix,
+    jobOptions: TEST_JOB_OPTIONS,
+  });
 });
 afterAll(async () => {
   await publisher.close();

@@ -5,7 +5,7 @@ import { jsonText } from '../../src/feed/json-text.js';
 import { createLogger } from '../../src/logger.js';
 import { startWebhookService } from '../../src/webhooks/webhook-service.js';
 import { testConfig } from '../support/config.js';
-import { nested, quarantinedRaw } from '../support/poison-items.js';
+import { addRefusingTrigger as addTrigger, nested, quarantinedRaw } from '../support/poison-items.js';
 import { killChildren, runCli } from '../support/processes.js';
 import { deliver, poolFor, SECRET_NEW } from '../webhooks/helpers.js';
 import { fateOf } from './support/fate.js';
@@ -18,16 +18,9 @@ const LIMIT = 100;
 const sandbox = useSandboxes();
 afterAll(() => killChildren());
 
-/** Postgres raises the SQLSTATE an event's data names under "refuse": poison no check in feedsync knows. */
+/** The refusing trigger on a sandbox's schema. */
 async function addRefusingTrigger(box: Sandbox): Promise<void> {
-  const s = `"${box.schema}"`;
-  await box.store.pool.query(`
-    CREATE FUNCTION ${s}.refuse() RETURNS trigger LANGUAGE plpgsql AS $$
-    BEGIN
-      IF NEW.data ? 'refuse' THEN RAISE EXCEPTION 'refused by the fault test' USING ERRCODE = NEW.data->>'refuse'; END IF;
-      RETURN NEW;
-    END $$;
-    CREATE TRIGGER refuse BEFORE INSERT ON ${s}.events FOR EACH ROW EXECUTE FUNCTION ${s}.refuse();`);
+  await addTrigger(box.store.pool, box.schema);
 }
 
 /**

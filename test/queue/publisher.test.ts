@@ -1,13 +1,13 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { createPublisher } from '../../src/queue/publisher.js';
-import { deletePrefix, redisSettings, TEST_REDIS, uniquePrefix } from '../support/redis.js';
+import { deletePrefix, redisSettings, TEST_JOB_OPTIONS, TEST_REDIS, uniquePrefix } from '../support/redis.js';
 
 const prefix = uniquePrefix('publisher');
 afterAll(() => deletePrefix(prefix));
 
 describe('publisher', () => {
   it('serves calls made while its first connection is still connecting', async () => {
-    const publisher = createPublisher({ redis: TEST_REDIS, prefix });
+    const publisher = createPublisher({ redis: TEST_REDIS, prefix, jobOptions: TEST_JOB_OPTIONS });
     try {
       const jobs = [{ name: 'email.sent', jobId: 's/1', data: { id: '1' } }];
       const [added, pinged, counts] = await Promise.all([
@@ -28,6 +28,7 @@ describe('publisher', () => {
     const publisher = createPublisher({
       redis: redisSettings('redis://127.0.0.1:1'),
       prefix,
+      jobOptions: TEST_JOB_OPTIONS,
       timeoutMs: 500,
     });
     try {

@@ -1,12 +1,15 @@
-import { Queue } from 'bullmq';
-import { Cluster } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config.js';
 import { runDoctor } from '../../src/doctor/doctor.js';
 import { testEnv } from '../support/config.js';
 import { killChildren, runCli } from '../support/processes.js';
 import { expectNoRedisArguments, FAILED_RUN_LOG_BOUND } from '../support/redis-logs.js';
-import { command, type LocalCluster, startLocalCluster } from '../support/redis-topologies.js';
+import {
+  clusterJobCount,
+  command,
+  type LocalCluster,
+  startLocalCluster,
+} from '../support/redis-topologies.js';
 import { TEST_API_KEY, useSimulator } from '../support/simulator.js';
 import { outboxBacklogOf, type Sandbox, storedCount, useSandboxes } from '../sync/harness.js';
 
@@ -35,19 +38,6 @@ function envOf(box: Sandbox, extra: Record<string, string> = {}): Record<string,
   };
 }
 
-/** Jobs of every state in a queue, counted through a Cluster connection. */
-async function jobsOnCluster(prefix: string, queue: string): Promise<number> {
-  const client = new Cluster(cluster.nodes.map((n) => ({ host: '127.0.0.1', port: n.port })));
-  const q = new Queue(queue, { connection: client, prefix });
-  try {
-    const counts = await q.getJobCounts('waiting', 'active', 'completed', 'failed', 'delayed', 'prioritized');
-    return Object.values(counts).reduce((a, b) => a + b, 0);
-  } finally {
-    await q.close();
-    client.disconnect();
-  }
-}
-
 async function outboxRows(box: Sandbox): Promise<number> {
   const { rows } = await box.store.pool.query<{ n: number }>(
     `SELECT count(*)::int AS n FROM "${box.schema}".outbox`,
@@ -71,7 +61,8 @@ describe('Redis Cluster', () => {
       const published = await outboxRows(box);
       expect(published).toBeGreaterThan(0);
       const jobs = async () =>
-        (await jobsOnCluster(prefix, 'email-events')) + (await jobsOnCluster(prefix, 'contact-events'));
+        (await clusterJobCount(cluster, prefix, 'email-events')) +
+        (await clusterJobCount(cluster, prefix, 'contact-events'));
       expect(await jobs()).toBe(published);
 
       // One seed is enough to find the cluster; a second run adds nothing.

@@ -6,6 +6,7 @@ import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { testEnv } from '../support/config.js';
 import { freePort, killChildren, type RedisServer, runCli, startRedisServer } from '../support/processes.js';
+import { clusterJobCount, startLocalCluster } from '../support/redis-topologies.js';
 import { TEST_API_KEY, useSimulator } from '../support/simulator.js';
 import { expectExactlyOnce, type Sandbox, useSandboxes } from '../sync/harness.js';
 
@@ -69,4 +70,30 @@ describe('Redis over TLS (rediss://)', () => {
     expect(check?.status).toBe('fail');
     expect(check?.message).toMatch(/self.signed certificate/i);
   }, 120_000);
+
+  it('a Redis Cluster over TLS: rediss:// seed nodes, found and published to through the cluster', async () => {
+    const box = await sandbox('tls_cluster');
+    const prefix = `{${box.prefix}}`;
+    const cluster = await startLocalCluster(3, { tls: { cert, key: join(certDir, 'key.pem') } });
+    try {
+      const env = envOf({ ...box, prefix }, { REDIS_URL: cluster.tlsUrl!, NODE_EXTRA_CA_CERTS: cert });
+      const res = await runCli(['sync', '--once'], env, 60_000);
+      expect(res.code, res.stderr).toBe(0);
+      const { rows } = await box.store.pool.query<{ n: number; open: number }>(
+        `SELECT count(*)::int AS n, count(*) FILTER (WHERE published_at IS NULL)::int AS open FROM "${box.schema}".outbox`,
+      );
+      expect(rows[0]!.open).toBe(0);
+      const jobs =
+        (await clusterJobCount(cluster, prefix, 'email-events')) +
+        (await clusterJobCount(cluster, prefix, 'contact-events'));
+      expect(jobs).toBe(rows[0]!.n);
+      const doctor = await runCli(['doctor', '--json'], env);
+      const redisCheck = (
+        JSON.parse(doctor.stdout) as { checks: { name: string; message: string }[] }
+      ).checks.find((c) => c.name === 'redis');
+      expect(redisCheck?.message).toMatch(/^cluster: a cluster of 3 masters, .* over TLS$/);
+    } finally {
+      await cluster.dispose();
+    }
+  }, 180_000);
 });

@@ -10,7 +10,13 @@ import { createStore, type Store } from '../../src/store/db.js';
 import { migrate } from '../../src/store/migrate.js';
 import { dropSchema, TEST_DATABASE_URL, uniqueSchema } from '../support/postgres.js';
 import { waitFor } from '../support/processes.js';
-import { deletePrefix, TEST_REDIS, TEST_REDIS_URL, uniquePrefix } from '../support/redis.js';
+import {
+  deletePrefix,
+  TEST_JOB_OPTIONS,
+  TEST_REDIS,
+  TEST_REDIS_URL,
+  uniquePrefix,
+} from '../support/redis.js';
 
 const schema = uniqueSchema('relay');
 const prefix = uniquePrefix('relay');
@@ -19,6 +25,8 @@ const queues = {
   emailEvents: 'email-events',
   contactEvents: 'contact-events',
   outboxRetentionHours: 168,
+  jobAttempts: 5,
+  jobBackoffMs: 1_000,
 };
 const logger = createLogger({ level: 'silent' });
 let store: Store;
@@ -72,6 +80,8 @@ function recordingPublisher(): Publisher & {
       if (rec.failing) throw rec.failing;
       rec.added.push({ queue, jobs: [...jobs] });
     },
+    present: async () => new Set<string>(),
+    retryFailed: async () => [],
     ping: async () => true,
     counts: async () => ({}),
     close: async () => {},
@@ -82,7 +92,7 @@ function recordingPublisher(): Publisher & {
 describe('publishBatch', () => {
   it('adds each routed event to its queue with the contract job id, name, data and retention', async () => {
     const events = await storeEvents(8);
-    const publisher = createPublisher({ redis: TEST_REDIS, prefix });
+    const publisher = createPublisher({ redis: TEST_REDIS, prefix, jobOptions: TEST_JOB_OPTIONS });
     try {
       expect(await publishBatch(store, publisher, 100)).toBe(6);
       expect(await publishBatch(store, publisher, 100)).toBe(0);

@@ -5,13 +5,20 @@ import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger } from '../../src/logger.js';
 import { createPublisher, type Publisher } from '../../src/queue/publisher.js';
-import { parseSince, requeue } from '../../src/queue/requeue.js';
+import { requeue } from '../../src/queue/requeue.js';
+import { parseSince } from '../../src/queue/since.js';
 import { createStore, type Store } from '../../src/store/db.js';
 import { migrate } from '../../src/store/migrate.js';
 import { createSync } from '../../src/sync/sync.js';
 import { testConfig, testEnv } from '../support/config.js';
 import { dropSchema, TEST_DATABASE_URL, uniqueSchema } from '../support/postgres.js';
-import { deletePrefix, TEST_REDIS, TEST_REDIS_URL, uniquePrefix } from '../support/redis.js';
+import {
+  deletePrefix,
+  TEST_JOB_OPTIONS,
+  TEST_REDIS,
+  TEST_REDIS_URL,
+  uniquePrefix,
+} from '../support/redis.js';
 import { useSimulator } from '../support/simulator.js';
 
 const run = promisify(execFile);
@@ -34,7 +41,7 @@ async function waiting(queue: string): Promise<string[]> {
 beforeAll(async () => {
   store = createStore({ url: TEST_DATABASE_URL, schema });
   await migrate(store);
-  publisher = createPublisher({ redis: TEST_REDIS, prefix });
+  publisher = createPublisher({ redis: TEST_REDIS, prefix, jobOptions: TEST_JOB_OPTIONS });
   redis = new Redis(TEST_REDIS_URL);
   sim().emitContactEvent('contact.subscribed', 'new@example.com');
   startedAt = new Date(Date.now() - 1000);
@@ -79,6 +86,8 @@ describe('requeue', () => {
     });
     expect(result).toMatchObject({
       requeued: 2_501,
+      added: 2_501,
+      alreadyPresent: 0,
       byQueue: { [EMAIL]: 2_500, [CONTACT]: 1 },
       predatesRetention: false,
       unpublished: 0,
@@ -102,7 +111,7 @@ describe('requeue', () => {
       since: { time: startedAt },
       retentionHours: 168,
     });
-    expect(again.requeued).toBe(2_501);
+    expect(again).toMatchObject({ requeued: 2_501, added: 0, alreadyPresent: 2_501 });
     expect(await waiting(EMAIL)).toHaveLength(2_500);
     expect(await waiting(CONTACT)).toHaveLength(1);
   });
@@ -114,7 +123,7 @@ describe('requeue', () => {
       since: { eventId: 'evt_000000002001' },
       retentionHours: 168,
     });
-    expect(result.requeued).toBe(501);
+    expect(result).toMatchObject({ requeued: 501, added: 501, alreadyPresent: 0 });
     const email = await waiting(EMAIL);
     expect(sorted(email)).toEqual(sorted(ids.email).slice(2_000));
   });
@@ -187,15 +196,73 @@ describe('requeue', () => {
     const env = { ...process.env, ...testEnv({ schema, prefix }) };
     const { stdout } = await run('node', ['dist/cli.js', 'requeue', '--since', '1h'], { env });
     expect(stdout).toMatch(/^requeued 2501 published outbox rows of source default \(/);
+    expect(stdout).toContain(': 2501 jobs added, 0 already in Redis');
+    const again = await run('node', ['dist/cli.js', 'requeue', '--since', '1h'], { env });
+    expect(again.stdout).toContain(': 0 jobs added, 2501 already in Redis');
     expect(sorted(await waiting(EMAIL))).toEqual(sorted(ids.email));
     const json = await run('node', ['dist/cli.js', 'requeue', '--since', 'evt_000000002500', '--json'], {
       env,
     });
-    expect(JSON.parse(json.stdout)).toMatchObject({ source: 'default', requeued: 2, dryRun: false });
+    expect(JSON.parse(json.stdout)).toMatchObject({
+      source: 'default',
+      requeued: 2,
+      added: 0,
+      alreadyPresent: 2,
+      dryRun: false,
+    });
     const help = await run('node', ['dist/cli.js', 'requeue', '--help'], { env });
     expect(help.stdout).toContain('OUTBOX_RETENTION_HOURS');
     const bad = await run('node', ['dist/cli.js', 'requeue'], { env }).catch((err: { code: number }) => err);
     expect((bad as { code: number }).code).toBe(2);
+  }, 60_000);
+
+  it('refuses, before any query, a --since off the calendar or out of range (exit 2)', async () => {
+    const env = {
+      ...process.env,
+      ...testEnv({ schema, prefix }),
+      DATABASE_URL: 'postgres://postgres@127.0.0.1:1/x',
+    };
+    // The other shapes are parseSince's cases below; here the CLI's exit and message.
+    const sinces = ['999999999d', '2024-02-30'];
+    const runs = sinces.map(
+      async (since) =>
+        [
+          since,
+          (await run('node', ['dist/cli.js', 'requeue', '--since', since], { env }).catch(
+            (err: unknown) => err,
+          )) as { code: number; stderr: string },
+        ] as const,
+    );
+    for (const [since, failed] of await Promise.all(runs)) {
+      expect(failed.code, since).toBe(2);
+      expect(failed.stderr, since).toMatch(/--since: /);
+      // Postgres sits at a closed port: an error from it would name the connection, not --since.
+      expect(failed.stderr, since).not.toMatch(/ECONNREFUSED|Postgres/);
+    }
+  }, 60_000);
+
+  it('refuses a start older than EVENTS_RETENTION_DAYS, by time or by event id (exit 2)', async () => {
+    await store.pool.query(
+      `UPDATE "${schema}".events SET created_at = now() - interval '40 days' WHERE id = 'evt_000000000005'`,
+    );
+    const opts = { source: 'default', retentionHours: 168, eventsRetentionDays: 30, dryRun: true };
+    await expect(
+      requeue(store, publisher, { ...opts, since: { time: new Date(Date.now() - 31 * 86_400_000) } }),
+    ).rejects.toMatchObject({ code: 'BEFORE_RETENTION', exitCode: 2 });
+    await expect(
+      requeue(store, publisher, { ...opts, since: { eventId: 'evt_000000000005' } }),
+    ).rejects.toThrow(/older than EVENTS_RETENTION_DAYS \(30\)/);
+    await expect(requeue(store, publisher, { ...opts, since: { eventId: 'evt_gone' } })).rejects.toThrow(
+      /not stored .* may have been pruned/,
+    );
+    const inside = await requeue(store, publisher, { ...opts, since: { eventId: 'evt_000000002500' } });
+    expect(inside.requeued).toBe(2);
+    const env = { ...process.env, ...testEnv({ schema, prefix }, { EVENTS_RETENTION_DAYS: '30' }) };
+    const refused = (await run('node', ['dist/cli.js', 'requeue', '--since', '31d'], { env }).catch(
+      (err: unknown) => err,
+    )) as { code: number; stderr: string };
+    expect(refused.code).toBe(2);
+    expect(refused.stderr).toContain('older than EVENTS_RETENTION_DAYS (30)');
   });
 });
 
@@ -213,6 +280,19 @@ describe('parseSince', () => {
     expect(parseSince('evt_000000000042', now)).toEqual({ eventId: 'evt_000000000042' });
     expect(parseSince(' ev:1 ', now)).toEqual({ eventId: 'ev:1' });
     expect(() => parseSince('2024-13-45', now)).toThrow(/not a valid date/);
+    expect(() => parseSince('2024-02-30', now)).toThrow(/not a valid date/);
+    expect(() => parseSince('2023-02-29', now)).toThrow(/not a valid date/);
+    expect(parseSince('2024-02-29', now)).toEqual({ time: new Date('2024-02-29T00:00:00Z') });
+    expect(() => parseSince('2024-04-30T23:60', now)).toThrow(/not a valid date/);
+    expect(() => parseSince('2024-04-30T10:00+24:00', now)).toThrow(/not a valid date/);
+    expect(parseSince('2024-04-30t10:00z', now)).toEqual({ time: new Date('2024-04-30T10:00:00Z') });
     expect(() => parseSince('  ', now)).toThrow(/time or an event id/);
+  });
+  it('refuses a duration past a hundred years and a time in the future', () => {
+    expect(() => parseSince('999999999d', now)).toThrow(/more than 100 years/);
+    expect(() => parseSince('99999999999999999999s', now)).toThrow(/more than 100 years/);
+    expect(parseSince('36500d', now)).toEqual({ time: new Date(now - 36_500 * 86_400_000) });
+    expect(() => parseSince('2024-05-02', now)).toThrow(/in the future/);
+    expect(() => parseSince('1969-12-31', now)).toThrow(/before 1970/);
   });
 });

@@ -1,3 +1,4 @@
+import type { Pool } from 'pg';
 import { readEnvelope } from '../../src/feed/envelope.js';
 import { jsonText } from '../../src/feed/json-text.js';
 
@@ -26,4 +27,22 @@ export function wide(random: () => number, length: number): string {
 export function quarantinedRaw(item: unknown): string {
   const envelope = readEnvelope(item);
   return envelope.ok ? JSON.stringify(envelope.event) : jsonText(item);
+}
+
+/**
+ * Adds a trigger to a schema's events table that makes Postgres itself raise the
+ * SQLSTATE an event names in `data.refuse` (a string): poison that no check in
+ * feedsync knows about, for the safety net to find.
+ */
+export async function addRefusingTrigger(pool: Pick<Pool, 'query'>, schema: string): Promise<void> {
+  const s = `"${schema}"`;
+  await pool.query(`
+    CREATE FUNCTION ${s}.refuse() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+      IF jsonb_typeof(NEW.data->'refuse') = 'string' THEN
+        RAISE EXCEPTION 'refused by the test' USING ERRCODE = NEW.data->>'refuse';
+      END IF;
+      RETURN NEW;
+    END $$;
+    CREATE TRIGGER refuse BEFORE INSERT ON ${s}.events FOR EACH ROW EXECUTE FUNCTION ${s}.refuse();`);
 }

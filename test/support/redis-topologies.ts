@@ -3,7 +3,8 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { Redis } from 'ioredis';
+import { Queue } from 'bullmq';
+import { Cluster, Redis } from 'ioredis';
 import { freePort, type RedisServer, startRedisServer, waitFor } from './processes.js';
 
 const run = promisify(execFile);
@@ -13,6 +14,8 @@ export interface LocalCluster {
   readonly nodes: readonly RedisServer[];
   /** Every node as a seed: `redis://127.0.0.1:a,redis://127.0.0.1:b,…` */
   readonly url: string;
+  /** With `tls`: every node's TLS port as a seed, `rediss://127.0.0.1:a,…`; else null. */
+  readonly tlsUrl: string | null;
   /** Stops every node by its pid and removes their directories. */
   dispose(): Promise<void>;
 }
@@ -22,11 +25,15 @@ export interface LocalCluster {
  * no port+10000 clash) and joins them with `redis-cli --cluster create`, then waits
  * until every node says `cluster_state:ok`.
  */
-export async function startLocalCluster(masters = 3): Promise<LocalCluster> {
+export async function startLocalCluster(
+  masters = 3,
+  opts: { tls?: { cert: string; key: string } } = {},
+): Promise<LocalCluster> {
   const nodes: RedisServer[] = [];
   const dispose = async (): Promise<void> => {
     await Promise.allSettled(nodes.map((n) => n.dispose()));
   };
+  const tlsPorts: number[] = [];
   try {
     const taken = new Set<number>();
     // A port freed a moment ago may come back from the next ask: never hand one out twice.
@@ -49,13 +56,31 @@ export async function startLocalCluster(masters = 3): Promise<LocalCluster> {
         '--cluster-node-timeout',
         '2000',
       ];
+      if (opts.tls) {
+        // The plain port stays open for the probes; the bus, and clients asking over TLS, get TLS ports.
+        const tlsPort = await newPort();
+        tlsPorts.push(tlsPort);
+        args.push('--tls-port', String(tlsPort), '--tls-cluster', 'yes', '--tls-auth-clients', 'no');
+        args.push(
+          '--tls-cert-file',
+          opts.tls.cert,
+          '--tls-key-file',
+          opts.tls.key,
+          '--tls-ca-cert-file',
+          opts.tls.cert,
+        );
+      }
       nodes.push(await startRedisServer({ port, args }));
     }
     // --cluster-config-file is relative to --dir: each node's own directory.
+    const seeds = opts.tls ? tlsPorts : nodes.map((n) => n.port);
+    const tlsArgs = opts.tls ? ['--tls', '--cacert', opts.tls.cert] : [];
     await run(
       'redis-cli',
-      ['--cluster', 'create', ...nodes.map((n) => `127.0.0.1:${n.port}`), '--cluster-yes'],
-      { timeout: 30_000 },
+      [...tlsArgs, '--cluster', 'create', ...seeds.map((p) => `127.0.0.1:${p}`), '--cluster-yes'],
+      {
+        timeout: 30_000,
+      },
     );
     for (const node of nodes) {
       const state = async () => String(await command(node.port, ['CLUSTER', 'INFO']));
@@ -68,7 +93,21 @@ export async function startLocalCluster(masters = 3): Promise<LocalCluster> {
     await dispose();
     throw err;
   }
-  return { nodes, url: nodes.map((n) => n.url).join(','), dispose };
+  const tlsUrl = opts.tls ? tlsPorts.map((p) => `rediss://127.0.0.1:${p}`).join(',') : null;
+  return { nodes, url: nodes.map((n) => n.url).join(','), tlsUrl, dispose };
+}
+
+/** Jobs of every state in a queue, counted through a Cluster connection (to the plain ports). */
+export async function clusterJobCount(cluster: LocalCluster, prefix: string, queue: string): Promise<number> {
+  const client = new Cluster(cluster.nodes.map((n) => ({ host: '127.0.0.1', port: n.port })));
+  const q = new Queue(queue, { connection: client, prefix });
+  try {
+    const counts = await q.getJobCounts('waiting', 'active', 'completed', 'failed', 'delayed', 'prioritized');
+    return Object.values(counts).reduce((a, b) => a + b, 0);
+  } finally {
+    await q.close();
+    client.disconnect();
+  }
 }
 
 /** A master, its replica and one Sentinel watching them, on loopback. */

@@ -1,8 +1,12 @@
 import { randomBytes } from 'node:crypto';
 import { clearPrefix } from '../../src/queue/clear-prefix.js';
+import { jobOptionsFor } from '../../src/queue/routes.js';
 import { parseRedisSettings, type RedisSettings } from '../../src/redis/settings.js';
 
 export const TEST_REDIS_URL = 'redis://127.0.0.1:6379';
+
+/** The job options of the defaults: JOB_ATTEMPTS 5, JOB_BACKOFF_MS 1000. */
+export const TEST_JOB_OPTIONS = jobOptionsFor({ jobAttempts: 5, jobBackoffMs: 1_000 });
 
 /** The Redis settings of one URL (REDIS_URL alone), as the config would parse them. */
 export function redisSettings(url: string): RedisSettings {

@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { beforeAll, expect, it } from 'vitest';
 import { createLogger } from '../../src/logger.js';
-import { nested } from '../support/poison-items.js';
+import { addRefusingTrigger, nested } from '../support/poison-items.js';
 import { expectExactlyOnce, type Sandbox, useSandboxes } from './harness.js';
 import { account, ledgerOf, syncItems } from './poison-support.js';
 
@@ -12,18 +12,7 @@ let box: Sandbox;
 
 beforeAll(async () => {
   box = await sandbox('poison_prop');
-  const s = `"${box.schema}"`;
-  // Postgres refuses, with the SQLSTATE it names, any event whose data has a "refuse" key:
-  // poison that no check in feedsync knows about, for the safety net to find.
-  await box.store.pool.query(`
-    CREATE FUNCTION ${s}.refuse() RETURNS trigger LANGUAGE plpgsql AS $$
-    BEGIN
-      IF jsonb_typeof(NEW.data->'refuse') = 'string' THEN
-        RAISE EXCEPTION 'refused by the test' USING ERRCODE = NEW.data->>'refuse';
-      END IF;
-      RETURN NEW;
-    END $$;
-    CREATE TRIGGER refuse BEFORE INSERT ON ${s}.events FOR EACH ROW EXECUTE FUNCTION ${s}.refuse();`);
+  await addRefusingTrigger(box.store.pool, box.schema);
 });
 
 /** Text with the characters that trouble a store: NUL, lone surrogates, escapes, wide ones. */

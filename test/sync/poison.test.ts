@@ -3,7 +3,7 @@ import type { ServiceEvent } from '../../src/api/types.js';
 import { MAX_DATA_DEPTH } from '../../src/feed/envelope.js';
 import { jsonText } from '../../src/feed/json-text.js';
 import { createLogger } from '../../src/logger.js';
-import { nested, quarantinedRaw, wide } from '../support/poison-items.js';
+import { addRefusingTrigger, nested, quarantinedRaw, wide } from '../support/poison-items.js';
 import { seeded } from '../support/random.js';
 import { expectExactlyOnce, type Sandbox, useSandboxes } from './harness.js';
 import { account, ledgerOf, syncItems } from './poison-support.js';
@@ -134,15 +134,7 @@ describe('poison events on the feed: each is stored or quarantined, the rest of 
 describe('the safety net under the checks', () => {
   it('quarantines whatever Postgres refuses as data (class 22, 23, 54); a retryable error still fails the run', async () => {
     const trap = await sandbox('poison_trap');
-    const s = `"${trap.schema}"`;
-    // A trigger the test adds: Postgres itself raises the SQLSTATE an event asks for.
-    await trap.store.pool.query(`
-      CREATE FUNCTION ${s}.refuse() RETURNS trigger LANGUAGE plpgsql AS $$
-      BEGIN
-        IF NEW.data ? 'refuse' THEN RAISE EXCEPTION 'refused by the test' USING ERRCODE = NEW.data->>'refuse'; END IF;
-        RETURN NEW;
-      END $$;
-      CREATE TRIGGER refuse BEFORE INSERT ON ${s}.events FOR EACH ROW EXECUTE FUNCTION ${s}.refuse();`);
+    await addRefusingTrigger(trap.store.pool, trap.schema);
     const refusing = (code: string): ServiceEvent => ({
       id: `refuse_${code}`,
       type: 'contact.unsubscribed',

@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { statusReport } from '../../src/cli/status-report.js';
 import { loadConfig } from '../../src/config.js';
 import { createPublisher } from '../../src/queue/publisher.js';
+import { jobOptionsFor } from '../../src/queue/routes.js';
 import type { Simulator } from '../../src/simulator/index.js';
 import { testEnv } from '../support/config.js';
 import { CLI, killChildren, spawnNode, waitFor } from '../support/processes.js';
@@ -63,7 +64,11 @@ describe('replicas of sync --watch over a sources file', () => {
 
     // status names the replica that holds a source; wait until replica-a holds one mid-run.
     const config = loadConfig(env);
-    const publisher = createPublisher({ redis: config.redis, prefix: config.queues.prefix });
+    const publisher = createPublisher({
+      redis: config.redis,
+      prefix: config.queues.prefix,
+      jobOptions: jobOptionsFor(config.queues),
+    });
     const final = new Set(entries.map((_, i) => id(backlogOf(i))));
     const held = await waitFor(
       async () => {

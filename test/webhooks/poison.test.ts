@@ -6,7 +6,7 @@ import { createDeliveryHandler } from '../../src/webhooks/receiver.js';
 import { signWebhookPayload } from '../../src/webhooks/signature.js';
 import { route } from '../store/migrated-store.js';
 import { testConfig } from '../support/config.js';
-import { nested } from '../support/poison-items.js';
+import { addRefusingTrigger, nested } from '../support/poison-items.js';
 import { uniqueSchema } from '../support/postgres.js';
 import { waitFor } from '../support/processes.js';
 import { uniquePrefix } from '../support/redis.js';
@@ -29,15 +29,7 @@ let rx: TestReceiver;
 
 beforeAll(async () => {
   rx = await startTestReceiver(config, logs.logger, { connections: 4, schema, prefix });
-  const s = `"${schema}"`;
-  // Postgres itself refuses, with the SQLSTATE it names, an event whose data has a "refuse" key.
-  await rx.store.pool.query(`
-    CREATE FUNCTION ${s}.refuse() RETURNS trigger LANGUAGE plpgsql AS $$
-    BEGIN
-      IF NEW.data ? 'refuse' THEN RAISE EXCEPTION 'refused by the test' USING ERRCODE = NEW.data->>'refuse'; END IF;
-      RETURN NEW;
-    END $$;
-    CREATE TRIGGER refuse BEFORE INSERT ON ${s}.events FOR EACH ROW EXECUTE FUNCTION ${s}.refuse();`);
+  await addRefusingTrigger(rx.store.pool, schema);
 });
 afterAll(() => rx?.close());
 

@@ -35,13 +35,20 @@ export function cursorCommand(): Command {
     );
   cursor
     .command('set <event-id>')
-    .description('Move the cursor so that the next run reads after this event id (the filter is kept).')
+    .description(
+      'Move the cursor so that the next run reads after this event id (the filter is kept). ' +
+        'With EVENTS_RETENTION_DAYS set, the id must be a stored event inside the retention.',
+    )
     .option(...sourceOption)
     .action(
       action(async ({ config, logger }, eventId: string, opts: { source?: string }) => {
         const { setCursor } = await import('../../store/cursor.js');
+        const { assertEventWithinRetention } = await import('../../store/retention-guard.js');
         const { source } = configForSource(config, opts.source ?? config.feed.source).feed;
-        await withStore(config, logger, (store) => setCursor(store, source, eventId));
+        await withStore(config, logger, async (store) => {
+          await assertEventWithinRetention(store, source, eventId, 'cursor set', config.eventsRetentionDays);
+          await setCursor(store, source, eventId);
+        });
         process.stdout.write(`source ${source}: the next run reads after ${eventId}\n`);
         return 0;
       }),
@@ -60,6 +67,12 @@ export function cursorCommand(): Command {
         process.stdout.write(
           `source ${source}: reset to the start of the feed (types ${types?.join(',') ?? 'all'}); stored events are de-duplicated\n`,
         );
+        if (config.eventsRetentionDays !== null) {
+          process.stdout.write(
+            `note: events older than EVENTS_RETENTION_DAYS (${config.eventsRetentionDays}) were pruned: the feed's copies ` +
+              'are stored and enqueued again as new, then pruned again\n',
+          );
+        }
         return 0;
       }),
     );

@@ -7,7 +7,11 @@ export function reconcileCommand(): Command {
     .description(
       'Re-read the feed from an older point without moving the cursor; store and enqueue only what was missing.',
     )
-    .option('--from <event-id>', 'read after this event id (default: the start of the feed)')
+    .option(
+      '--from <event-id>',
+      'read after this event id (default: the start of the feed); with EVENTS_RETENTION_DAYS set, ' +
+        'required, and a stored event inside the retention',
+    )
     .option('--source <source>', 'FEED_SOURCE, or a source of FEED_SOURCES_FILE (default FEED_SOURCE)')
     .action(
       action(async ({ config, logger }, opts: { from?: string; source?: string }) => {

@@ -1,78 +1,129 @@
 import { Command } from 'commander';
+import type { Config } from '../../config.js';
+import { ConfigError } from '../../errors.js';
+import type { Publisher } from '../../queue/publisher.js';
+import type { RequeueResult } from '../../queue/requeue.js';
 import { action } from '../context.js';
 import { withStore } from '../with-store.js';
+
+interface RequeueFlags {
+  since?: string;
+  failed?: boolean;
+  queue?: string;
+  source?: string;
+  dryRun?: boolean;
+  json?: boolean;
+}
 
 export function requeueCommand(): Command {
   return new Command('requeue')
     .description(
-      'Re-drive published outbox rows into BullMQ with the same job ids (after Redis lost its data).',
+      'Re-drive published outbox rows into BullMQ with the same job ids (after Redis lost its data), ' +
+        'or retry the jobs that failed for good (--failed).',
     )
-    .requiredOption(
+    .option(
       '--since <time|event-id>',
       'rows published at or after a time (2024-05-01T12:00Z, UTC when no zone; or 90m, 6h, 2d ago), ' +
         "or from a stored event's row on",
     )
+    .option('--failed', 'move the jobs that failed for good back to waiting, with their own ids')
+    .option('--queue <queue>', 'with --failed: only this queue (default both event queues)')
     .option('--source <source>', 'the source whose rows to re-drive (default FEED_SOURCE)')
     .option('--dry-run', 'count the rows per queue, add nothing')
     .option('--json', 'print JSON')
     .addHelpText(
       'after',
-      '\nJobs still kept in Redis are left as they are (same job id), so running it twice adds nothing new.\n' +
+      '\nJobs still kept in Redis are left as they are (same job id), so running it twice adds nothing new;\n' +
+        'the output says how many were added and how many were already there.\n' +
         'Published outbox rows are kept OUTBOX_RETENTION_HOURS (default 168, 7 days) and then pruned: jobs\n' +
-        'older than that cannot be re-driven. Rows not yet published are left to the relay of the next sync.\n' +
+        'older than that cannot be re-driven. With EVENTS_RETENTION_DAYS set, a start older than that is\n' +
+        'refused. Rows not yet published are left to the relay of the next sync.\n' +
+        'A job fails for good after JOB_ATTEMPTS runs (default 5); --failed runs it again, JOB_ATTEMPTS more times.\n' +
         'Exit codes: 0 done, 1 Redis or Postgres failed (run it again: it is idempotent), 2 usage error.',
     )
     .action(
-      action(
-        async (
-          { config, logger },
-          opts: { since: string; source?: string; dryRun?: boolean; json?: boolean },
-        ) => {
-          const { requeue, parseSince } = await import('../../queue/requeue.js');
-          const { createPublisher } = await import('../../queue/publisher.js');
-          const since = parseSince(opts.since);
+      action(async ({ config, logger }, opts: RequeueFlags) => {
+        if (opts.failed === (opts.since !== undefined)) {
+          throw new ConfigError('requeue: give either --since <time|event-id> or --failed', 'USAGE');
+        }
+        if (opts.queue !== undefined && !opts.failed) {
+          throw new ConfigError('--queue: only with --failed', 'USAGE');
+        }
+        const { createPublisher } = await import('../../queue/publisher.js');
+        const { jobOptionsFor } = await import('../../queue/routes.js');
+        const publisher = createPublisher({
+          redis: config.redis,
+          prefix: config.queues.prefix,
+          jobOptions: jobOptionsFor(config.queues),
+        });
+        try {
+          if (opts.failed) return await retryFailed(config, publisher, opts);
+          const { requeue } = await import('../../queue/requeue.js');
+          const { parseSince } = await import('../../queue/since.js');
+          const since = parseSince(opts.since ?? '');
           const source = opts.source ?? config.feed.source;
-          const publisher = createPublisher({ redis: config.redis, prefix: config.queues.prefix });
-          try {
-            const result = await withStore(config, logger, (store) =>
-              requeue(store, publisher, {
-                source,
-                since,
-                retentionHours: config.queues.outboxRetentionHours,
-                dryRun: opts.dryRun === true,
-              }),
-            );
-            if (opts.json) {
-              process.stdout.write(
-                `${JSON.stringify({ source, dryRun: opts.dryRun === true, ...result })}\n`,
-              );
-              return 0;
-            }
-            const perQueue = Object.entries(result.byQueue)
-              .map(([q, n]) => `${q} ${n}`)
-              .join(', ');
-            const lines = [
-              `${opts.dryRun ? 'would requeue' : 'requeued'} ${result.requeued} published outbox rows of source ${source}` +
-                `${perQueue ? ` (${perQueue})` : ''}, with their own job ids: jobs still in Redis are left as they are`,
-            ];
-            if (result.predatesRetention) {
-              lines.push(
-                `note: the start predates the oldest kept row (${result.oldestKept?.toISOString() ?? 'none kept'}): ` +
-                  `published rows are pruned after OUTBOX_RETENTION_HOURS (${config.queues.outboxRetentionHours} h), ` +
-                  'so jobs published before it cannot be re-driven',
-              );
-            }
-            if (result.unpublished > 0) {
-              lines.push(
-                `${result.unpublished} rows are not published yet: the next "feedsync sync" adds them`,
-              );
-            }
-            process.stdout.write(`${lines.join('\n')}\n`);
-            return 0;
-          } finally {
-            await publisher.close();
-          }
-        },
-      ),
+          const result = await withStore(config, logger, (store) =>
+            requeue(store, publisher, {
+              source,
+              since,
+              retentionHours: config.queues.outboxRetentionHours,
+              eventsRetentionDays: config.eventsRetentionDays,
+              dryRun: opts.dryRun === true,
+            }),
+          );
+          process.stdout.write(
+            opts.json
+              ? `${JSON.stringify({ source, dryRun: opts.dryRun === true, ...result })}\n`
+              : describeRequeue(config, source, opts.dryRun === true, result),
+          );
+          return 0;
+        } finally {
+          await publisher.close();
+        }
+      }),
     );
+}
+
+async function retryFailed(config: Config, publisher: Publisher, opts: RequeueFlags): Promise<number> {
+  const known = [config.queues.emailEvents, config.queues.contactEvents];
+  if (opts.queue !== undefined && !known.includes(opts.queue)) {
+    throw new ConfigError(`--queue: "${opts.queue}" is not an event queue (${known.join(', ')})`, 'USAGE');
+  }
+  if (opts.dryRun) throw new ConfigError('--dry-run: not with --failed (see "feedsync status")', 'USAGE');
+  const retried: Record<string, string[]> = {};
+  for (const queue of opts.queue ? [opts.queue] : known) retried[queue] = await publisher.retryFailed(queue);
+  if (opts.json) {
+    process.stdout.write(`${JSON.stringify({ retried })}\n`);
+    return 0;
+  }
+  const lines = Object.entries(retried).map(
+    ([queue, ids]) =>
+      `${queue}: ${ids.length} failed jobs moved back to waiting with their own ids` +
+      (ids.length > 0 ? ` (${ids.slice(0, 5).join(', ')}${ids.length > 5 ? ', …' : ''})` : ''),
+  );
+  process.stdout.write(`${lines.join('\n')}\n`);
+  return 0;
+}
+
+function describeRequeue(config: Config, source: string, dryRun: boolean, result: RequeueResult): string {
+  const perQueue = Object.entries(result.byQueue)
+    .map(([q, n]) => `${q} ${n}`)
+    .join(', ');
+  const rows = `${result.requeued} published outbox rows of source ${source}${perQueue ? ` (${perQueue})` : ''}`;
+  const lines = [
+    dryRun
+      ? `would requeue ${rows}, with their own job ids`
+      : `requeued ${rows}: ${result.added} jobs added, ${result.alreadyPresent} already in Redis (left as they were)`,
+  ];
+  if (result.predatesRetention) {
+    lines.push(
+      `note: the start predates the oldest kept row (${result.oldestKept?.toISOString() ?? 'none kept'}): ` +
+        `published rows are pruned after OUTBOX_RETENTION_HOURS (${config.queues.outboxRetentionHours} h), ` +
+        'so jobs published before it cannot be re-driven',
+    );
+  }
+  if (result.unpublished > 0) {
+    lines.push(`${result.unpublished} rows are not published yet: the next "feedsync sync" adds them`);
+  }
+  return `${lines.join('\n')}\n`;
 }

@@ -11,10 +11,12 @@ export function statusCommand(): Command {
     .action(
       action(async ({ config, logger }, opts: { json?: boolean }) => {
         const { createPublisher } = await import('../../queue/publisher.js');
+        const { jobOptionsFor } = await import('../../queue/routes.js');
         const { statusReport, formatStatus } = await import('../status-report.js');
         const publisher = createPublisher({
           redis: config.redis,
           prefix: config.queues.prefix,
+          jobOptions: jobOptionsFor(config.queues),
           timeoutMs: 2000,
         });
         try {

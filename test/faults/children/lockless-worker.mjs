@@ -10,7 +10,7 @@ import { createFeedClient } from '../../../dist/feed/feed-client.js';
 import { createLogger } from '../../../dist/logger.js';
 import { createPublisher } from '../../../dist/queue/publisher.js';
 import { startRelay } from '../../../dist/queue/relay.js';
-import { routeFor } from '../../../dist/queue/routes.js';
+import { jobOptionsFor, routeFor } from '../../../dist/queue/routes.js';
 import { createApplier } from '../../../dist/store/applier.js';
 import { ensureCursor } from '../../../dist/store/cursor.js';
 import { createStore } from '../../../dist/store/db.js';
@@ -19,7 +19,11 @@ import { catchUp } from '../../../dist/sync/catch-up.js';
 const config = loadConfig();
 const logger = createLogger({ level: config.logLevel, destination: process.stderr });
 const store = createStore({ ...config.database, logger });
-const publisher = createPublisher({ redis: config.redis, prefix: config.queues.prefix });
+const publisher = createPublisher({
+  redis: config.redis,
+  prefix: config.queues.prefix,
+  jobOptions: jobOptionsFor(config.queues),
+});
 const relay = startRelay({ store, publisher, logger });
 const applier = createApplier(store, routeFor(config.queues));
 const client = new ServiceClient({ baseUrl: config.feed.baseUrl, apiKey: config.feed.apiKey });

@@ -1,0 +1,56 @@
+import { ConfigError } from '../errors.js';
+import { quoteSchema, type Store } from './db.js';
+
+const DAY_MS = 86_400_000;
+
+/** Events created before this instant are pruned under EVENTS_RETENTION_DAYS. */
+export function retentionCutoff(days: number, now = Date.now()): Date {
+  return new Date(now - days * DAY_MS);
+}
+
+/**
+ * Refuses (exit 2) a start point older than the events' retention: re-reading from
+ * there would bring back events already pruned, which then count as new (stored and
+ * enqueued again). `what` names the option in the message. No-op without a retention.
+ */
+export function assertWithinRetention(what: string, at: Date, days: number | null, now = Date.now()): void {
+  if (days === null) return;
+  const cutoff = retentionCutoff(days, now);
+  if (at >= cutoff) return;
+  throw new ConfigError(
+    `${what}: ${at.toISOString()} is older than EVENTS_RETENTION_DAYS (${days}): events created before ` +
+      `${cutoff.toISOString()} are pruned, so starting there would store and enqueue them again as new; ` +
+      'pick a later start, or raise EVENTS_RETENTION_DAYS',
+    'BEFORE_RETENTION',
+  );
+}
+
+/**
+ * Refuses (exit 2) an event id as a start point unless it is a stored event inside
+ * the retention. An id that is not stored may have been pruned: its age cannot be
+ * told, so it is refused too. No-op without a retention.
+ */
+export async function assertEventWithinRetention(
+  store: Store,
+  source: string,
+  eventId: string,
+  what: string,
+  days: number | null,
+  now = Date.now(),
+): Promise<void> {
+  if (days === null) return;
+  const { rows } = await store.pool.query<{ created_at: Date }>(
+    `SELECT created_at FROM ${quoteSchema(store.schema)}.events WHERE source = $1 AND id = $2`,
+    [source, eventId],
+  );
+  const event = rows[0];
+  if (!event) {
+    throw new ConfigError(
+      `${what}: event ${JSON.stringify(eventId.slice(0, 200))} is not stored for source "${source}": with ` +
+        `EVENTS_RETENTION_DAYS (${days}) set, a start must be a stored event newer than ` +
+        `${retentionCutoff(days, now).toISOString()} (an older one may have been pruned)`,
+      'BEFORE_RETENTION',
+    );
+  }
+  assertWithinRetention(`${what} ${eventId.slice(0, 200)}`, event.created_at, days, now);
+}
