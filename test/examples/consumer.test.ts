@@ -1,0 +1,122 @@
+import { rmSync } from 'node:fs';
+import { Queue } from 'bullmq';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createLogger } from '../../src/logger.js';
+import { createPublisher } from '../../src/queue/publisher.js';
+import { requeue } from '../../src/queue/requeue.js';
+import { jobOptionsFor } from '../../src/queue/routes.js';
+import { createSync, type Sync } from '../../src/sync/sync.js';
+import { testConfig } from '../support/config.js';
+import { dropSchema, TEST_DATABASE_URL, uniqueSchema } from '../support/postgres.js';
+import { runNode, spawnNode, waitFor } from '../support/processes.js';
+import { deletePrefix, TEST_REDIS_URL, uniquePrefix } from '../support/redis.js';
+import { useSimulator } from '../support/simulator.js';
+
+const EXAMPLE = new URL('../../examples/consumer/', import.meta.url).pathname;
+const schema = uniqueSchema('consumer_feed');
+const appSchema = uniqueSchema('consumer_app');
+const prefix = uniquePrefix('consumer');
+// Two cycles of the backlog: 20 emails, two bounced and two complained.
+const sim = useSimulator({ backlog: 42 });
+const db = new pg.Pool({ connectionString: TEST_DATABASE_URL, max: 2 });
+let sync: Sync;
+let jobs: number;
+
+beforeAll(async () => {
+  sim().emitContactEvent('contact.subscribed', 'Reader@Example.com');
+  const config = testConfig({ schema, prefix, baseUrl: sim().baseUrl });
+  sync = createSync(config, { logger: createLogger({ level: 'silent' }), autoMigrate: true });
+  const result = await sync.runOnce();
+  expect(result).toMatchObject({ status: 'caught-up', stored: 43, drained: true });
+  jobs = result.stored;
+});
+afterAll(async () => {
+  await sync.close();
+  await db.end();
+  await dropSchema(schema);
+  await dropSchema(appSchema);
+  await deletePrefix(prefix);
+  rmSync(`${EXAMPLE}dist`, { recursive: true, force: true });
+});
+
+const count = async (sql: string): Promise<number> =>
+  Number((await db.query<{ n: string }>(`SELECT count(*) AS n FROM ${sql}`)).rows[0]!.n);
+
+describe('examples/consumer', () => {
+  it("compiles under the project's tsconfig and runs unchanged against a real sync's jobs, once per event", async () => {
+    const tsc = await runNode(
+      ['node_modules/typescript/bin/tsc', '-p', EXAMPLE],
+      { PATH: process.env.PATH ?? '' },
+      90_000,
+    );
+    expect(tsc.code, tsc.stdout + tsc.stderr).toBe(0);
+
+    // Only what the README says to set; the queue names are feedsync's defaults.
+    const consumer = spawnNode([`${EXAMPLE}dist/consumer.js`], {
+      REDIS_URL: TEST_REDIS_URL,
+      QUEUE_PREFIX: prefix,
+      APP_DATABASE_URL: TEST_DATABASE_URL,
+      APP_SCHEMA: appSchema,
+    });
+    try {
+      const processed = () => count(`"${appSchema}".processed_events`).catch(() => 0);
+      await waitFor(async () => (await processed()) === jobs, {
+        timeoutMs: 45_000,
+        what: 'every job consumed',
+      });
+      expect(await count(`"${appSchema}".messages`)).toBe(20);
+      const bouncedOrComplained = await db.query<{ address: string }>(
+        `SELECT DISTINCT lower(a) AS address FROM "${schema}".events, jsonb_array_elements_text(data->'to') AS a
+          WHERE type IN ('email.bounced', 'email.complained') ORDER BY 1`,
+      );
+      expect(bouncedOrComplained.rows).toHaveLength(4);
+      const suppressed = await db.query<{ address: string }>(
+        `SELECT address FROM "${appSchema}".suppressed_addresses ORDER BY 1`,
+      );
+      expect(suppressed.rows).toEqual(bouncedOrComplained.rows);
+      const subscribed = await db.query(`SELECT address, subscribed FROM "${appSchema}".subscriptions`);
+      expect(subscribed.rows).toEqual([{ address: 'reader@example.com', subscribed: true }]);
+
+      // Every job again (Redis lost them, say): each runs a second time and changes nothing.
+      const queues = ['email-events', 'contact-events'].map(
+        (name) => new Queue(name, { connection: { url: TEST_REDIS_URL }, prefix }),
+      );
+      try {
+        for (const q of queues) await q.clean(0, 1_000, 'completed');
+        const publisher = createPublisher({
+          redis: testConfig({ schema, prefix }).redis,
+          prefix,
+          jobOptions: jobOptionsFor(testConfig({ schema, prefix }).queues),
+        });
+        try {
+          const again = await requeue(sync.store, publisher, {
+            source: 'default',
+            since: { time: new Date(Date.now() - 3_600_000) },
+            retentionHours: 168,
+          });
+          expect(again).toMatchObject({ requeued: jobs, added: jobs });
+        } finally {
+          await publisher.close();
+        }
+        await waitFor(
+          async () => {
+            const done = await Promise.all(queues.map((q) => q.getCompletedCount()));
+            return done[0]! + done[1]! === jobs;
+          },
+          { timeoutMs: 45_000, what: 'every requeued job completed' },
+        );
+      } finally {
+        await Promise.all(queues.map((q) => q.close()));
+      }
+      expect(await processed()).toBe(jobs);
+      expect(await count(`"${appSchema}".suppressed_addresses`)).toBe(4);
+      expect(await count(`"${appSchema}".messages`)).toBe(20);
+    } finally {
+      consumer.signal('SIGTERM');
+      const exit = await consumer.waitExit(20_000);
+      expect(exit.code, exit.stderr).toBe(0);
+    }
+    expect(consumer.stdout()).toContain(`(prefix ${prefix}) into schema ${appSchema}`);
+  }, 180_000);
+});
