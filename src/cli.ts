@@ -7,6 +7,11 @@ const program = new Command('feedsync')
     "Keeps your Postgres in step with an email delivery service's events, and hands every update to BullMQ.",
   )
   .version('0.1.0')
+  .addHelpText(
+    'after',
+    '\nExit codes: 0 success, 1 runtime failure, 2 usage or configuration error, 3 the service rejected\n' +
+      'the key. "feedsync help <command>" (or <command> --help) says what each means for that command.',
+  )
   .showHelpAfterError()
   .exitOverride();
 
@@ -23,8 +28,16 @@ override(program);
 try {
   await program.parseAsync(process.argv);
 } catch (err) {
-  if (!(err instanceof CommanderError)) throw err;
-  // Help and version are not errors; every other usage mistake is exit 2.
-  const ok = ['commander.helpDisplayed', 'commander.version'].includes(err.code);
-  process.exitCode = ok ? 0 : 2;
+  if (err instanceof CommanderError) {
+    // Help asked for (`--help`, `help`, `help sync`) and version are not errors; help shown
+    // because a command was incomplete (`cursor` alone) is, like every other usage mistake: exit 2.
+    const asked =
+      ['commander.helpDisplayed', 'commander.version'].includes(err.code) ||
+      (err.code === 'commander.help' && err.exitCode === 0);
+    process.exitCode = asked ? 0 : 2;
+  } else {
+    // Commands report their own failures; whatever escapes them is still one line, not a stack.
+    process.stderr.write(`feedsync: ${(err as Error)?.message ?? String(err)}\n`);
+    process.exitCode = 1;
+  }
 }

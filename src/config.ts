@@ -3,7 +3,9 @@ import { hostname } from 'node:os';
 import { z } from 'zod';
 import { checkBaseUrl } from './api/base-url.js';
 import { type FeedSource, loadSourcesFile } from './config/sources-file.js';
+import { splitUrls, urlEscapeProblem, urlSecrets } from './connection-url.js';
 import { ConfigError } from './errors.js';
+import { parseEventTypes } from './feed/event-types.js';
 import { hashTagOf, missingHashTagError, parseRedisSettings, type RedisSettings } from './redis/settings.js';
 
 export type { FeedSource };
@@ -20,7 +22,10 @@ export interface Config {
     readonly apiKey: string | null;
     /** FEED_SOURCE: the cursor key, one per account. Default `default`. */
     readonly source: string;
-    /** FEED_TYPES: full type names, sorted; null means every type. */
+    /**
+     * FEED_TYPES: full type names, sorted; null means every type. Each must be a type
+     * of this release, or written `+name` for one the service added since.
+     */
     readonly types: readonly string[] | null;
     /** FEED_PAGE_LIMIT: events asked for per page. Default 100. */
     readonly pageLimit: number;
@@ -78,6 +83,8 @@ export interface Config {
   readonly syncIntervalMs: number;
   /** METRICS_PORT: /metrics, /healthz, /readyz in watch mode; /metrics of serve-webhooks. Default 9464. */
   readonly metricsPort: number;
+  /** METRICS_HOST: the interface they listen on. Default `0.0.0.0` (every interface, as a pod needs). */
+  readonly metricsHost: string;
   /** PUSHGATEWAY_URL: where a once run pushes its metrics; null means no push. */
   readonly pushgatewayUrl: string | null;
   /** LOG_LEVEL. Default `info`. */
@@ -87,9 +94,13 @@ export interface Config {
     readonly secrets: readonly string[];
     /** WEBHOOK_PORT. Default 8080. */
     readonly port: number;
+    /** WEBHOOK_HOST: the interface serve-webhooks listens on. Default `0.0.0.0` (every interface). */
+    readonly host: string;
     /** WEBHOOK_MAX_BODY_BYTES. Default 256 KiB. */
     readonly maxBodyBytes: number;
   };
+  /** The variables the environment set (not left to their defaults), by name. */
+  readonly given: readonly string[];
 }
 
 export type Env = Record<string, string | undefined>;
@@ -98,6 +109,12 @@ const int = (min: number, max = Number.MAX_SAFE_INTEGER) =>
   z.string().regex(/^\d+$/, 'must be a whole number').transform(Number).pipe(z.number().min(min).max(max));
 
 const identifier = z.string().regex(/^[a-z_][a-z0-9_]{0,62}$/, 'must be a lowercase SQL identifier');
+const host = z
+  .string()
+  .regex(
+    /^(\[[0-9a-fA-F:.]+\]|[0-9a-fA-F:.]*:[0-9a-fA-F:.]*|[A-Za-z0-9.-]+)$/,
+    'must be an IP address or a host name',
+  );
 const queueName = z.string().regex(/^[^:\s]+$/, 'must be non-empty, without ":" or spaces');
 
 const fields = {
@@ -133,10 +150,12 @@ const fields = {
   FEED_SOURCES_FILE: z.string().optional(),
   HOSTNAME: z.string().optional(),
   METRICS_PORT: int(0, 65_535).default(9464),
+  METRICS_HOST: host.default('0.0.0.0'),
   PUSHGATEWAY_URL: z.url().optional(),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   WEBHOOK_SECRET: z.string().min(1).optional(),
   WEBHOOK_PORT: int(0, 65_535).default(8080),
+  WEBHOOK_HOST: host.default('0.0.0.0'),
   WEBHOOK_MAX_BODY_BYTES: int(1).default(256 * 1024),
 };
 
@@ -197,7 +216,7 @@ export function loadConfig(
       : loadSourcesFile(
           v.FEED_SOURCES_FILE,
           { baseUrl, apiKey, types },
-          { env, readFile, parseTypes: typeNames },
+          { env, readFile, parseTypes: parseEventTypes },
         );
 
   const config: Config = {
@@ -230,6 +249,7 @@ export function loadConfig(
     eventsRetentionDays: v.EVENTS_RETENTION_DAYS ?? null,
     syncIntervalMs: v.SYNC_INTERVAL_MS,
     metricsPort: v.METRICS_PORT,
+    metricsHost: unbracket(v.METRICS_HOST),
     pushgatewayUrl: v.PUSHGATEWAY_URL ?? null,
     logLevel: v.LOG_LEVEL,
     webhooks: {
@@ -238,8 +258,10 @@ export function loadConfig(
         .map((s) => s.trim())
         .filter(Boolean),
       port: v.WEBHOOK_PORT,
+      host: unbracket(v.WEBHOOK_HOST),
       maxBodyBytes: v.WEBHOOK_MAX_BODY_BYTES,
     },
+    given: Object.keys(raw).filter((name) => raw[name] !== undefined),
   };
   return deepFreeze(config);
 }
@@ -272,8 +294,7 @@ export function secretsOf(config: Config): string[] {
   const secrets = [...config.webhooks.secrets];
   if (config.feed.apiKey) secrets.push(config.feed.apiKey);
   for (const s of config.sources) if (s.apiKey) secrets.push(s.apiKey);
-  const password = new URL(config.database.url).password;
-  if (password) secrets.push(decodeURIComponent(password), password);
+  secrets.push(...urlSecrets(config.database.url), ...urlSecrets(config.redis.url));
   for (const p of [config.redis.password, config.redis.sentinel?.password]) {
     if (p) secrets.push(p, encodeURIComponent(p));
   }
@@ -283,33 +304,32 @@ export function secretsOf(config: Config): string[] {
 function parseTypes(value: string | undefined): readonly string[] | null {
   if (value === undefined) return null;
   try {
-    return typeNames(value.split(','));
+    return parseEventTypes(value.split(','));
   } catch (err) {
     throw new ConfigError(`FEED_TYPES: ${(err as Error).message}`);
   }
 }
 
-/** Trimmed, unique, sorted full type names; null when none is left. Throws on a malformed one. */
-function typeNames(list: readonly string[]): readonly string[] | null {
-  const types = [...new Set(list.map((t) => t.trim()).filter(Boolean))];
-  if (types.length === 0) return null;
-  for (const t of types) {
-    if (!/^[a-z]+(\.[a-z_]+)+$/.test(t))
-      throw new Error(`"${t}" is not a full type name such as email.delivered`);
+/** Each URL of the value parses, has an allowed scheme, and %-decodes as the drivers will decode it. */
+function checkUrl(name: string, value: string, protocols: string[]): void {
+  for (const part of splitUrls(value)) {
+    let url: URL;
+    try {
+      url = new URL(part);
+    } catch {
+      throw new ConfigError(`${name}: not a valid URL`);
+    }
+    if (!protocols.includes(url.protocol)) {
+      throw new ConfigError(`${name}: must start with ${protocols.map((p) => `${p}//`).join(' or ')}`);
+    }
+    const problem = urlEscapeProblem(url);
+    if (problem) throw new ConfigError(`${name}: ${problem}`);
   }
-  return types.sort();
 }
 
-function checkUrl(name: string, value: string, protocols: string[]): void {
-  let url: URL;
-  try {
-    url = new URL(value);
-  } catch {
-    throw new ConfigError(`${name}: not a valid URL`);
-  }
-  if (!protocols.includes(url.protocol)) {
-    throw new ConfigError(`${name}: must start with ${protocols.map((p) => `${p}//`).join(' or ')}`);
-  }
+/** `[::1]` as the address listen() takes. */
+function unbracket(value: string): string {
+  return value.startsWith('[') && value.endsWith(']') ? value.slice(1, -1) : value;
 }
 
 function deepFreeze<T>(value: T): T {

@@ -86,3 +86,35 @@ export class RedisError extends FeedsyncError {
     this.command = opts.command;
   }
 }
+
+/**
+ * A listen() that failed, as an error that names the variables to change:
+ * a port in use (exit 1), an address that is not this machine's or a port it
+ * may not take (exit 2). Anything else is returned as it was.
+ */
+export function listenFailure(
+  err: unknown,
+  at: { portVar: string; hostVar: string; host: string; port: number },
+): unknown {
+  const code = (err as { code?: unknown } | null)?.code;
+  const where = `${at.host.includes(':') ? `[${at.host}]` : at.host}:${at.port}`;
+  if (code === 'EADDRINUSE') {
+    return new FeedsyncError(
+      `${at.portVar} ${at.port} is already in use (${where}): stop what listens there or choose another ${at.portVar}`,
+      { code: 'PORT_IN_USE', cause: err },
+    );
+  }
+  if (code === 'EADDRNOTAVAIL' || code === 'ENOTFOUND' || code === 'EAI_AGAIN') {
+    return new ConfigError(
+      `${at.hostVar} ${at.host} is not an address of this machine (${String(code)}); leave it unset to listen on every interface`,
+      'BAD_LISTEN_ADDRESS',
+    );
+  }
+  if (code === 'EACCES') {
+    return new ConfigError(
+      `${at.portVar} ${at.port}: this user may not listen there (ports below 1024 need privileges)`,
+      'BAD_LISTEN_ADDRESS',
+    );
+  }
+  return err;
+}

@@ -1,8 +1,10 @@
 import { type Logger, pino } from 'pino';
 import { type Config, secretsOf } from './config.js';
+import { redactUrl, redactUrlsInText } from './connection-url.js';
 import { commandName, frames, shorten } from './error-summary.js';
 
 export type { Logger };
+export { redactUrl };
 
 /** Keys whose values are replaced wherever they appear in a log object. */
 const REDACT_PATHS = [
@@ -35,12 +37,10 @@ export interface LoggerOptions {
  * written, so a secret inside an error message or a URL never reaches the output.
  */
 export function createLogger(opts: LoggerOptions = {}): Logger {
-  const secrets = [...new Set(opts.secrets ?? [])].filter((s) => s.length > 0);
-  const scrub = (line: string): string => {
-    let out = line;
-    for (const s of secrets) if (out.includes(s)) out = out.split(s).join('[REDACTED]');
-    return out.replace(/(\b[a-z][a-z0-9+.-]*:\/\/[^:/@\s"]*:)[^@\s"]+@/gi, '$1[REDACTED]@');
-  };
+  const secrets = opts.secrets ?? [];
+  const scrub = (line: string): string => scrubSecrets(line, secrets);
+  const level = opts.level ?? 'info';
+  const stacks = (pino.levels.values[level] ?? 30) <= pino.levels.values.debug!;
   const destination =
     opts.destination ??
     (process.stdout.isTTY
@@ -48,14 +48,21 @@ export function createLogger(opts: LoggerOptions = {}): Logger {
       : process.stdout);
   return pino(
     {
-      level: opts.level ?? 'info',
+      level,
       redact: { paths: REDACT_PATHS, censor: '[REDACTED]' },
-      serializers: { err: serializeError },
+      serializers: { err: (err: unknown) => serializeError(err, { stacks }) },
       hooks: { streamWrite: scrub },
       base: { pid: process.pid },
     },
     destination as pino.DestinationStream,
   );
+}
+
+/** Text with every secret value, and any password in a URL, replaced by [REDACTED]. */
+export function scrubSecrets(text: string, secrets: readonly string[]): string {
+  let out = text;
+  for (const s of secrets) if (s.length > 0 && out.includes(s)) out = out.split(s).join('[REDACTED]');
+  return redactUrlsInText(out);
 }
 
 /**
@@ -71,11 +78,16 @@ const ERROR_FIELDS = ['code', 'errno', 'syscall', 'address', 'port', 'status', '
 
 /**
  * The `err` of a log line: type, message, code, a failed Redis command's name, the
- * stack's frames and the cause, and nothing else. pino's own serializer copies every
- * field, and an error of ioredis holds the command's arguments (BullMQ's Lua source
- * and the job data, recipients' addresses included) and earlier errors holding the same.
+ * stack's frames (with `stacks`: at LOG_LEVEL debug and trace only, since an expected
+ * failure is not a bug) and the cause, and nothing else. pino's own serializer copies
+ * every field, and an error of ioredis holds the command's arguments (BullMQ's Lua
+ * source and the job data, recipients' addresses included) and earlier errors holding the same.
  */
-export function serializeError(err: unknown, depth = 0): Record<string, unknown> {
+export function serializeError(
+  err: unknown,
+  opts: { stacks?: boolean } = {},
+  depth = 0,
+): Record<string, unknown> {
   if (!(err instanceof Error)) return { message: shorten(String(err)) };
   const out: Record<string, unknown> = { type: err.name, message: shorten(err.message) };
   for (const field of ERROR_FIELDS) {
@@ -84,30 +96,14 @@ export function serializeError(err: unknown, depth = 0): Record<string, unknown>
   }
   const command = commandName(err);
   if (command) out.command = command;
-  if (err.stack) out.stack = `${err.name}: ${out.message}\n${frames(err.stack)}`;
+  if (opts.stacks && err.stack) out.stack = `${err.name}: ${out.message}\n${frames(err.stack)}`;
   if (depth < 3) {
-    if (err.cause !== undefined) out.cause = serializeError(err.cause, depth + 1);
+    if (err.cause !== undefined) out.cause = serializeError(err.cause, opts, depth + 1);
     // ioredis's "Failed to refresh slots cache" says why only here.
     const lastNodeError = (err as { lastNodeError?: unknown }).lastNodeError;
-    if (lastNodeError !== undefined) out.lastNodeError = serializeError(lastNodeError, depth + 1);
+    if (lastNodeError !== undefined) out.lastNodeError = serializeError(lastNodeError, opts, depth + 1);
     if (err instanceof AggregateError)
-      out.errors = err.errors.slice(0, 3).map((e) => serializeError(e, depth + 1));
+      out.errors = err.errors.slice(0, 3).map((e) => serializeError(e, opts, depth + 1));
   }
   return out;
-}
-
-/** A connection string (or a comma-separated list of them) with its password replaced, safe to print. */
-export function redactUrl(url: string): string {
-  if (url.includes(','))
-    return url
-      .split(',')
-      .map((u) => redactUrl(u.trim()))
-      .join(',');
-  try {
-    const u = new URL(url);
-    if (u.password) u.password = 'REDACTED';
-    return u.toString();
-  } catch {
-    return '[unparseable URL]';
-  }
 }

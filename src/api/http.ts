@@ -93,7 +93,7 @@ export function createTransport(opts: TransportOptions): { request: RequestFn; c
     } catch (err) {
       if (err instanceof ApiError) throw err;
       if (req.signal?.aborted) throw err;
-      throw networkError(req, err);
+      throw networkError(req, base.host, err);
     }
     const buf = Buffer.concat(chunks);
     if (status >= 200 && status < 300) return { status, body: buf };
@@ -103,7 +103,8 @@ export function createTransport(opts: TransportOptions): { request: RequestFn; c
   return { request, close: () => pool.close() };
 }
 
-function networkError(req: HttpRequest, err: unknown): ApiError {
+/** No answer: names the host and port, so the one line a user sees says where it failed. */
+function networkError(req: HttpRequest, host: string, err: unknown): ApiError {
   const e = err as { code?: string; message?: string };
   const code =
     err instanceof undiciErrors.HeadersTimeoutError ||
@@ -112,7 +113,7 @@ function networkError(req: HttpRequest, err: unknown): ApiError {
       ? 'TIMEOUT'
       : 'NETWORK';
   return new ApiError(
-    `${req.method} ${req.path}: ${code === 'TIMEOUT' ? 'timed out' : 'network error'} (${e.code ?? e.message ?? 'unknown'})`,
+    `${req.method} ${req.path}: ${code === 'TIMEOUT' ? `${host} timed out` : `cannot reach ${host}`} (${e.code ?? e.message ?? 'unknown'})`,
     {
       code,
       status: 0,

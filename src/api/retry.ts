@@ -1,5 +1,6 @@
 import { setTimeout as sleepTimer } from 'node:timers/promises';
 import { ApiError } from '../errors.js';
+import type { Logger } from '../logger.js';
 
 /** How a request is retried: exponential backoff with full jitter, never sooner than Retry-After. */
 export interface RetryPolicy {
@@ -20,6 +21,18 @@ export interface RetryDeps {
   now?: () => number;
   /** Called before each wait: for logs and metrics. */
   onRetry?: (info: { attempt: number; waitMs: number; error: ApiError }) => void;
+}
+
+/**
+ * An onRetry that logs each wait at info, with its cause: without it, a service
+ * that is down is minutes of silence before the run fails.
+ */
+export function logRetries(log: Pick<Logger, 'info'>, maxRetries: number): NonNullable<RetryDeps['onRetry']> {
+  return ({ attempt, waitMs, error }) =>
+    log.info(
+      { attempt, maxRetries, waitMs, status: error.status, code: error.code },
+      `${error.message}; retry ${attempt} of ${maxRetries} in ${(waitMs / 1000).toFixed(1)} s`,
+    );
 }
 
 export const defaultSleep = (ms: number, signal?: AbortSignal): Promise<void> =>

@@ -1,6 +1,7 @@
 import { type Config, loadConfig, secretsOf } from '../config.js';
-import { exitCodeOf, FeedsyncError } from '../errors.js';
-import { createLogger, type Logger } from '../logger.js';
+import { exitCodeOf } from '../errors.js';
+import { createLogger, type Logger, scrubSecrets } from '../logger.js';
+import { describeFailure } from './failure.js';
 
 /** What every command's action gets: the config and logger, made on first use. */
 export interface CommandContext {
@@ -10,24 +11,27 @@ export interface CommandContext {
 
 /**
  * Wraps a command's action: loads the config (exit 2 when it is wrong), makes the
- * logger, runs the action, and turns what it throws into a message and an exit code.
- * The action returns its exit code (default 0).
+ * logger, runs the action, and turns what it throws into one line on stderr and an
+ * exit code. The stack trace goes to the log at LOG_LEVEL=debug only: an expected
+ * failure (a refused key, a server down) is not a bug. The action returns its exit
+ * code (default 0).
  */
 export function action<A extends unknown[]>(
   fn: (ctx: CommandContext, ...args: A) => Promise<number | undefined> | number | undefined,
 ): (...args: A) => Promise<void> {
   return async (...args: A) => {
     let logger: Logger | undefined;
+    let config: Config | null = null;
     try {
-      const config = loadConfig();
+      config = loadConfig();
       logger = createLogger({ level: config.logLevel, secrets: secretsOf(config) });
       process.exitCode = (await fn({ config, logger }, ...args)) ?? 0;
     } catch (err) {
       process.exitCode = exitCodeOf(err);
-      const message = err instanceof FeedsyncError ? err.message : String((err as Error)?.message ?? err);
-      // The logger scrubs secrets; stderr gets only our own messages, which never hold one.
-      logger?.error({ err }, message);
-      process.stderr.write(`feedsync: ${message}\n`);
+      // A driver's message is not ours: scrub it as the logger scrubs its lines.
+      const line = scrubSecrets(describeFailure(err, config), config ? secretsOf(config) : []);
+      logger?.debug({ err }, line);
+      process.stderr.write(`feedsync: ${line}\n`);
     } finally {
       logger?.flush();
     }

@@ -1,16 +1,18 @@
 import { ServiceClient } from '../api/client.js';
 import type { Config } from '../config.js';
+import { hostOf } from '../connection-url.js';
 import type { Logger } from '../logger.js';
-import { clearPrefix } from '../queue/clear-prefix.js';
 import { createPublisher } from '../queue/publisher.js';
 import { jobOptionsFor } from '../queue/routes.js';
 import { startSimulator } from '../simulator/index.js';
 import { createStore, quoteSchema } from '../store/db.js';
 import { migrate } from '../store/migrate.js';
 import { createSync } from '../sync/sync.js';
+import { clearDemoPrefix, dropDemoSchema, markSchema } from './demo-sandbox.js';
 
-const DEMO_SCHEMA = 'feedsync_demo';
-const DEMO_PREFIX = 'feedsync-demo';
+/** Used unless DATABASE_SCHEMA / QUEUE_PREFIX name others. */
+export const DEMO_SCHEMA = 'feedsync_demo';
+export const DEMO_PREFIX = 'feedsync-demo';
 const RECIPIENTS = [
   'delivered@example.com',
   'bounced@example.com',
@@ -22,26 +24,38 @@ const RECIPIENTS = [
 /**
  * `feedsync demo`: the main job end to end on this machine. A simulator in this
  * process, some mail sent through it, then a sync into the configured Postgres
- * (schema feedsync_demo, made afresh) and Redis (prefix feedsync-demo).
+ * (schema feedsync_demo, or DATABASE_SCHEMA when set, made afresh) and Redis
+ * (prefix feedsync-demo, or QUEUE_PREFIX). It says what it drops first, and drops
+ * only a schema and keys it made itself.
  */
 export async function runDemo(base: Config, logger: Logger, out: (line: string) => void): Promise<number> {
+  const schema = base.given.includes('DATABASE_SCHEMA') ? base.database.schema : DEMO_SCHEMA;
+  const prefix = base.given.includes('QUEUE_PREFIX') ? base.queues.prefix : DEMO_PREFIX;
   const apiKey = 'demo_test_0000000000';
   // The demo's key is the default account's, which emitContactEvent writes to.
   const sim = await startSimulator({ port: 0, defaultKey: apiKey });
   const config: Config = {
     ...base,
     feed: { ...base.feed, baseUrl: sim.baseUrl, apiKey, source: 'demo', types: null },
-    database: { ...base.database, schema: DEMO_SCHEMA },
-    queues: { ...base.queues, prefix: DEMO_PREFIX },
+    database: { ...base.database, schema },
+    queues: { ...base.queues, prefix },
   };
   const store = createStore({ ...config.database, logger });
   const publisher = createPublisher({
     redis: config.redis,
-    prefix: DEMO_PREFIX,
+    prefix,
     jobOptions: jobOptionsFor(config.queues),
   });
   const sync = createSync(config, { logger, store, publisher });
   try {
+    out(
+      `0. the demo starts afresh: it drops schema ${schema} in the Postgres at ${hostOf(config.database.url)} ` +
+        `and deletes the Redis keys under ${prefix}: at ${hostOf(config.redis.url)} (only if it made them itself; ` +
+        'DATABASE_SCHEMA and QUEUE_PREFIX choose other names)',
+    );
+    await dropDemoSchema(store, schema);
+    // The demo's queues start empty, so their counts are its own.
+    await clearDemoPrefix(config.redis, prefix);
     out(`1. simulator listening at ${sim.baseUrl}`);
     const client = new ServiceClient({ baseUrl: sim.baseUrl, apiKey });
     for (const to of RECIPIENTS) {
@@ -59,11 +73,9 @@ export async function runDemo(base: Config, logger: Logger, out: (line: string) 
     const sent = sim.stats().emails_sent;
     out(`   ${sent} emails sent, ${sim.stats().events} events in the feed`);
 
-    await store.pool.query(`DROP SCHEMA IF EXISTS ${quoteSchema(DEMO_SCHEMA)} CASCADE`);
-    // The demo's queues start empty, so their counts are its own.
-    await clearPrefix(config.redis, DEMO_PREFIX);
     const { applied } = await migrate(store);
-    out(`2. migrated schema ${DEMO_SCHEMA} (${applied.join(', ')})`);
+    await markSchema(store, schema);
+    out(`2. migrated schema ${schema} (${applied.join(', ')})`);
 
     const first = await sync.runOnce();
     out(
@@ -72,7 +84,7 @@ export async function runDemo(base: Config, logger: Logger, out: (line: string) 
     const again = await sync.runOnce();
     out(`   a second run stores ${again.stored} new events (${again.duplicates} duplicates): nothing twice`);
 
-    const s = quoteSchema(DEMO_SCHEMA);
+    const s = quoteSchema(schema);
     const events = await store.pool.query<{ id: string; type: string; who: string }>(
       `SELECT id, type, coalesce(data->>'email_id', data->>'email', '') AS who FROM ${s}.events ORDER BY id`,
     );
@@ -85,13 +97,13 @@ export async function runDemo(base: Config, logger: Logger, out: (line: string) 
     for (const r of statuses.rows) out(`   ${r.email_id}  ${r.status.padEnd(10)} ${r.recipients.join(', ')}`);
     out('5. BullMQ queues (job counts):');
     for (const queue of [config.queues.emailEvents, config.queues.contactEvents]) {
-      out(`   ${DEMO_PREFIX}:${queue}  ${JSON.stringify(await publisher.counts(queue))}`);
+      out(`   ${prefix}:${queue}  ${JSON.stringify(await publisher.counts(queue))}`);
     }
     const after = sim.stats().emails_sent;
     out(
       `6. emails sent by the service: ${sent} before the sync, ${after} after: ${after === sent ? 'no mail was sent again' : 'MAIL WAS SENT AGAIN'}`,
     );
-    out(`   look around: psql -h 127.0.0.1 -U postgres -c 'SELECT * FROM ${DEMO_SCHEMA}.events'`);
+    out(`   look around: psql -h 127.0.0.1 -U postgres -c 'SELECT * FROM ${schema}.events'`);
     return after === sent && first.drained ? 0 : 1;
   } finally {
     await sync.close();

@@ -107,6 +107,7 @@ export async function runSources(
       3 * config.syncIntervalMs;
     const health = await startHealthServer({
       port: config.metricsPort,
+      host: config.metricsHost,
       registry: metrics.registry,
       logger,
       live: () => Date.now() - lastBeat < staleAfterMs,

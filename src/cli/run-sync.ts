@@ -1,5 +1,6 @@
 import { setFlagsFromString } from 'node:v8';
 import type { Config } from '../config.js';
+import { hostOf } from '../connection-url.js';
 import type { Logger } from '../logger.js';
 import { dbGauges } from '../metrics/db-gauges.js';
 import { createMetrics } from '../metrics/metrics.js';
@@ -84,6 +85,12 @@ export async function runSync(
         },
         'sync run finished',
       );
+      if (!result.drained && result.status !== 'stopped') {
+        process.stderr.write(
+          `feedsync: the events are stored, but Redis (REDIS_URL, ${hostOf(config.redis.url)}) did not take their jobs; ` +
+            'check that Redis runs: the next run hands them over\n',
+        );
+      }
       return exitCode(result);
     }
 
@@ -96,6 +103,7 @@ export async function runSync(
       3 * config.syncIntervalMs;
     const health = await startHealthServer({
       port: config.metricsPort,
+      host: config.metricsHost,
       registry: metrics.registry,
       logger,
       live: () => Date.now() - lastBeat < staleAfterMs,
@@ -110,7 +118,10 @@ export async function runSync(
         return { ok: postgres && redis, checks: { postgres, redis } };
       },
     });
-    log.info({ port: health.port, intervalMs: config.syncIntervalMs }, 'watching the feed');
+    log.info(
+      { host: config.metricsHost, port: health.port, intervalMs: config.syncIntervalMs },
+      'watching the feed',
+    );
     try {
       await watch({
         sync,

@@ -1,6 +1,7 @@
 import { ServiceClient } from '../api/client.js';
 import type { Config } from '../config.js';
 import { ApiError, AuthError, PageError } from '../errors.js';
+import { probeFeed, unknownEventReason } from '../feed/known-event.js';
 import { feedTypeParam, parsePage } from '../feed/page.js';
 import { type Check, check } from './report.js';
 
@@ -8,7 +9,12 @@ import { type Check, check } from './report.js';
 export async function feedCheck(config: Config, timeoutMs: number): Promise<Check> {
   const { baseUrl, apiKey } = config.feed;
   if (baseUrl === null) {
-    return check('feed', 'skip', 'FEED_BASE_URL is not set: "sync" cannot run (serve-webhooks can)');
+    return check(
+      'feed',
+      'fail',
+      'FEED_BASE_URL is not set: sync, reconcile and cursor set cannot run',
+      'set FEED_BASE_URL (the service\'s API, ending in /api); for a deployment that only runs serve-webhooks, run "feedsync doctor --receiver"',
+    );
   }
   if (apiKey === null) {
     return check(
@@ -81,4 +87,39 @@ function failure(baseUrl: string, err: unknown): Check {
     `${baseUrl}/events failed: ${(err as Error).message}`,
     'check FEED_BASE_URL, and FEED_TYPES (full type names such as email.delivered)',
   );
+}
+
+/** For `doctor --receiver`: serve-webhooks needs a signing secret, not the feed. */
+export function receiverCheck(config: Config): Check {
+  const n = config.webhooks.secrets.length;
+  if (n === 0) {
+    return check(
+      'webhook-secret',
+      'fail',
+      'WEBHOOK_SECRET is not set: serve-webhooks refuses to start',
+      'set WEBHOOK_SECRET (or WEBHOOK_SECRET_FILE) to the signing secret "feedsync webhooks create" printed',
+    );
+  }
+  return check(
+    'webhook-secret',
+    'ok',
+    `${n} signing secret${n === 1 ? '' : 's'} set (several during a rotation)`,
+  );
+}
+
+/**
+ * Whether the feed serves a page after `id` (the stored cursor): null when it
+ * does, else why not. An answer that says nothing of the id (a network error, a
+ * refused key) is left to the feed check and counts as known here.
+ */
+export async function feedKnowsId(config: Config, id: string, timeoutMs: number): Promise<string | null> {
+  if (config.feed.baseUrl === null || config.feed.apiKey === null) return null;
+  const probe = probeFeed(config, { timeoutMs: Math.min(timeoutMs, config.feed.timeoutMs), maxRetries: 0 });
+  try {
+    return await unknownEventReason(probe.fetchPage, id);
+  } catch {
+    return null;
+  } finally {
+    await probe.close();
+  }
 }

@@ -2,6 +2,7 @@ import pg from 'pg';
 import type { Config } from '../config.js';
 import type { Logger } from '../logger.js';
 import { redactUrl } from '../logger.js';
+import { shellQuote } from '../shell-quote.js';
 import { getCursor } from '../store/cursor.js';
 import { createStore, quoteSchema, type Store } from '../store/db.js';
 import { schemaState } from '../store/migrate.js';
@@ -11,7 +12,13 @@ import { type Check, check } from './report.js';
 export const STALE_OUTBOX_MS = 5 * 60_000;
 
 /** Postgres answers, the schema is current, the cursor matches FEED_TYPES, the outbox drains, nothing is quarantined. */
-export async function postgresChecks(config: Config, logger: Logger, timeoutMs: number): Promise<Check[]> {
+export async function postgresChecks(
+  config: Config,
+  logger: Logger,
+  timeoutMs: number,
+  /** Why the feed refuses an id (null when it serves it); omitted, the stored cursor is not asked about. */
+  unknownId?: (id: string) => Promise<string | null>,
+): Promise<Check[]> {
   const where = redactUrl(config.database.url);
   const reached = await reach(config.database.url, timeoutMs);
   if (reached !== null) {
@@ -39,7 +46,7 @@ export async function postgresChecks(config: Config, logger: Logger, timeoutMs: 
       return checks;
     }
     checks.push(
-      await cursorCheck(store, config),
+      await cursorCheck(store, config, unknownId),
       await outboxCheck(store, config),
       await quarantineCheck(store),
     );
@@ -94,7 +101,11 @@ async function schemaCheck(store: Store): Promise<Check> {
   return check('schema', 'ok', `schema "${store.schema}" is at ${state.latest}, the latest of this build`);
 }
 
-async function cursorCheck(store: Store, config: Config): Promise<Check> {
+async function cursorCheck(
+  store: Store,
+  config: Config,
+  unknownId: ((id: string) => Promise<string | null>) | undefined,
+): Promise<Check> {
   const source = config.feed.source;
   const row = await getCursor(store, source);
   const wanted = config.feed.types ? [...config.feed.types].sort().join(',') : 'all types';
@@ -107,8 +118,18 @@ async function cursorCheck(store: Store, config: Config): Promise<Check> {
       'cursor',
       'fail',
       `the cursor of source "${source}" was built with ${stored}, but FEED_TYPES is ${wanted}: sync refuses to run`,
-      `set FEED_TYPES back (${stored === 'all types' ? 'unset' : stored}), or "feedsync cursor reset --source ${source}" ` +
+      `set FEED_TYPES back (${stored === 'all types' ? 'unset' : stored}), or "feedsync cursor reset --source ${shellQuote(source)}" ` +
         '(events are re-read and de-duplicated), or use another FEED_SOURCE',
+    );
+  }
+  const unknown = row.afterId !== null && unknownId ? await unknownId(row.afterId) : null;
+  if (unknown !== null) {
+    return check(
+      'cursor',
+      'fail',
+      `the cursor of source "${source}" is after ${row.afterId}, an id the feed does not know (${unknown}): every sync fails`,
+      `move it to an id the feed knows: "feedsync cursor set <event-id> --source ${shellQuote(source)}", ` +
+        `or start over: "feedsync cursor reset --source ${shellQuote(source)}" (events are re-read and de-duplicated)`,
     );
   }
   return check(

@@ -12,7 +12,7 @@ export interface Check {
 }
 
 export interface DoctorReport {
-  /** True only when no check warned or failed. */
+  /** True only when every check is ok: none warned, failed, or could not run. */
   ok: boolean;
   checks: Check[];
 }
@@ -30,6 +30,8 @@ export function formatReport(report: DoctorReport): string {
     if (c.fix) lines.push(`${' '.repeat(width + 8)}fix: ${c.fix}`);
   }
   const problems = report.checks.filter((c) => c.status === 'warn' || c.status === 'fail').length;
-  lines.push(report.ok ? 'all is well' : `${problems} problem${problems === 1 ? '' : 's'} found`);
+  const skipped = report.checks.filter((c) => c.status === 'skip').length;
+  const notRun = skipped > 0 ? `; ${skipped} check${skipped === 1 ? '' : 's'} could not run` : '';
+  lines.push(report.ok ? 'all is well' : `${problems} problem${problems === 1 ? '' : 's'} found${notRun}`);
   return `${lines.join('\n')}\n`;
 }

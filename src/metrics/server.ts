@@ -1,9 +1,12 @@
 import { createServer, type Server } from 'node:http';
 import type { Registry } from 'prom-client';
+import { listenFailure } from '../errors.js';
 import type { Logger } from '../logger.js';
 
 export interface HealthServerOptions {
+  /** METRICS_PORT; 0 picks a free port. */
   port: number;
+  /** METRICS_HOST. Default `0.0.0.0`, every interface. */
   host?: string;
   /** Prometheus registry served at /metrics; omitted, /metrics is 404. */
   registry?: Registry;
@@ -48,9 +51,12 @@ export async function startHealthServer(
     }
     reply(404, '{"error":"not found"}');
   });
+  const host = opts.host ?? '0.0.0.0';
   await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(opts.port, opts.host ?? '0.0.0.0', () => resolve());
+    server.once('error', (err) =>
+      reject(listenFailure(err, { portVar: 'METRICS_PORT', hostVar: 'METRICS_HOST', host, port: opts.port })),
+    );
+    server.listen(opts.port, host, () => resolve());
   });
   const address = server.address();
   const port = typeof address === 'object' && address ? address.port : opts.port;

@@ -1,12 +1,14 @@
 import { ServiceClient } from '../api/client.js';
-import type { RetryDeps } from '../api/retry.js';
+import { logRetries, type RetryDeps } from '../api/retry.js';
 import { type Config, requireService } from '../config.js';
 import { ConfigError, FeedsyncError } from '../errors.js';
 import { createFeedClient, type FetchPage } from '../feed/feed-client.js';
+import { unknownEventReason } from '../feed/known-event.js';
 import { type Logger, loggerFor } from '../logger.js';
 import { createPublisher, type Publisher } from '../queue/publisher.js';
 import { pruneOutbox, type Relay, startRelay } from '../queue/relay.js';
 import { jobOptionsFor, routeFor } from '../queue/routes.js';
+import { shellQuote } from '../shell-quote.js';
 import { createApplier } from '../store/applier.js';
 import { ensureCursor, markSuccess } from '../store/cursor.js';
 import { createStore, type Store } from '../store/db.js';
@@ -99,6 +101,11 @@ export function createSync(config: Config, opts: SyncOptions = {}): Sync {
       logger,
       ...(hooks.onPublished ? { onPublished: hooks.onPublished } : {}),
     });
+  const logRetry = logRetries(log, config.feed.maxRetries);
+  const retried: NonNullable<RetryDeps['onRetry']> = (info) => {
+    logRetry(info);
+    hooks.onRetry?.(info);
+  };
   let client: ServiceClient | null = null;
   let feed: FetchPage | null = opts.fetchPage ?? null;
   // Made on first use: commands that never page the feed need no FEED_BASE_URL.
@@ -115,7 +122,7 @@ export function createSync(config: Config, opts: SyncOptions = {}): Sync {
         listField: config.feed.listField,
         types: config.feed.types,
         retry: { maxRetries: config.feed.maxRetries, maxRetryWaitMs: config.feed.maxRetryWaitMs },
-        retryDeps: { ...opts.retryDeps, ...(hooks.onRetry ? { onRetry: hooks.onRetry } : {}) },
+        retryDeps: { ...opts.retryDeps, onRetry: retried },
         ...(hooks.onFeedResponse ? { onResponse: hooks.onFeedResponse } : {}),
       });
     }
@@ -203,6 +210,14 @@ export function createSync(config: Config, opts: SyncOptions = {}): Sync {
   const reconcile = async (from: string | null, signal: AbortSignal = new AbortController().signal) => {
     await checkSchema();
     await checkReconcileStart(store, config, from);
+    // An id the feed does not know is a usage error, said before anything is read.
+    const unknown = from === null ? null : await unknownEventReason(fetchPage, from, signal);
+    if (unknown !== null) {
+      throw new ConfigError(
+        `--from ${from}: the feed does not know this event id (${unknown}); nothing was read`,
+        'UNKNOWN_EVENT_ID',
+      );
+    }
     const result = await catchUp({
       source: config.feed.source,
       start: from,
@@ -210,7 +225,10 @@ export function createSync(config: Config, opts: SyncOptions = {}): Sync {
       // No cursor in the batch: reconcile never moves it.
       apply: ({ cursor: _kept, ...batch }) => applier.apply(batch),
       signal,
-      onCommit: () => relay.kick(),
+      onCommit: (info) => {
+        relay.kick();
+        hooks.onCommit?.(info);
+      },
     });
     await relay.drain();
     return result;
@@ -257,7 +275,7 @@ function checkTypes(
   if (a === b) return;
   throw new ConfigError(
     `FEED_TYPES (${b === '*' ? 'all types' : b}) differs from the filter the cursor of source "${source}" was built with (${a === '*' ? 'all types' : a}). ` +
-      `Set FEED_TYPES back, or start this source over with "feedsync cursor reset --source ${source}" (events are re-read and de-duplicated), or use another FEED_SOURCE.`,
+      `Set FEED_TYPES back, or start this source over with "feedsync cursor reset --source ${shellQuote(source)}" (events are re-read and de-duplicated), or use another FEED_SOURCE.`,
     'TYPES_MISMATCH',
   );
 }

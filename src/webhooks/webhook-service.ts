@@ -1,5 +1,5 @@
 import type { Config } from '../config.js';
-import { ConfigError } from '../errors.js';
+import { ConfigError, listenFailure } from '../errors.js';
 import { type Logger, loggerFor } from '../logger.js';
 import { createWebhookMetrics, type WebhookMetrics } from '../metrics/webhook-metrics.js';
 import { createPublisher, type Publisher } from '../queue/publisher.js';
@@ -16,7 +16,7 @@ export interface WebhookServiceOptions {
   logger?: Logger;
   /** Overrides WEBHOOK_PORT (tests pass 0). */
   port?: number;
-  /** Interface to listen on. Default `0.0.0.0`. */
+  /** Overrides WEBHOOK_HOST, the interface to listen on. */
   host?: string;
   /** Replaces the store and publisher made from the config; the caller then closes them. */
   store?: Store;
@@ -96,10 +96,16 @@ export async function startWebhookService(
   });
 
   let server: ReceiverServer;
+  const at = {
+    portVar: 'WEBHOOK_PORT',
+    hostVar: 'WEBHOOK_HOST',
+    host: opts.host ?? config.webhooks.host,
+    port: opts.port ?? config.webhooks.port,
+  };
   try {
     server = await startReceiverServer({
-      port: opts.port ?? config.webhooks.port,
-      ...(opts.host ? { host: opts.host } : {}),
+      port: at.port,
+      host: at.host,
       maxBodyBytes: config.webhooks.maxBodyBytes,
       handle: metrics.countRejections(handle),
       onAnswered: metrics.onAnswered,
@@ -119,10 +125,15 @@ export async function startWebhookService(
     await relay.stop();
     if (ownsPublisher) await publisher.close();
     if (ownsStore) await store.close();
-    throw err;
+    throw listenFailure(err, at);
   }
   log.info(
-    { port: server.port, source: config.feed.source, secretCount: config.webhooks.secrets.length },
+    {
+      host: at.host,
+      port: server.port,
+      source: config.feed.source,
+      secretCount: config.webhooks.secrets.length,
+    },
     'receiving webhooks at POST /webhooks',
   );
 

@@ -1,26 +1,79 @@
-import { execFile } from 'node:child_process';
-import { promisify } from 'node:util';
+import { Redis } from 'ioredis';
+import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
-import { dropSchema, TEST_DATABASE_URL } from '../support/postgres.js';
-import { deletePrefix } from '../support/redis.js';
+import { dropSchema, TEST_DATABASE_URL, uniqueSchema } from '../support/postgres.js';
+import { runCli } from '../support/processes.js';
+import { deletePrefix, TEST_REDIS_URL, uniquePrefix } from '../support/redis.js';
 
-const run = promisify(execFile);
+// Names of this file's own: the demo honours DATABASE_SCHEMA and QUEUE_PREFIX, so the
+// test never touches the default feedsync_demo / feedsync-demo of someone's own demo.
+const schema = uniqueSchema('demo');
+const prefix = uniquePrefix('demo');
+const foreignSchema = uniqueSchema('demo_foreign');
+const foreignPrefix = uniquePrefix('demo-foreign');
+const env = {
+  PATH: process.env.PATH ?? '',
+  DATABASE_URL: TEST_DATABASE_URL,
+  REDIS_URL: TEST_REDIS_URL,
+  DATABASE_SCHEMA: schema,
+  QUEUE_PREFIX: prefix,
+};
 
 afterAll(async () => {
-  await dropSchema('feedsync_demo');
-  await deletePrefix('feedsync-demo');
+  await dropSchema(schema);
+  await dropSchema(foreignSchema);
+  await deletePrefix(prefix);
+  await deletePrefix(foreignPrefix);
 });
 
+async function sql(text: string): Promise<unknown[]> {
+  const client = new pg.Client({ connectionString: TEST_DATABASE_URL });
+  await client.connect();
+  try {
+    return (await client.query(text)).rows;
+  } finally {
+    await client.end();
+  }
+}
+
 describe('feedsync demo', () => {
-  it('sends through its own simulator, syncs, and shows that nothing was sent again', async () => {
-    const { stdout } = await run('node', ['dist/cli.js', 'demo'], {
-      env: { PATH: process.env.PATH, DATABASE_URL: TEST_DATABASE_URL },
-      timeout: 60_000,
-    });
-    expect(stdout).toContain('13 events stored');
-    expect(stdout).toContain('a second run stores 0 new events');
-    expect(stdout).toMatch(/feedsync-demo:email-events\s+\{"waiting":11/);
-    expect(stdout).toMatch(/feedsync-demo:contact-events\s+\{"waiting":2/);
-    expect(stdout).toContain('5 before the sync, 5 after: no mail was sent again');
+  it('says what it drops, sends through its own simulator, syncs, and shows nothing was sent again', async () => {
+    for (let run = 1; run <= 2; run++) {
+      // The second run drops what the first made: its own schema and keys.
+      const { code, stdout, stderr } = await runCli(['demo'], env, 60_000);
+      expect(code, stderr).toBe(0);
+      expect(stdout).toContain(
+        `0. the demo starts afresh: it drops schema ${schema} in the Postgres at 127.0.0.1:5432 ` +
+          `and deletes the Redis keys under ${prefix}: at 127.0.0.1:6379`,
+      );
+      expect(stdout).toContain('13 events stored');
+      expect(stdout).toContain('a second run stores 0 new events');
+      expect(stdout).toMatch(new RegExp(`${prefix}:email-events\\s+\\{"waiting":11`));
+      expect(stdout).toMatch(new RegExp(`${prefix}:contact-events\\s+\\{"waiting":2`));
+      expect(stdout).toContain('5 before the sync, 5 after: no mail was sent again');
+    }
+  });
+
+  it('refuses to drop a schema or delete keys it did not make (exit 2), and leaves them', async () => {
+    await sql(`CREATE SCHEMA "${foreignSchema}"; CREATE TABLE "${foreignSchema}".precious (id int)`);
+    const schemaRefused = await runCli(['demo'], { ...env, DATABASE_SCHEMA: foreignSchema }, 60_000);
+    expect(schemaRefused.code).toBe(2);
+    expect(schemaRefused.stderr).toContain(
+      `demo: schema "${foreignSchema}" holds tables the demo did not make`,
+    );
+
+    const redis = new Redis(TEST_REDIS_URL);
+    try {
+      await redis.set(`${foreignPrefix}:app:precious`, '1');
+      const prefixRefused = await runCli(['demo'], { ...env, QUEUE_PREFIX: foreignPrefix }, 60_000);
+      expect(prefixRefused.code).toBe(2);
+      expect(prefixRefused.stderr).toContain(
+        `under the prefix "${foreignPrefix}" that the demo did not make`,
+      );
+      expect(await redis.get(`${foreignPrefix}:app:precious`)).toBe('1');
+    } finally {
+      redis.disconnect();
+    }
+    expect(await sql(`SELECT count(*)::int AS n FROM "${foreignSchema}".precious`)).toEqual([{ n: 0 }]);
   });
 });

@@ -13,6 +13,15 @@ const COMMANDS = [
   ['reconcile'],
   ['simulator'],
   ['demo'],
+  ['serve-webhooks'],
+  ['webhooks'],
+  ['webhooks', 'list'],
+  ['webhooks', 'create'],
+  ['webhooks', 'delete'],
+  ['webhooks', 'test'],
+  ['send'],
+  ['requeue'],
+  ['doctor'],
 ];
 
 describe('the command line', () => {
@@ -22,10 +31,30 @@ describe('the command line', () => {
     for (const [name] of COMMANDS) expect(stdout).toContain(name);
   });
 
-  it.each(COMMANDS)('%s has --help', async (...words) => {
+  it.each(COMMANDS)('%s has --help, with its exit codes', async (...words) => {
     const { code, stdout } = await runCli([...words, '--help'], env);
     expect(code).toBe(0);
     expect(stdout).toContain(`Usage: feedsync ${words.join(' ')}`);
+    expect(stdout).toContain('Exit codes:');
+  });
+
+  it('help, and help <command>, print the help and exit 0', async () => {
+    const [top, sync, nested] = await Promise.all([
+      runCli(['help'], env),
+      runCli(['help', 'sync'], env),
+      runCli(['cursor', 'help', 'set'], env),
+    ]);
+    expect([top.code, sync.code, nested.code]).toEqual([0, 0, 0]);
+    expect(top.stdout).toContain('Usage: feedsync [options] [command]');
+    expect(top.stdout).toContain('Exit codes:');
+    expect(sync.stdout).toContain('Usage: feedsync sync');
+    expect(nested.stdout).toContain('Usage: feedsync cursor set');
+  });
+
+  it('simulator --help points at a section the package ships, not at a contract the user lacks', async () => {
+    const { stdout } = await runCli(['simulator', '--help'], env);
+    expect(stdout).toContain('"The simulator" of README.md');
+    expect(stdout).not.toContain('DESIGN');
   });
 
   it.each([

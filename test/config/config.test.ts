@@ -79,6 +79,12 @@ describe('loadConfig', () => {
     [{ DATABASE_SCHEMA: 'Robert"; DROP' }, 'DATABASE_SCHEMA'],
     [{ QUEUE_PREFIX: 'a:b' }, 'QUEUE_PREFIX'],
     [{ FEED_TYPES: 'delivered' }, 'FEED_TYPES'],
+    [{ FEED_TYPES: 'email.delivred' }, 'FEED_TYPES'],
+    [{ METRICS_HOST: 'not a host' }, 'METRICS_HOST'],
+    [{ WEBHOOK_HOST: 'http://0.0.0.0' }, 'WEBHOOK_HOST'],
+    [{ DATABASE_URL: 'postgres://u:50%@h/db' }, 'DATABASE_URL'],
+    [{ REDIS_URL: 'redis://:pa%zzss@cache:6379' }, 'REDIS_URL'],
+    [{ DATABASE_URL: 'postgres://h/db?password=50%' }, 'DATABASE_URL'],
     [{ FEED_BASE_URL: 'https://api.example.com/v1' }, 'FEED_BASE_URL'],
     [{ FEED_BASE_URL: 'http://api.example.com/api' }, 'FEED_BASE_URL'],
     [{ FEED_BASE_URL: 'not a url' }, 'FEED_BASE_URL'],
@@ -134,5 +140,52 @@ describe('loadConfig', () => {
     expect(secretsOf(c)).toEqual(
       expect.arrayContaining(['svc_live_abcdef', 'whsec_one', 'whsec_two', 'p@ss-word', 'redis-pass']),
     );
+  });
+
+  it('says which known type a typo in FEED_TYPES was meant to be, and takes a new type marked with +', () => {
+    expect(error({ FEED_TYPES: 'email.delivered,email.delivred' }).message).toBe(
+      'FEED_TYPES: "email.delivred" is not an event type of this release; did you mean email.delivered? ' +
+        '(for a type the service added since, write it as +email.delivred)',
+    );
+    expect(error({ FEED_TYPES: 'foo.bar' }).message).toMatch(
+      /^FEED_TYPES: "foo\.bar" .*did you mean email\.\w+\?/,
+    );
+    expect(error({ FEED_TYPES: 'bounced' }).message).toContain('did you mean email.bounced?');
+    const c = loadConfig({ FEED_TYPES: 'email.bounced, +email.opened' }, readFile);
+    expect(c.feed.types).toEqual(['email.bounced', 'email.opened']);
+  });
+
+  it('a bad %-escape in a URL names the variable and never the password (exit 2, not "URI malformed")', () => {
+    const e = error({ DATABASE_URL: 'postgres://app:s3cret%zz@db/app' });
+    expect(e.message).toBe('DATABASE_URL: the password holds a bad %-escape (write a literal % as %25)');
+    expect(e.message).not.toContain('s3cret');
+  });
+
+  it('METRICS_HOST and WEBHOOK_HOST default to every interface and take an address', () => {
+    const d = loadConfig({}, readFile);
+    expect([d.metricsHost, d.webhooks.host]).toEqual(['0.0.0.0', '0.0.0.0']);
+    const c = loadConfig({ METRICS_HOST: '127.0.0.1', WEBHOOK_HOST: '[::1]' }, readFile);
+    expect([c.metricsHost, c.webhooks.host]).toEqual(['127.0.0.1', '::1']);
+  });
+
+  it('lists the variables the environment set', () => {
+    const c = loadConfig({ DATABASE_SCHEMA: 'mine', FEED_API_KEY_FILE: '/run/key', LOG_LEVEL: '' }, readFile);
+    expect([...c.given].sort()).toEqual(['DATABASE_SCHEMA', 'FEED_API_KEY']);
+  });
+
+  it.each([
+    ['DATABASE_URL', 'postgres://app:userinfo-pw1@db/app'],
+    ['DATABASE_URL', 'postgres://app@db/app?password=query-pw1'],
+    ['DATABASE_URL', 'postgres://app@db/app?sslmode=require&sslpassword=ssl-pw1'],
+    ['DATABASE_URL', 'postgres://app:p%40ss-pw1@db/app'],
+    ['REDIS_URL', 'redis://:userinfo-pw2@cache:6379'],
+    ['REDIS_URL', 'redis://cache:6379/?password=query-pw2'],
+    ['REDIS_URL', 'redis://cache:6379/0?db=0&password=query%2Bpw3'],
+  ])('secretsOf takes the password of %s in the form %s', (name, url) => {
+    const c = loadConfig({ [name]: url }, readFile);
+    const password = /userinfo-pw\d|query-pw\d|ssl-pw\d|p@ss-pw1|query\+pw3/.exec(
+      decodeURIComponent(url),
+    )![0];
+    expect(secretsOf(c)).toContain(password);
   });
 });

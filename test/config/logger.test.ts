@@ -28,9 +28,37 @@ describe('logger redaction', () => {
     ).toBe(true);
   });
 
-  it('redactUrl hides a password', () => {
+  it('redactUrl hides a password, in the user info and in query parameters', () => {
     expect(redactUrl('postgres://u:pw@h:5432/d')).toBe('postgres://u:REDACTED@h:5432/d');
+    expect(redactUrl('postgres://u@h:5432/d?password=pw1&sslmode=require')).toBe(
+      'postgres://u@h:5432/d?password=REDACTED&sslmode=require',
+    );
+    expect(redactUrl('redis://h:6379/?password=pw2')).toBe('redis://h:6379/?password=REDACTED');
+    expect(redactUrl('redis://a:1,redis://:pw3@b:2')).toBe('redis://a:1,redis://:REDACTED@b:2');
+    expect(redactUrl('postgres://h/d?sslpassword=x&sentinelPassword=y')).not.toMatch(/=x|=y/);
     expect(redactUrl('::')).toBe('[unparseable URL]');
+  });
+
+  it('scrubs query-parameter passwords from any text, even ones it was not told of', () => {
+    const { logger, text } = captureLogger();
+    logger.warn(
+      { url: 'postgres://db/app?password=qp-secret-1' },
+      'at redis://cache/?password=qp-secret-2 now',
+    );
+    expect(text()).not.toMatch(/qp-secret/);
+    expect(text()).toContain('password=[REDACTED]');
+  });
+
+  it('logs stack traces at debug and trace only', () => {
+    const err = new Error('a failure with a stack');
+    const info = captureLogger({ level: 'info' });
+    info.logger.error({ err }, 'failed');
+    const line = JSON.parse(info.text()) as { err: Record<string, unknown> };
+    expect(line.err).toMatchObject({ type: 'Error', message: 'a failure with a stack' });
+    expect(line.err.stack).toBeUndefined();
+    const debug = captureLogger({ level: 'debug' });
+    debug.logger.error({ err }, 'failed');
+    expect((JSON.parse(debug.text()) as { err: { stack: string } }).err.stack).toContain('logger.test.ts');
   });
 
   it('errors from the API client never carry the key', async () => {

@@ -131,18 +131,77 @@ describe('feedsync doctor', () => {
     expect(feed?.fix).toContain('FEED_API_KEY');
   });
 
-  it('skips the feed without FEED_BASE_URL, and fails a base URL that does not answer', async () => {
+  it('fails the feed without FEED_BASE_URL (never "all is well"), and a base URL that does not answer', async () => {
     const env = testEnv({ schema, prefix });
     const none = await runDoctor({ load: () => loadConfig(env), timeoutMs: 3000 });
-    expect(statusOf(none).feed).toBe('skip');
-    expect(none.ok).toBe(true);
+    const feed = none.checks.find((c) => c.name === 'feed');
+    expect(feed).toMatchObject({
+      status: 'fail',
+      message: expect.stringContaining('FEED_BASE_URL is not set'),
+    });
+    expect(feed?.fix).toContain('feedsync doctor --receiver');
+    expect(none.ok).toBe(false);
+    expect(formatReport(none)).not.toContain('all is well');
     const down = await diagnose({ FEED_BASE_URL: `http://127.0.0.1:${await freePort()}/api` });
     expect(down.checks.find((c) => c.name === 'feed')?.message).toMatch(/^cannot reach/);
   });
 
+  it('--receiver checks WEBHOOK_SECRET instead of the feed', async () => {
+    const env = testEnv({ schema, prefix });
+    const receiver = (extra: Record<string, string>) =>
+      runDoctor({ load: () => loadConfig({ ...env, ...extra }), timeoutMs: 3000, mode: 'receiver' });
+    const good = await receiver({ WEBHOOK_SECRET: 'whsec_doctor_one' });
+    expect(statusOf(good)).toMatchObject({ 'webhook-secret': 'ok' });
+    expect(statusOf(good).feed).toBeUndefined();
+    expect(good.ok).toBe(true);
+    const missing = await receiver({});
+    expect(statusOf(missing)['webhook-secret']).toBe('fail');
+    expect(missing.ok).toBe(false);
+  });
+
+  it('never prints a password given in the URL or as a query parameter', async () => {
+    const report = await diagnose({
+      DATABASE_URL: 'postgres://postgres@127.0.0.1:5432/test?password=pg-query-pw',
+      REDIS_URL: `redis://127.0.0.1:${await freePort()}/?password=redis-query-pw`,
+    });
+    const text = `${formatReport(report)}${JSON.stringify(report)}`;
+    expect(text).toMatch(/DATABASE_URL=postgres:\/\/postgres@127\.0\.0\.1:5432\/test\?password=\[?REDACTED/);
+    expect(text).toMatch(/REDIS_URL=redis:\/\/127\.0\.0\.1:\d+\/\?password=\[?REDACTED/);
+    for (const pw of ['pg-query-pw', 'redis-query-pw']) expect(text).not.toContain(pw);
+    const userinfo = await diagnose({
+      REDIS_URL: `redis://:redis-userinfo-pw@127.0.0.1:${await freePort()}`,
+    });
+    expect(JSON.stringify(userinfo)).not.toContain('redis-userinfo-pw');
+  });
+
+  it('fails a stored cursor that the feed does not know, with the commands that move it', async () => {
+    const known = sim.emitContactEvent('contact.subscribed', 'doctor@example.com');
+    try {
+      await store.pool.query(
+        `INSERT INTO "${schema}".cursors (source, after_id, types) VALUES ('it''s mine', 'evt_bogus', NULL)`,
+      );
+      const report = await diagnose({ FEED_SOURCE: "it's mine" });
+      const cursor = report.checks.find((c) => c.name === 'cursor');
+      expect(cursor?.status).toBe('fail');
+      expect(cursor?.message).toContain('evt_bogus, an id the feed does not know');
+      expect(cursor?.fix).toContain(`"feedsync cursor reset --source 'it'\\''s mine'"`);
+      await store.pool.query(`UPDATE "${schema}".cursors SET after_id = $1`, [known.id]);
+      expect(statusOf(await diagnose({ FEED_SOURCE: "it's mine" })).cursor).toBe('ok');
+    } finally {
+      await store.pool.query(`TRUNCATE "${schema}".cursors`);
+    }
+  });
+
+  it('fails a FEED_TYPES with a typo, naming the closest type', async () => {
+    const report = await diagnose({ FEED_TYPES: 'email.delivred' });
+    expect(report.checks[0]).toMatchObject({ name: 'config', status: 'fail' });
+    expect(report.checks[0]?.message).toContain('did you mean email.delivered?');
+  });
+
   it('flags a cursor built with another type filter, a quarantine and a stale outbox', async () => {
     await store.pool.query(
-      `INSERT INTO "${schema}".cursors (source, after_id, types) VALUES ('default', 'evt_1', '{email.delivered}')`,
+      `INSERT INTO "${schema}".cursors (source, after_id, types) VALUES ('default', $1, '{email.delivered}')`,
+      [sim.emitContactEvent('contact.subscribed', 'filter@example.com').id],
     );
     await store.pool.query(
       `INSERT INTO "${schema}".quarantine (source, raw, raw_sha256, reason) VALUES ('default', '"x"', 'abc', 'not an object')`,

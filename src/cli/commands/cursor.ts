@@ -1,5 +1,6 @@
 import { Command } from 'commander';
 import { configForSource } from '../../config.js';
+import { shellQuote } from '../../shell-quote.js';
 import { action } from '../context.js';
 import { withStore } from '../with-store.js';
 
@@ -9,12 +10,18 @@ const sourceOption = [
 ] as const;
 
 export function cursorCommand(): Command {
-  const cursor = new Command('cursor').description("Inspect or move a source's cursor (to replay the feed).");
+  const cursor = new Command('cursor')
+    .description("Inspect or move a source's cursor (to replay the feed).")
+    .addHelpText('after', "\nExit codes: each subcommand's --help lists its own; without a subcommand, 2.");
   cursor
     .command('show')
     .description('Print the cursor: the id read after, the type filter, the last success.')
     .option(...sourceOption)
     .option('--json', 'print JSON')
+    .addHelpText(
+      'after',
+      '\nExit codes: 0 printed, 1 runtime failure (Postgres), 2 usage or configuration error.',
+    )
     .action(
       action(async ({ config, logger }, opts: { source?: string; json?: boolean }) => {
         const { getCursor } = await import('../../store/cursor.js');
@@ -36,15 +43,46 @@ export function cursorCommand(): Command {
   cursor
     .command('set <event-id>')
     .description(
-      'Move the cursor so that the next run reads after this event id (the filter is kept). ' +
-        'With EVENTS_RETENTION_DAYS set, the id must be a stored event inside the retention.',
+      'Move the cursor so that the next run reads after this event id (the filter is kept). The id is ' +
+        'checked against the feed first, so it needs FEED_BASE_URL and FEED_API_KEY. With ' +
+        'EVENTS_RETENTION_DAYS set, the id must be a stored event inside the retention.',
     )
     .option(...sourceOption)
+    .addHelpText(
+      'after',
+      `\nExit codes: 0 moved, 1 runtime failure (the feed or Postgres), 2 an empty id, an id\nthe feed does not know, or another usage or configuration error (the cursor is left where it was),\n3 key rejected.`,
+    )
     .action(
       action(async ({ config, logger }, eventId: string, opts: { source?: string }) => {
         const { setCursor } = await import('../../store/cursor.js');
+        const { ConfigError } = await import('../../errors.js');
+        const { probeFeed, unknownEventReason } = await import('../../feed/known-event.js');
+        const { logRetries } = await import('../../api/retry.js');
         const { assertEventWithinRetention } = await import('../../store/retention-guard.js');
-        const { source } = configForSource(config, opts.source ?? config.feed.source).feed;
+        const own = configForSource(config, opts.source ?? config.feed.source);
+        const { source } = own.feed;
+        if (eventId.trim() === '') {
+          throw new ConfigError(
+            `cursor set: the event id is empty; to start over use "feedsync cursor reset --source ${shellQuote(source)}"`,
+            'USAGE',
+          );
+        }
+        // Asked of this source's own feed (its base URL and key, when the sources file gives them).
+        const probe = probeFeed(own, {
+          retryDeps: { onRetry: logRetries(logger.child({ module: 'cursor' }), config.feed.maxRetries) },
+        });
+        let unknown: string | null;
+        try {
+          unknown = await unknownEventReason(probe.fetchPage, eventId);
+        } finally {
+          await probe.close();
+        }
+        if (unknown !== null) {
+          throw new ConfigError(
+            `cursor set: the feed does not know the event id ${eventId} (${unknown}); the cursor was not moved`,
+            'UNKNOWN_EVENT_ID',
+          );
+        }
         await withStore(config, logger, async (store) => {
           await assertEventWithinRetention(store, source, eventId, 'cursor set', config.eventsRetentionDays);
           await setCursor(store, source, eventId);
@@ -59,6 +97,10 @@ export function cursorCommand(): Command {
       "Start the source over from the beginning of the feed, with its current types (the file's, else FEED_TYPES).",
     )
     .option(...sourceOption)
+    .addHelpText(
+      'after',
+      '\nExit codes: 0 reset, 1 runtime failure (Postgres), 2 usage or configuration error.',
+    )
     .action(
       action(async ({ config, logger }, opts: { source?: string }) => {
         const { setCursor } = await import('../../store/cursor.js');

@@ -7,6 +7,14 @@ export function demoCommand(): Command {
       'Show the main job end to end: a simulator in this process, some mail, a sync into the local Postgres ' +
         '(schema feedsync_demo, made afresh) and Redis (prefix feedsync-demo), and what landed.',
     )
+    .addHelpText(
+      'after',
+      '\nThe demo drops its schema and deletes the Redis keys under its prefix before it starts, and says so.\n' +
+        'DATABASE_SCHEMA and QUEUE_PREFIX, when set, name others; it refuses to drop a schema or keys it did\n' +
+        'not make itself. DATABASE_URL and REDIS_URL say where (defaults: the local servers).\n' +
+        'Exit codes: 0 the demo worked, 1 something failed (Postgres, Redis, or mail was sent again),\n' +
+        '2 configuration error, or a schema or prefix the demo did not make.',
+    )
     .action(
       action(async ({ config, logger }) => {
         const { runDemo } = await import('../demo.js');

@@ -8,22 +8,31 @@ export function doctorCommand(): Command {
           'Redis and its maxmemory-policy, the queues, outbox and quarantine; say how to fix what is wrong.',
       )
       .option('--json', 'print JSON: {ok, checks: [{name, status, message, fix?}]}')
+      .option(
+        '--receiver',
+        'check a deployment that runs serve-webhooks alone: WEBHOOK_SECRET instead of the feed',
+      )
       .option('--timeout-ms <ms>', 'longest wait for each service', (v) => Number.parseInt(v, 10), 5000)
       .addHelpText(
         'after',
-        '\nOne line per check: ok, warn, fail, or skip (not applicable, or not reachable because an earlier\n' +
-          'check failed). Exit codes: 0 when every check is ok or skipped, 1 when any warns or fails (a warning\n' +
-          'is something to fix too, such as an evicting Redis), 2 usage error. Secrets are never printed.',
+        '\nOne line per check: ok, warn, fail, or skip (could not run because an earlier check failed).\n' +
+          'The feed check needs FEED_BASE_URL and FEED_API_KEY; a stored cursor is asked about at the feed.\n' +
+          'Exit codes: 0 only when every check is ok, 1 when any warns, fails or could not run (a warning is\n' +
+          'something to fix too, such as an evicting Redis), 2 usage error. Secrets are never printed.',
       )
       // No action() wrapper: a configuration that does not load is a finding here, not a reason to stop.
-      .action(async (opts: { json?: boolean; timeoutMs: number }) => {
+      .action(async (opts: { json?: boolean; receiver?: boolean; timeoutMs: number }) => {
         const [{ runDoctor }, { formatReport }, { loadConfig }] = await Promise.all([
           import('../../doctor/doctor.js'),
           import('../../doctor/report.js'),
           import('../../config.js'),
         ]);
         const timeoutMs = Number.isFinite(opts.timeoutMs) && opts.timeoutMs > 0 ? opts.timeoutMs : 5000;
-        const report = await runDoctor({ load: () => loadConfig(), timeoutMs });
+        const report = await runDoctor({
+          load: () => loadConfig(),
+          timeoutMs,
+          mode: opts.receiver ? 'receiver' : 'sync',
+        });
         process.stdout.write(opts.json ? `${JSON.stringify(report, null, 2)}\n` : formatReport(report));
         process.exitCode = report.ok ? 0 : 1;
       })

@@ -4,6 +4,10 @@ import { action } from '../context.js';
 export function migrateCommand(): Command {
   return new Command('migrate')
     .description('Create or update the tables in DATABASE_SCHEMA. Safe to run while another migrate runs.')
+    .addHelpText(
+      'after',
+      '\nExit codes: 0 migrated (or already up to date), 1 runtime failure (Postgres), 2 configuration error.',
+    )
     .action(
       action(async ({ config, logger }) => {
         const { createStore } = await import('../../store/db.js');

@@ -13,6 +13,12 @@ export function reconcileCommand(): Command {
         'required, and a stored event inside the retention',
     )
     .option('--source <source>', 'FEED_SOURCE, or a source of FEED_SOURCES_FILE (default FEED_SOURCE)')
+    .addHelpText(
+      'after',
+      '\nOn a terminal a progress line (pages, events, events/s) is redrawn on stderr.\n' +
+        'Exit codes: 0 done (also when stopped early by SIGTERM), 1 runtime failure (the feed, Postgres),\n' +
+        '2 usage or configuration error (an --from the feed does not know: nothing is read), 3 key rejected.',
+    )
     .action(
       action(async ({ config, logger }, opts: { from?: string; source?: string }) => {
         const { createSync } = await import('../../sync/sync.js');

@@ -22,7 +22,7 @@ const collect = (value: string, previous: string[] | undefined): string[] => [..
 export function sendCommand(): Command {
   return new Command('send')
     .description('Send one email through the service, idempotently (the only command that ever sends).')
-    .option('--from <address>', 'sender address')
+    .option('--from <address>', 'sender: app@example.com, or "Acme <app@example.com>"')
     .option('--to <addresses>', 'recipient; repeat the flag or separate with commas', collect)
     .option('--subject <text>', 'subject line (may be empty)')
     .option('--html <html>', 'HTML body')
@@ -36,22 +36,28 @@ export function sendCommand(): Command {
         'Exit codes: 0 sent, 1 failed, 2 missing or invalid fields, 3 key rejected.',
     )
     .action(
-      action(async ({ config }, flags: SendFlags) => {
+      action(async ({ config, logger }, flags: SendFlags) => {
         const { readFile } = await import('node:fs/promises');
         const { randomUUID } = await import('node:crypto');
         const { requireService } = await import('../../config.js');
         const { ApiError, ConfigError } = await import('../../errors.js');
         const usage = (message: string) => new ConfigError(message, 'USAGE');
 
+        const { isAddress, isFromField } = await import('../../api/address.js');
         const from = flags.from?.trim();
         if (!from) throw usage('send: --from is required');
+        if (!isFromField(from)) {
+          throw usage(
+            `send: --from "${from}" is neither an address (app@example.com) nor a name and an address (Acme <app@example.com>)`,
+          );
+        }
         const to = (flags.to ?? [])
           .flatMap((t) => t.split(','))
           .map((t) => t.trim())
           .filter(Boolean);
         if (to.length === 0)
           throw usage('send: --to is required (repeat it or separate addresses with commas)');
-        const bad = to.find((address) => !/^[^@\s]+@[^@\s]+$/.test(address));
+        const bad = to.find((address) => !isAddress(address));
         if (bad !== undefined) throw usage(`send: --to "${bad}" is not an email address`);
         if (flags.subject === undefined) throw usage('send: --subject is required (it may be empty)');
         if (flags.html !== undefined && flags.htmlFile !== undefined) {
@@ -75,10 +81,12 @@ export function sendCommand(): Command {
         // Printed before the request: if the outcome is never known, the key makes a retry safe.
         if (flags.idempotencyKey === undefined) process.stderr.write(`idempotency key: ${key}\n`);
         const { ServiceClient } = await import('../../api/client.js');
+        const { logRetries } = await import('../../api/retry.js');
         const client = new ServiceClient({
           ...service,
           timeoutMs: config.feed.timeoutMs,
           retry: { maxRetries: config.feed.maxRetries, maxRetryWaitMs: config.feed.maxRetryWaitMs },
+          retryDeps: { onRetry: logRetries(logger.child({ module: 'send' }), config.feed.maxRetries) },
         });
         try {
           const { id } = await client.sendEmail(

@@ -28,6 +28,7 @@ export function serveWebhooksCommand(): Command {
           // Its own port, so the webhook port (open to the ingress controller) never shows /metrics.
           const metrics = await startHealthServer({
             port: config.metricsPort,
+            host: config.metricsHost,
             registry: service.metrics.registry,
             logger,
           }).catch(async (err: unknown) => {

@@ -48,7 +48,9 @@ const ms = number(0, 600_000, true);
 export function simulatorCommand(): Command {
   return (
     new Command('simulator')
-      .description('Run a local stand-in for the email delivery service, state in memory (DESIGN section 5).')
+      .description(
+        'Run a local stand-in for the email delivery service, state in memory (README.md, "The simulator").',
+      )
       // addCommand does not pass the program's settings down: a bad flag must still reach cli.ts (exit 2).
       .exitOverride()
       .showHelpAfterError()
@@ -94,7 +96,9 @@ export function simulatorCommand(): Command {
           'POST /_sim/faults, POST /_sim/backlog {count}, POST /_sim/contacts {type, email},\n' +
           'GET /_sim/webhooks/{id}/deliveries, POST /_sim/webhooks/{id}/deliveries/{delivery}/resend;\n' +
           'add "key" to a body to act on that key\'s account (default: the example key\'s).\n' +
-          'Stop with Ctrl-C (SIGINT) or SIGTERM.',
+          'Stop with Ctrl-C (SIGINT) or SIGTERM.\n' +
+          'What it serves and every knob: the section "The simulator" of README.md (in the package).\n' +
+          'Exit codes: 0 stopped by a signal, 1 could not start (the port is in use), 2 usage error.',
       )
       .action(async (flags: SimulatorFlags) => {
         process.exitCode = await runSimulator(flags);

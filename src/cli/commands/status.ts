@@ -8,6 +8,10 @@ export function statusCommand(): Command {
       'Per source: cursor, types, last success, events stored, outbox backlog, quarantine; queue counts.',
     )
     .option('--json', 'print JSON')
+    .addHelpText(
+      'after',
+      '\nExit codes: 0 printed, 1 runtime failure (Postgres), 2 configuration error or a schema not migrated.',
+    )
     .action(
       action(async ({ config, logger }, opts: { json?: boolean }) => {
         const { createPublisher } = await import('../../queue/publisher.js');

@@ -2,23 +2,29 @@ import { Command } from 'commander';
 import type { ServiceClient } from '../../api/client.js';
 import type { Webhook } from '../../api/types.js';
 import type { Config } from '../../config.js';
+import { ApiError } from '../../errors.js';
+import type { Logger } from '../../logger.js';
 import { action } from '../context.js';
 
+const EXIT_CODES =
+  'Exit codes: 0 done, 1 runtime failure (the service failed, or no registration has that id),\n' +
+  '2 usage or configuration error, 3 key rejected.';
 const TYPE_PATTERN = /^[a-z][a-z_]*(\.[a-z][a-z_]*)+$/;
 
 /** `feedsync webhooks list|create|delete|test`: the service's webhook registrations. */
 export function webhooksCommand(): Command {
-  const webhooks = new Command('webhooks').description(
-    "Manage the service's webhook registrations (needs FEED_BASE_URL and FEED_API_KEY).",
-  );
+  const webhooks = new Command('webhooks')
+    .description("Manage the service's webhook registrations (needs FEED_BASE_URL and FEED_API_KEY).")
+    .addHelpText('after', `\n${EXIT_CODES}`);
 
   webhooks
     .command('list')
     .description('List the registrations (a table; --json for scripts).')
     .option('--json', 'print JSON')
+    .addHelpText('after', `\n${EXIT_CODES}`)
     .action(
-      action(async ({ config }, opts: { json?: boolean }) =>
-        withClient(config, async (client) => {
+      action(async ({ config, logger }, opts: { json?: boolean }) =>
+        withClient(config, logger, async (client) => {
           const list = await client.listWebhooks();
           process.stdout.write(opts.json ? `${JSON.stringify(list, null, 2)}\n` : table(list));
           return 0;
@@ -32,8 +38,9 @@ export function webhooksCommand(): Command {
     .requiredOption('--url <url>', 'the receiver, e.g. https://app.example.com/webhooks')
     .requiredOption('--events <types>', 'comma-separated full type names, or "*" for all')
     .option('--json', 'print JSON (the secret included)')
+    .addHelpText('after', `\n${EXIT_CODES}`)
     .action(
-      action(async ({ config }, opts: { url: string; events: string; json?: boolean }) => {
+      action(async ({ config, logger }, opts: { url: string; events: string; json?: boolean }) => {
         const { ConfigError } = await import('../../errors.js');
         const events = [
           ...new Set(
@@ -54,7 +61,7 @@ export function webhooksCommand(): Command {
         if (!isHttpUrl(opts.url)) {
           throw new ConfigError('webhooks create: --url must be an absolute http(s) URL', 'USAGE');
         }
-        return withClient(config, async (client) => {
+        return withClient(config, logger, async (client) => {
           const created = await client.createWebhook({ url: opts.url, events });
           process.stderr.write(
             'The signing secret below is shown only this once: put it into your secret manager now, and give it\n' +
@@ -73,10 +80,13 @@ export function webhooksCommand(): Command {
   webhooks
     .command('delete <id>')
     .description('Delete a registration; the service stops delivering to it.')
+    .addHelpText('after', `\n${EXIT_CODES}`)
     .action(
-      action(async ({ config }, id: string) =>
-        withClient(config, async (client) => {
-          await client.deleteWebhook(id);
+      action(async ({ config, logger }, id: string) =>
+        withClient(config, logger, async (client) => {
+          await client.deleteWebhook(id).catch((err: unknown) => {
+            throw unknownWebhook(err, id);
+          });
           process.stdout.write(`deleted ${id}\n`);
           return 0;
         }),
@@ -85,27 +95,46 @@ export function webhooksCommand(): Command {
 
   webhooks
     .command('test <id>')
-    .description('Ask the service to post a webhook.test event to the registration.')
+    .description(
+      'Ask the service to post a webhook.test event to the registration, and say how the receiver answered.',
+    )
     .option('--json', "print the service's answer as JSON")
+    .addHelpText(
+      'after',
+      '\nExit codes: 0 the receiver answered 2xx (or the service did not say), 1 the receiver refused the\n' +
+        'connection, did not answer or answered otherwise (the service retries it), or the request failed,\n' +
+        '2 usage or configuration error, 3 key rejected.',
+    )
     .action(
-      action(async ({ config }, id: string, opts: { json?: boolean }) =>
-        withClient(config, async (client) => {
-          const answer = await client.testWebhook(id);
-          process.stdout.write(opts.json ? `${JSON.stringify(answer, null, 2)}\n` : describeTest(id, answer));
-          return 0;
+      action(async ({ config, logger }, id: string, opts: { json?: boolean }) =>
+        withClient(config, logger, async (client) => {
+          const answer = await client.testWebhook(id).catch((err: unknown) => {
+            throw unknownWebhook(err, id);
+          });
+          const outcome = testOutcome(id, answer);
+          process.stdout.write(opts.json ? `${JSON.stringify(answer, null, 2)}\n` : `${outcome.line}\n`);
+          if (outcome.failure === null) return 0;
+          process.stderr.write(`feedsync: ${outcome.failure}\n`);
+          return 1;
         }),
       ),
     );
   return webhooks;
 }
 
-async function withClient(config: Config, fn: (client: ServiceClient) => Promise<number>): Promise<number> {
+async function withClient(
+  config: Config,
+  logger: Logger,
+  fn: (client: ServiceClient) => Promise<number>,
+): Promise<number> {
   const { requireService } = await import('../../config.js');
   const { ServiceClient } = await import('../../api/client.js');
+  const { logRetries } = await import('../../api/retry.js');
   const client = new ServiceClient({
     ...requireService(config),
     timeoutMs: config.feed.timeoutMs,
     retry: { maxRetries: config.feed.maxRetries, maxRetryWaitMs: config.feed.maxRetryWaitMs },
+    retryDeps: { onRetry: logRetries(logger.child({ module: 'webhooks' }), config.feed.maxRetries) },
   });
   try {
     return await fn(client);
@@ -145,19 +174,43 @@ function table(list: readonly Webhook[]): string {
   return `${lines.join('\n')}\n`;
 }
 
-/** One line about a test delivery, from whatever the service answered. */
-function describeTest(id: string, answer: unknown): string {
+/** A 404 on a registration's id: say so, and where to find the ids. */
+function unknownWebhook(err: unknown, id: string): unknown {
+  if (err instanceof ApiError && err.status === 404) {
+    return new ApiError(
+      `no webhook registration with id ${id} (HTTP 404); "feedsync webhooks list" shows the ids`,
+      { code: 'WEBHOOK_NOT_FOUND', status: 404, cause: err },
+    );
+  }
+  return err;
+}
+
+/**
+ * What the service said of the test delivery: a line to print, and why it failed
+ * (null when the receiver answered 2xx, or the answer does not say).
+ */
+export function testOutcome(id: string, answer: unknown): { line: string; failure: string | null } {
   const a = (answer ?? {}) as {
     event?: { id?: unknown };
     delivery?: { status?: unknown; attempts?: { status?: unknown; error?: unknown }[] };
   };
   const event = typeof a.event?.id === 'string' ? ` ${a.event.id}` : '';
+  const sent = `sent a webhook.test event${event} to ${id}`;
   const attempt = a.delivery?.attempts?.at(-1);
-  const outcome =
-    attempt === undefined
-      ? ''
-      : attempt.status === null || attempt.status === undefined
-        ? `; first attempt failed (${String(attempt.error ?? 'no answer')})`
-        : `; the receiver answered ${String(attempt.status)}`;
-  return `sent a webhook.test event${event} to ${id}${outcome}\n`;
+  if (attempt === undefined)
+    return { line: `${sent}; the service did not say how the receiver answered`, failure: null };
+  if (typeof attempt.status !== 'number') {
+    const why = String(attempt.error ?? 'no answer');
+    return {
+      line: `${sent}; the receiver did not answer (${why})`,
+      failure: `the receiver of webhook ${id} did not answer (${why}): check that it runs and that the registered URL reaches it`,
+    };
+  }
+  if (attempt.status >= 200 && attempt.status < 300) {
+    return { line: `${sent}; the receiver answered ${attempt.status}`, failure: null };
+  }
+  return {
+    line: `${sent}; the receiver answered ${attempt.status}`,
+    failure: `the receiver of webhook ${id} answered HTTP ${attempt.status}: check its log (401 is a signing secret that differs from WEBHOOK_SECRET)`,
+  };
 }

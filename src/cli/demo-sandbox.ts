@@ -1,0 +1,74 @@
+import type { Redis } from 'ioredis';
+import { ConfigError } from '../errors.js';
+import { clearPrefix } from '../queue/clear-prefix.js';
+import { connectRedis } from '../redis/connect.js';
+import type { RedisSettings } from '../redis/settings.js';
+import { quoteSchema, type Store } from '../store/db.js';
+
+/** Written on what the demo makes, so that it drops only what it made itself. */
+const MARK = 'made by feedsync demo; dropped by its next run';
+
+/**
+ * Drops the demo's schema so that it starts afresh, unless the schema holds
+ * tables the demo did not make (DATABASE_SCHEMA naming a real one, say): then
+ * nothing is dropped and the demo stops (exit 2). Call markSchema after migrating.
+ */
+export async function dropDemoSchema(store: Store, schema: string): Promise<void> {
+  const { rows } = await store.pool.query<{ mark: string | null; tables: number }>(
+    `SELECT obj_description(n.oid, 'pg_namespace') AS mark,
+            (SELECT count(*)::int FROM pg_class c WHERE c.relnamespace = n.oid) AS tables
+       FROM pg_namespace n WHERE n.nspname = $1`,
+    [schema],
+  );
+  const found = rows[0];
+  if (found && found.tables > 0 && found.mark !== MARK) {
+    throw new ConfigError(
+      `demo: schema "${schema}" holds tables the demo did not make, and the demo drops only its own; ` +
+        'set DATABASE_SCHEMA to another name (or leave it unset for feedsync_demo)',
+      'DEMO_REFUSED',
+    );
+  }
+  await store.pool.query(`DROP SCHEMA IF EXISTS ${quoteSchema(schema)} CASCADE`);
+}
+
+export async function markSchema(store: Store, schema: string): Promise<void> {
+  await store.pool.query(`COMMENT ON SCHEMA ${quoteSchema(schema)} IS '${MARK}'`);
+}
+
+/**
+ * Deletes the keys under the demo's queue prefix, unless some are there that the
+ * demo did not make (no mark key): then it stops (exit 2) and deletes nothing.
+ * Leaves the mark for the next run.
+ */
+export async function clearDemoPrefix(settings: RedisSettings, prefix: string): Promise<void> {
+  const connection = await connectRedis(settings, { timeoutMs: 5_000, prefix });
+  const mark = `${prefix}:feedsync-demo-mark`;
+  try {
+    const masters = connection.masters();
+    const marked = (await connection.client.exists(mark)) === 1;
+    for (const node of marked ? [] : masters) {
+      if (await anyKey(node, `${prefix}:*`)) {
+        throw new ConfigError(
+          `demo: Redis holds keys under the prefix "${prefix}" that the demo did not make, and the demo ` +
+            'deletes only its own; set QUEUE_PREFIX to another name (or leave it unset for feedsync-demo)',
+          'DEMO_REFUSED',
+        );
+      }
+    }
+    await clearPrefix(settings, prefix);
+    await connection.client.set(mark, MARK);
+  } finally {
+    connection.disconnect();
+  }
+}
+
+/** Whether any key matches: SCAN may answer empty pages before the end. */
+async function anyKey(redis: Redis, pattern: string): Promise<boolean> {
+  let cursor = '0';
+  do {
+    const [next, keys] = await redis.scan(cursor, 'MATCH', pattern, 'COUNT', 1000);
+    if (keys.length > 0) return true;
+    cursor = next;
+  } while (cursor !== '0');
+  return false;
+}
