@@ -123,7 +123,7 @@ describe('serve-webhooks /metrics', () => {
       });
       const result = await child.waitExit(30_000);
       expect(result.code).toBe(1);
-      expect(result.stderr).toContain('EADDRINUSE');
+      expect(result.stderr).toContain(`METRICS_PORT ${taken} is already in use`);
       expect(result.stdout + result.stderr).not.toContain(SECRET_NEW);
     } finally {
       blocker.close();
