@@ -3,7 +3,8 @@
 // table and written into docs/BENCHMARKS.md (between its bench markers).
 // `--quick` runs everything at a tenth of the size to check the harness (and
 // writes nothing); `--no-write` leaves the page alone; `--json FILE` also writes
-// the raw results; `--only sources` runs that section alone (bench/sources.mjs).
+// the raw results; `--only <section>` runs one section alone: sources (bench/sources.mjs)
+// or page-memory (bench/page-memory.mjs, which rewrites only its block of the page).
 import { writeFileSync } from 'node:fs';
 import pg from 'pg';
 import { bullmqAddBulk, feedPaging, feedPagingWithLatency, postgresIngest } from './ceilings.mjs';
@@ -11,9 +12,10 @@ import { coldStart, prepareSchema, release, rssHalves, syncOnce } from './end-to
 import { fillStore } from './growth.mjs';
 import { cleanUp, DATABASE_URL } from './lib/env.mjs';
 import { describeMachine, redisPid } from './lib/machine.mjs';
-import { measuredSection, writeMeasured } from './lib/page.mjs';
+import { measuredSection, writeBlock, writeMeasured } from './lib/page.mjs';
 import { startSimChild } from './lib/simulator.mjs';
 import { cpuTable, markdownTable, mb, ms, pct, rate } from './lib/table.mjs';
+import { pageMemory, pageMemoryRows } from './page-memory.mjs';
 import { measureSources, sourcesSection, sourcesSizes, writeSourcesSection } from './sources.mjs';
 
 const args = process.argv.slice(2);
@@ -23,8 +25,16 @@ const jsonFile = jsonAt >= 0 ? args[jsonAt + 1] : null;
 const writePage = !quick && !args.includes('--no-write');
 const onlyAt = args.indexOf('--only');
 const only = onlyAt >= 0 ? args[onlyAt + 1] : null;
-if (only !== null && only !== 'sources') {
-  console.error(`--only: unknown section "${only}" (known: sources)`);
+/** Sections that run alone, each with its own block of the page (sources writes its own). */
+const ALONE = {
+  'page-memory': {
+    title: 'Memory by page size',
+    run: () => pageMemory({ scale: quick ? 0.25 : 1, log }),
+    rows: pageMemoryRows,
+  },
+};
+if (only !== null && only !== 'sources' && !ALONE[only]) {
+  console.error(`--only: unknown section "${only}" (known: sources, ${Object.keys(ALONE).join(', ')})`);
   process.exit(2);
 }
 const PAGE = new URL('../docs/BENCHMARKS.md', import.meta.url).pathname;
@@ -47,9 +57,39 @@ const SIZES = {
 
 const log = (msg) => console.log(`[bench ${new Date().toISOString().slice(11, 19)}] ${msg}`);
 
+/** Runs one section of ALONE, prints its table and writes its block. Returns its results. */
+async function runAlone(name, machine) {
+  const section = ALONE[name];
+  const started = performance.now();
+  const results = await section.run();
+  const table = markdownTable(section.rows(results));
+  console.log('');
+  console.log(`${section.title}:`);
+  console.log(table);
+  if (writePage) {
+    const seconds = Math.round((performance.now() - started) / 1000);
+    writeBlock(
+      PAGE,
+      name,
+      `Measured ${new Date().toISOString().slice(0, 10)} with \`node bench/run.mjs --only ${name}\` (${seconds} s). ` +
+        `${machineLine(machine)}\n\n${table}`,
+    );
+    console.log(`wrote the ${name} block of ${PAGE}`);
+  }
+  return results;
+}
+
 async function main() {
   const started = performance.now();
   const machine = await describeMachine();
+  if (only !== null && ALONE[only]) {
+    try {
+      await runAlone(only, machine);
+    } finally {
+      await cleanUp();
+    }
+    return;
+  }
   const sim = await startSimChild();
   const monitor = new pg.Client({ connectionString: DATABASE_URL });
   await monitor.connect();
@@ -98,6 +138,7 @@ async function main() {
     await release(big);
     Object.assign(results, { plain, grown, latency, big, cold });
     results.sources = await sources(sim, paging.roundTripMs, machine);
+    for (const name of Object.keys(ALONE)) results[name] = await runAlone(name, machine);
 
     const rows = tableRows(results);
     const table = markdownTable(rows);

@@ -37,7 +37,7 @@ export interface Config {
     readonly maxRetries: number;
     /** FEED_TIMEOUT_MS: connect, headers and body timeout of one request. Default 30000. */
     readonly timeoutMs: number;
-    /** FEED_MAX_RESPONSE_BYTES: a larger page fails the run. Default 16 MiB. */
+    /** FEED_MAX_RESPONSE_BYTES: a larger page fails the run. Default 8 MiB (what bounds a worker's memory). */
     readonly maxResponseBytes: number;
   };
   /**
@@ -127,7 +127,7 @@ const fields = {
   FEED_MAX_RETRY_WAIT_MS: int(0).default(600_000),
   FEED_MAX_RETRIES: int(0, 100).default(8),
   FEED_TIMEOUT_MS: int(1).default(30_000),
-  FEED_MAX_RESPONSE_BYTES: int(1024).default(16 * 1024 * 1024),
+  FEED_MAX_RESPONSE_BYTES: int(1024).default(8 * 1024 * 1024),
   DATABASE_URL: z.string().default('postgres://postgres@127.0.0.1:5432/postgres'),
   DATABASE_SCHEMA: identifier.default('feedsync'),
   REDIS_URL: z.string().default('redis://127.0.0.1:6379'),

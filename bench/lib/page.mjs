@@ -35,3 +35,22 @@ export function writeMeasured(file, section) {
       : `${page.trimEnd()}\n\n${section}\n`;
   writeFileSync(file, next);
 }
+
+/**
+ * Replaces the block `name` of the page (between `<!-- bench:name:begin -->` and
+ * `<!-- bench:name:end -->`), a section that runs alone (`--only name`) and so is
+ * kept apart from the main table; a page without the block gets it appended.
+ */
+export function writeBlock(file, name, text) {
+  const begin = `<!-- bench:${name}:begin (written by \`npm run bench\` and \`--only ${name}\`; edits inside are overwritten) -->`;
+  const end = `<!-- bench:${name}:end -->`;
+  const page = existsSync(file) ? readFileSync(file, 'utf8') : '# Benchmarks\n';
+  const from = page.indexOf(`<!-- bench:${name}:begin`);
+  const to = page.indexOf(end);
+  const block = `${begin}\n\n${text}\n\n${end}`;
+  const next =
+    from >= 0 && to > from
+      ? `${page.slice(0, from)}${block}${page.slice(to + end.length)}`
+      : `${page.trimEnd()}\n\n${block}\n`;
+  writeFileSync(file, next);
+}

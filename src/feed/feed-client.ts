@@ -14,8 +14,13 @@ export interface FeedClientOptions {
   onResponse?: (info: { status: number; seconds: number; bytes: number }) => void;
 }
 
+/** A checked feed page and the size of the response it came in (what memory is budgeted by). */
+export interface FetchedPage extends FeedPage {
+  bytes: number;
+}
+
 /** Fetches one checked feed page after a cursor, retrying what is worth retrying. */
-export type FetchPage = (after: string | null, signal?: AbortSignal) => Promise<FeedPage>;
+export type FetchPage = (after: string | null, signal?: AbortSignal) => Promise<FetchedPage>;
 
 export function createFeedClient(opts: FeedClientOptions): FetchPage {
   const type = feedTypeParam(opts.types);
@@ -42,6 +47,6 @@ export function createFeedClient(opts: FeedClientOptions): FetchPage {
       opts.retryDeps,
       signal ? { signal } : {},
     );
-    return parsePage(raw.body, { ...rules, after });
+    return { ...parsePage(raw.body, { ...rules, after }), bytes: raw.bytes };
   };
 }

@@ -82,3 +82,14 @@ export async function markSuccess(store: Store, source: string): Promise<void> {
     .where('source', '=', source)
     .execute();
 }
+
+/** Whether `source` has stored the event `id`: a next_after that names one points back (src/sync/cursor-guard.ts). */
+export async function isStored(store: Store, source: string, id: string): Promise<boolean> {
+  const row = await store.db
+    .selectFrom('events')
+    .select('id')
+    .where('source', '=', source)
+    .where('id', '=', id)
+    .executeTakeFirst();
+  return row !== undefined;
+}

@@ -1,8 +1,8 @@
 import type { ServiceEvent } from '../api/types.js';
-import { PageError } from '../errors.js';
-import type { FetchPage } from '../feed/feed-client.js';
-import type { FeedPage } from '../feed/page.js';
+import type { FetchedPage, FetchPage } from '../feed/feed-client.js';
 import { type ApplyBatch, type ApplyResult, nothingApplied } from '../store/applier.js';
+import { cursorGuard } from './cursor-guard.js';
+import { DEFAULT_MAX_HELD_BYTES, HeldPages } from './held-pages.js';
 
 export interface CatchUpOptions {
   source: string;
@@ -10,12 +10,18 @@ export interface CatchUpOptions {
   start: string | null;
   fetchPage: FetchPage;
   apply: (batch: ApplyBatch) => Promise<ApplyResult>;
+  /** Whether the source has stored this event: a next_after that names one points back. */
+  isStored: (id: string) => Promise<boolean>;
   /** Aborted by SIGTERM: the request in flight is dropped, the batch in hand commits or rolls back. */
   signal: AbortSignal;
   /** Pages fetched ahead of the commits. Default 20: fetching goes on while a full load commits. */
   maxBuffered?: number;
   /** Pages joined into one transaction while catching up. Default 10. */
   maxPagesPerCommit?: number;
+  /** Response bytes held at once (buffer, load in commit, answer on its way). Default DEFAULT_MAX_HELD_BYTES. */
+  maxHeldBytes?: number;
+  /** The largest answer the fetcher accepts (FEED_MAX_RESPONSE_BYTES). Default 8 MiB, as the config's. */
+  maxPageBytes?: number;
   /**
    * While more pages are coming, how long the oldest fetched page may wait for a full
    * load (maxPagesPerCommit) before it commits anyway, in ms. Default 250. A load of
@@ -43,11 +49,15 @@ export interface CatchUpResult {
 }
 
 interface Fetched {
-  page: FeedPage;
+  page: FetchedPage;
   prev: string | null;
   /** performance.now() when the page arrived. */
   at: number;
+  /** The page's response size. */
+  bytes: number;
 }
+
+const MiB = 1024 * 1024;
 
 /**
  * Pages the feed from `start` until caught up. The fetch of the next page
@@ -57,12 +67,14 @@ interface Fetched {
  * fetching: the pages before it still commit, the cursor never passes it.
  */
 export async function catchUp(opts: CatchUpOptions): Promise<CatchUpResult> {
-  const maxBuffered = opts.maxBuffered ?? 20;
-  const maxPerCommit = opts.maxPagesPerCommit ?? 10;
   const maxDelay = opts.maxCommitDelayMs ?? 250;
-  // Never wait for more pages than the fetcher may buffer.
-  const fullLoad = Math.min(maxPerCommit, maxBuffered);
-  const buffer: Fetched[] = [];
+  const held = new HeldPages<Fetched>({
+    maxBuffered: opts.maxBuffered ?? 20,
+    maxPerCommit: opts.maxPagesPerCommit ?? 10,
+    maxHeldBytes: opts.maxHeldBytes ?? DEFAULT_MAX_HELD_BYTES,
+    maxPageBytes: opts.maxPageBytes ?? 8 * MiB,
+  });
+  const buffer = held.buffered;
   let fetchDone = false;
   let fetchError: unknown = null;
   // One waker each: the committer waits for pages, the fetcher for room (never both at once).
@@ -90,23 +102,17 @@ export async function catchUp(opts: CatchUpOptions): Promise<CatchUpResult> {
   const fetchSignal = AbortSignal.any([opts.signal, fetchAbort.signal]);
 
   const fetcher = async (): Promise<void> => {
-    const seen = new Set<string | null>([opts.start]);
+    const checkCursor = cursorGuard(opts.start, opts.isStored);
     let after = opts.start;
     try {
       while (!fetchSignal.aborted) {
         const page = await opts.fetchPage(after, fetchSignal);
-        if (!page.last && seen.has(page.nextAfter)) {
-          throw new PageError(
-            `next_after "${page.nextAfter}" points back to a page already read`,
-            'CURSOR_LOOP',
-          );
-        }
-        buffer.push({ page, prev: after, at: performance.now() });
+        await checkCursor(page, after);
+        held.push({ page, prev: after, at: performance.now(), bytes: page.bytes });
         pagesChanged();
         if (page.last) break;
-        seen.add(page.nextAfter);
         after = page.nextAfter;
-        while (buffer.length >= maxBuffered && !fetchSignal.aborted) await room();
+        while (!held.roomForAnother() && !fetchSignal.aborted) await room();
       }
     } catch (err) {
       if (!fetchSignal.aborted) fetchError = err;
@@ -136,17 +142,24 @@ export async function catchUp(opts: CatchUpOptions): Promise<CatchUpResult> {
         await morePages();
         continue;
       }
-      // Catching up: give the fetcher a moment to fill a whole load (fewer, larger transactions).
-      if (buffer.length < fullLoad && !fetchDone) {
+      // Catching up: give the fetcher a moment to fill a whole load (fewer, larger transactions),
+      // unless it is waiting for room itself.
+      if (!held.fullLoad() && !fetchDone && wakeFetcher === null) {
         const waited = performance.now() - buffer[0]!.at;
         if (waited < maxDelay) {
           await morePages(maxDelay - waited);
           continue;
         }
       }
-      const taken = buffer.splice(0, maxPerCommit);
+      const taken = held.take();
       roomMade();
-      const info = await commit(opts, taken);
+      let info: CommitInfo;
+      try {
+        info = await commit(opts, taken);
+      } finally {
+        held.committed(taken);
+        roomMade();
+      }
       result.pages += taken.length;
       if (info.result.status === 'cursor-conflict') {
         result.status = 'cursor-conflict';

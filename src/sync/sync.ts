@@ -10,7 +10,7 @@ import { pruneOutbox, type Relay, startRelay } from '../queue/relay.js';
 import { jobOptionsFor, routeFor } from '../queue/routes.js';
 import { shellQuote } from '../shell-quote.js';
 import { createApplier } from '../store/applier.js';
-import { ensureCursor, markSuccess } from '../store/cursor.js';
+import { ensureCursor, getCursor, isStored, markSuccess } from '../store/cursor.js';
 import { createStore, type Store } from '../store/db.js';
 import { tryAcquireSourceLock } from '../store/lock.js';
 import { migrate, schemaState } from '../store/migrate.js';
@@ -167,6 +167,8 @@ export function createSync(config: Config, opts: SyncOptions = {}): Sync {
         start: cursor.afterId,
         fetchPage,
         apply: (batch) => applier.apply(batch),
+        isStored: (id) => isStored(store, source, id),
+        maxPageBytes: config.feed.maxResponseBytes,
         signal: AbortSignal.any([signal, lock.signal]),
         onCommit: (info) => {
           relay.kick();
@@ -185,8 +187,16 @@ export function createSync(config: Config, opts: SyncOptions = {}): Sync {
       await lock.release();
       hooks.onLockChange?.(false);
     }
-    if (result.status === 'cursor-conflict')
-      log.info({ source }, 'another worker moved the cursor first; stopping');
+    if (result.status === 'cursor-conflict') {
+      // This run held the lock, so a worker that also takes it cannot have done it.
+      const moved = await getCursor(store, source);
+      log.info(
+        { source, cursor: moved?.afterId ?? null, movedAt: moved?.updatedAt },
+        'the cursor was moved outside this run (by "feedsync cursor set" or "cursor reset", or by a worker ' +
+          'whose lock does not hold, behind a transaction pooler); this run stopped, its last batch rolled ' +
+          'back, and the next run reads from the cursor as it is now',
+      );
+    }
     let drained = result.status !== 'stopped';
     if (drained) {
       try {
@@ -224,6 +234,8 @@ export function createSync(config: Config, opts: SyncOptions = {}): Sync {
       fetchPage,
       // No cursor in the batch: reconcile never moves it.
       apply: ({ cursor: _kept, ...batch }) => applier.apply(batch),
+      isStored: (id) => isStored(store, config.feed.source, id),
+      maxPageBytes: config.feed.maxResponseBytes,
       signal,
       onCommit: (info) => {
         relay.kick();

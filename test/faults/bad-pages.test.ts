@@ -11,7 +11,16 @@ import { type Sandbox, useSandboxes } from './support/sandbox.js';
 const EVENTS = feedEvents(1_000);
 const LIMIT = 100;
 const MAX_BYTES = 32 * 1024;
-const FAILING: BadPage[] = ['too-many', 'too-big', 'not-json', 'no-list', 'cursor-loop'];
+const FAILING: BadPage[] = [
+  'too-many',
+  'too-big',
+  'not-json',
+  'no-list',
+  'cursor-loop',
+  'back-short',
+  'back-full',
+  'stuck-full',
+];
 const PAGES = [3, 5, 8];
 const sandbox = useSandboxes();
 const logger = createLogger({ level: 'silent' });
@@ -59,11 +68,12 @@ it('8. pages that break the rules: the run fails or de-duplicates; the cursor ne
       title: 'pages that break the rules',
       claim:
         'A page with more events than the limit, over the size limit, not JSON, with no list, or whose next_after ' +
-        'points back to a page already read, fails the run and the cursor stays before it; the same id twice in one ' +
-        'page is stored once. Once the feed behaves again, the next run stores everything, once.',
+        'points back to a page already read or into the middle of the page before (on a full page, or on the last, ' +
+        'short one), or stays at the after sent on a full page, fails the run and the cursor stays before it; the ' +
+        'same id twice in one page is stored once. Once the feed behaves again, the next run stores everything, once.',
       method:
         `A feed server on node:http run by the test serves ${EVENTS.length} events in pages of ${LIMIT} ` +
-        `(FEED_MAX_RESPONSE_BYTES ${MAX_BYTES}); one page breaks a rule. Each of the six kinds is put at page ` +
+        `(FEED_MAX_RESPONSE_BYTES ${MAX_BYTES}); one page breaks a rule. Each of the ${FAILING.length + 1} kinds is put at page ` +
         `${PAGES.join(', ')} in turn, each on a source of its own (the pages before it are fetched ahead and ` +
         'committed while it is read). After each failing run the bad page is put right and the source synced again. ' +
         'One of them runs through the CLI, for its exit code.',
@@ -136,7 +146,7 @@ it('8. pages that break the rules: the run fails or de-duplicates; the cursor ne
       rec.duplicated = duplicated;
       rec.figures = [
         ...Object.entries(errors).map(([kind, code]): [string, string] => [`error code: ${kind}`, code]),
-        ['runs whose cursor passed a bad page', cursorPassedBadPage],
+        ['runs whose cursor did not stay just before the bad page', cursorPassedBadPage],
         ['events of a bad page stored by the failing run', badPageEventsStored],
         ['repeated ids within one page, counted as duplicates and stored once', dedupedInPage],
       ];
@@ -146,6 +156,9 @@ it('8. pages that break the rules: the run fails or de-duplicates; the cursor ne
         'not-json': 'NOT_JSON',
         'no-list': 'NO_LIST',
         'cursor-loop': 'CURSOR_LOOP',
+        'back-short': 'CURSOR_LOOP',
+        'back-full': 'CURSOR_LOOP',
+        'stuck-full': 'CURSOR_STUCK',
       });
       expect(dedupedInPage).toBe(PAGES.length);
     },

@@ -12,7 +12,7 @@ import { createPublisher } from '../../../dist/queue/publisher.js';
 import { startRelay } from '../../../dist/queue/relay.js';
 import { jobOptionsFor, routeFor } from '../../../dist/queue/routes.js';
 import { createApplier } from '../../../dist/store/applier.js';
-import { ensureCursor } from '../../../dist/store/cursor.js';
+import { ensureCursor, isStored } from '../../../dist/store/cursor.js';
 import { createStore } from '../../../dist/store/db.js';
 import { catchUp } from '../../../dist/sync/catch-up.js';
 
@@ -45,6 +45,7 @@ try {
       start: cursor.afterId,
       fetchPage,
       apply: (batch) => applier.apply(batch),
+      isStored: (id) => isStored(store, config.feed.source, id),
       signal: new AbortController().signal,
       onCommit: () => relay.kick(),
     });

@@ -11,6 +11,9 @@ export type BadPage =
   | 'no-list'
   | 'same-id-twice'
   | 'cursor-loop'
+  | 'back-short'
+  | 'back-full'
+  | 'stuck-full'
   | 'hang'
   | 'stall-mid-body';
 
@@ -81,6 +84,18 @@ export async function startFeedServer(events: readonly ServiceEvent[]): Promise<
         break;
       case 'cursor-loop':
         nextAfter = events[limit - 1]!.id;
+        break;
+      // next_after names an event in the middle of the page before: on a short (last) page, or a full one.
+      case 'back-short':
+        data = data.slice(0, limit >> 1);
+        nextAfter = events[start - (limit >> 1)]!.id;
+        break;
+      case 'back-full':
+        nextAfter = events[start - (limit >> 1)]!.id;
+        break;
+      // A full page whose next_after is the after that was sent: the cursor would never move.
+      case 'stuck-full':
+        nextAfter = after;
         break;
       default:
         break;

@@ -69,7 +69,8 @@ export class ModelFeed {
       await pause();
       const body = this.body(after, limit);
       await pause();
-      return parsePage(body, { after, limit, listField: null, types: null });
+      const bytes = Buffer.byteLength(JSON.stringify(body));
+      return { ...parsePage(body, { after, limit, listField: null, types: null }), bytes };
     };
   }
 }

@@ -1,0 +1,62 @@
+import { PageError } from '../errors.js';
+import type { FeedPage } from '../feed/page.js';
+
+/**
+ * How many of the latest event ids a run remembers: the pages fetched ahead are not
+ * stored yet, so a next_after that names one of their events is caught here.
+ */
+const RECENT_IDS = 10_000;
+
+/** Checks one page's next_after; throws PageError. */
+export type CursorCheck = (page: FeedPage, after: string | null) => Promise<void>;
+
+/**
+ * Checks each page's next_after before the page is kept: one that does not move, or
+ * moves back, would be saved as the cursor, and every later run would read the same
+ * events again, or stand still reporting "caught up". Such a page fails the run and
+ * the cursor stays before it.
+ *
+ * Ids are opaque, so "back" means something already read: a cursor this run sent, an
+ * event of this run's latest pages, or (when next_after is not an event of the page
+ * itself) an event the source has stored, looked up in Postgres: once per page whose
+ * next_after is not its own event, which a feed that names its last event never costs.
+ */
+export function cursorGuard(start: string | null, isStored: (id: string) => Promise<boolean>): CursorCheck {
+  const cursors = new Set<string | null>([start]);
+  const recent = new Set<string>();
+  return async (page, after) => {
+    const next = page.nextAfter;
+    const ids = page.events.map((e) => e.id);
+    // The normal end: an empty page answers with the after it was sent.
+    if (next === after && ids.length + page.filteredOut === 0) return;
+    if (next === after) {
+      throw new PageError(
+        `next_after equals the after sent ("${after}") on a page of ${page.size} events: the cursor would not move`,
+        'CURSOR_STUCK',
+      );
+    }
+    const at = next === null ? -1 : ids.indexOf(next);
+    const back =
+      cursors.has(next) ||
+      (at >= 0 && newAfter(ids, at)) ||
+      (next !== null && at < 0 && (recent.has(next) || (await isStored(next))));
+    if (back) throw new PageError(`next_after "${next}" points back to events already read`, 'CURSOR_LOOP');
+    cursors.add(next);
+    for (const id of ids) {
+      recent.delete(id);
+      recent.add(id);
+    }
+    // A Set iterates in insertion order: drop the oldest.
+    for (const id of recent) {
+      if (recent.size <= RECENT_IDS) break;
+      recent.delete(id);
+    }
+  };
+}
+
+/** Whether an event after position `at` of the page is not a repeat of one up to it: it would be read again. */
+function newAfter(ids: readonly string[], at: number): boolean {
+  if (at === ids.length - 1) return false;
+  const upTo = new Set(ids.slice(0, at + 1));
+  return ids.slice(at + 1).some((id) => !upTo.has(id));
+}

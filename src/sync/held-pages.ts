@@ -1,0 +1,99 @@
+const MiB = 1024 * 1024;
+
+/**
+ * Response bytes a catch-up holds at most, by default. A parsed page costs several
+ * times its response until its commit is done (the text, the objects, the statement's
+ * JSON, the driver's buffer): 16 MiB keeps a worker under 200 MB at any page size up
+ * to the default 8 MiB response limit, under the manifests' 256 MiB (docs/BENCHMARKS.md).
+ */
+export const DEFAULT_MAX_HELD_BYTES = 16 * MiB;
+
+/** Limits of what one catch-up holds in memory at once. */
+export interface HoldLimits {
+  /** Pages fetched ahead of the commits. */
+  maxBuffered: number;
+  /** Pages joined into one transaction. */
+  maxPerCommit: number;
+  /** Response bytes held at once: pages fetched ahead, the load in a commit, and the answer on its way. */
+  maxHeldBytes: number;
+  /** The largest answer the fetcher accepts (FEED_MAX_RESPONSE_BYTES): what one more request may add. */
+  maxPageBytes: number;
+}
+
+/**
+ * The pages a catch-up holds: the buffer the fetcher fills and the load the
+ * committer has taken, counted in pages and in the bytes of their responses. A
+ * parsed page costs a few times its response in memory, so bytes, not pages, are
+ * what keeps the worker under its memory limit whatever the page size; for small
+ * pages the page counts bind first and the pipelining is as it was.
+ */
+export class HeldPages<T extends { bytes: number }> {
+  readonly #limits: HoldLimits;
+  readonly #buffer: T[] = [];
+  #bufferedBytes = 0;
+  #committingBytes = 0;
+
+  constructor(limits: HoldLimits) {
+    this.#limits = limits;
+  }
+
+  /** Pages waiting for a commit, oldest first. */
+  get buffered(): readonly T[] {
+    return this.#buffer;
+  }
+
+  /** Response bytes held now: the buffer and the load being committed. */
+  get bytes(): number {
+    return this.#bufferedBytes + this.#committingBytes;
+  }
+
+  /** The most bytes one load may have (at least one page is always taken). */
+  get loadBytes(): number {
+    return Math.max(1, this.#limits.maxHeldBytes - this.#limits.maxPageBytes);
+  }
+
+  /**
+   * Whether the fetcher may ask for another page: one more answer of the largest
+   * size still fits under maxHeldBytes. With nothing held it always may, so a page
+   * larger than the budget is still read (alone).
+   */
+  roomForAnother(): boolean {
+    if (this.#buffer.length >= this.#limits.maxBuffered) return false;
+    return this.bytes === 0 || this.bytes + this.#limits.maxPageBytes <= this.#limits.maxHeldBytes;
+  }
+
+  push(page: T): void {
+    this.#buffer.push(page);
+    this.#bufferedBytes += page.bytes;
+  }
+
+  /** Whether the buffer holds a whole load, by pages or by bytes. */
+  fullLoad(): boolean {
+    const pages = Math.min(this.#limits.maxPerCommit, this.#limits.maxBuffered);
+    return this.#buffer.length >= pages || this.#bufferedBytes >= this.loadBytes;
+  }
+
+  /**
+   * Takes the next load from the buffer: up to maxPerCommit pages and loadBytes, at
+   * least one page. Its bytes stay held until `committed`.
+   */
+  take(): T[] {
+    let count = 0;
+    let bytes = 0;
+    for (const page of this.#buffer) {
+      if (count === this.#limits.maxPerCommit) break;
+      if (count > 0 && bytes + page.bytes > this.loadBytes) break;
+      count++;
+      bytes += page.bytes;
+    }
+    const load = this.#buffer.splice(0, count);
+    this.#bufferedBytes -= bytes;
+    this.#committingBytes += bytes;
+    return load;
+  }
+
+  /** The load's commit ended (done or failed): its pages are no longer held. */
+  committed(load: readonly T[]): void {
+    for (const page of load) this.#committingBytes -= page.bytes;
+  }
+}
