@@ -64,8 +64,8 @@ export function createMetrics(gauges: GaugeSource, sources: readonly string[]): 
   });
   const requests = new Histogram({
     name: 'feedsync_feed_request_duration_seconds',
-    help: 'Feed request latency, by HTTP status (0: no answer).',
-    labelNames: ['status'],
+    help: 'Feed request latency, by source and HTTP status (0: no answer).',
+    labelNames: ['source', 'status'],
     buckets: [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
     registers: [registry],
   });
@@ -94,7 +94,8 @@ export function createMetrics(gauges: GaugeSource, sources: readonly string[]): 
   });
   const runDuration = new Histogram({
     name: 'feedsync_run_duration_seconds',
-    help: 'Duration of sync runs.',
+    help: 'Duration of sync runs, by source.',
+    labelNames: ['source'],
     buckets: [0.1, 0.5, 1, 5, 15, 60, 300, 900, 3600],
     registers: [registry],
   });
@@ -131,7 +132,16 @@ export function createMetrics(gauges: GaugeSource, sources: readonly string[]): 
     labelNames: ['source'],
     registers: [registry],
   });
-  for (const source of sources) held.set({ source }, 0);
+  // Every source's series exist from the start at 0: increase() cannot see a series born
+  // at 1, so the first quarantined item or failed run would go unseen by the alerts.
+  for (const source of sources) {
+    held.set({ source }, 0);
+    consecutiveFailures.set({ source }, 0);
+    runDuration.zero({ source });
+    for (const counter of [duplicates, quarantined, conflicts, pages, retries, runFailures]) {
+      counter.inc({ source }, 0);
+    }
+  }
   new Gauge({
     name: 'feedsync_outbox_backlog',
     help: 'Outbox rows not yet published to BullMQ.',
@@ -152,7 +162,7 @@ export function createMetrics(gauges: GaugeSource, sources: readonly string[]): 
       if (info.result.quarantined > 0) quarantined.inc({ source }, info.result.quarantined);
       if (info.result.conflicts > 0) conflicts.inc({ source }, info.result.conflicts);
     },
-    onFeedResponse: ({ status, seconds }) => requests.observe({ status: String(status) }, seconds),
+    onFeedResponse: ({ status, seconds }) => requests.observe({ source, status: String(status) }, seconds),
     onRetry: () => retries.inc({ source }),
     onPublished,
     onLockChange: (isHeld) => held.set({ source }, isHeld ? 1 : 0),
@@ -163,7 +173,7 @@ export function createMetrics(gauges: GaugeSource, sources: readonly string[]): 
     hooksFor,
     onPublished,
     observeRun(source, result) {
-      runDuration.observe(result.durationMs / 1000);
+      runDuration.observe({ source }, result.durationMs / 1000);
       if (runFailed(result)) failed(source);
       // A run stopped by SIGTERM or one that found the lock taken says nothing about the feed.
       else if (result.status !== 'stopped' && result.status !== 'locked')

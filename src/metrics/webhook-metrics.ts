@@ -11,6 +11,8 @@ export interface WebhookMetrics {
   countRejections(handle: DeliveryHandler): DeliveryHandler;
   /** The applier, timing each transaction (commit latency). */
   timeCommits(applier: Applier): Applier;
+  /** Counts jobs the receiver's own outbox relay handed to BullMQ. */
+  onPublished(queue: string, count: number): void;
 }
 
 /** Signature refusals, by reason: every label set exists from the start, at 0. */
@@ -19,11 +21,13 @@ const REASONS = ['missing', 'malformed', 'stale', 'mismatch'] as const satisfies
 >[];
 
 /**
- * The receiver's own registry: requests by HTTP answer, signature failures by reason
- * and the latency of the store's transaction. Each carries the `source` the receiver
- * stores under, so one dashboard variable selects the feed's and the receiver's series.
+ * The receiver's own registry: requests by HTTP answer, signature failures by reason,
+ * the latency of the store's transaction, and the jobs its relay published (the same
+ * metric as the worker's, so a dashboard sums both). Each of its own carries the
+ * `source` the receiver stores under, so one dashboard variable selects the feed's and
+ * the receiver's series. `queues` are the configured queue names.
  */
-export function createWebhookMetrics(source: string): WebhookMetrics {
+export function createWebhookMetrics(source: string, queues: readonly string[]): WebhookMetrics {
   const registry = new Registry();
   const requests = new Counter({
     name: 'feedsync_webhook_requests_total',
@@ -44,12 +48,21 @@ export function createWebhookMetrics(source: string): WebhookMetrics {
     buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10],
     registers: [registry],
   });
-  // Zero series from the start: rate() and the alerts see a counter before its first increment.
+  const published = new Counter({
+    name: 'feedsync_jobs_published_total',
+    help: 'Jobs handed to BullMQ, by queue.',
+    labelNames: ['queue'],
+    registers: [registry],
+  });
+  for (const queue of queues) published.inc({ queue }, 0);
+  // Zero series from the start: increase() cannot see a series born at 1, so the first
+  // quarantined delivery (400), refusal (401) or outage (503) would go unseen by the alerts.
   for (const reason of REASONS) rejected.inc({ source, reason }, 0);
-  for (const status of ['200', '503']) requests.inc({ source, status }, 0);
+  for (const status of ['200', '400', '401', '503']) requests.inc({ source, status }, 0);
 
   return {
     registry,
+    onPublished: (queue, count) => published.inc({ queue }, count),
     onAnswered: (status) => requests.inc({ source, status: String(status) }),
     countRejections: (handle) => async (raw, signature) => {
       const answer = await handle(raw, signature);

@@ -76,11 +76,14 @@ export async function startWebhookService(
       prefix: config.queues.prefix,
       jobOptions: jobOptionsFor(config.queues),
     });
-  const relay = startRelay({ store, publisher, logger });
+  const metrics = createWebhookMetrics(config.feed.source, [
+    config.queues.emailEvents,
+    config.queues.contactEvents,
+  ]);
+  const relay = startRelay({ store, publisher, logger, onPublished: metrics.onPublished });
   // Rows a previous run stored but did not publish.
   if (gate.current) relay.kick();
 
-  const metrics = createWebhookMetrics(config.feed.source);
   const handle = createDeliveryHandler({
     secrets: config.webhooks.secrets,
     source: config.feed.source,

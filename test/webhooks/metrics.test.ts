@@ -78,7 +78,7 @@ describe('serve-webhooks /metrics', () => {
       expect([requests('200'), requests('401'), requests('400'), requests('413'), requests('405')]).toEqual([
         3, 4, 1, 1, 1,
       ]);
-      // Present before any 503, so an alert on it has a series to compare with.
+      // Present before any 503, so an alert's increase() sees the first one.
       expect(requests('503')).toBe(0);
       for (const reason of ['missing', 'malformed', 'stale', 'mismatch']) {
         expect(
@@ -89,6 +89,16 @@ describe('serve-webhooks /metrics', () => {
       // Three events reached the store (one a repeat) and one body went to quarantine: four transactions.
       expect(sampleOf(samples, 'feedsync_webhook_commit_duration_seconds_count', { source: 'acme' })).toBe(4);
       expect(text).not.toContain(SECRET_NEW);
+      // Its own relay hands the two new events to BullMQ, counted as the worker counts its own.
+      const published = await waitFor(
+        async () => {
+          const now = parseMetrics((await get(metricsUrl)).body);
+          const email = sampleOf(now, 'feedsync_jobs_published_total', { queue: 'email-events' });
+          return email === 2 ? now : null;
+        },
+        { what: 'the relay to publish two jobs' },
+      );
+      expect(sampleOf(published, 'feedsync_jobs_published_total', { queue: 'contact-events' })).toBe(0);
       // The webhook port, open to the ingress controller, does not show the metrics.
       expect((await send(pool, { method: 'GET', path: '/metrics' })).status).toBe(404);
     } finally {
@@ -113,7 +123,7 @@ describe('serve-webhooks /metrics', () => {
       });
       const result = await child.waitExit(30_000);
       expect(result.code).toBe(1);
-      expect(result.stderr).toContain('EADDRINUSE');
+      expect(result.stderr).toContain(`METRICS_PORT ${taken} is already in use`);
       expect(result.stdout + result.stderr).not.toContain(SECRET_NEW);
     } finally {
       blocker.close();

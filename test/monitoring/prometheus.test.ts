@@ -1,0 +1,181 @@
+import { request } from 'undici';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { testEnv } from '../support/config.js';
+import { dropSchema, uniqueSchema } from '../support/postgres.js';
+import { CLI, freePort, killChildren, runCli, spawnNode, waitFor } from '../support/processes.js';
+import { deletePrefix, uniquePrefix } from '../support/redis.js';
+import { TEST_API_KEY, useSimulator } from '../support/simulator.js';
+import { expressionsOf, interpolate, metricNamesOf, readDashboard } from './dashboard.js';
+import { alertsOf, type PrometheusServer, startPrometheus } from './prometheus-server.js';
+import { ruleSpec, alertsOf as rulesOf, shortened } from './rules.js';
+
+/**
+ * The alerts and the dashboard against real parts: a Prometheus server scrapes a real
+ * `sync --watch` and a real `serve-webhooks` (the built CLI) that the simulator feeds,
+ * with every window and `for:` of the rule file fifty times shorter.
+ */
+const SOURCE = 'acme';
+/**
+ * Production minutes become test seconds: 15m → 18 s, 5m → 6 s. The shortest window
+ * still holds three scrapes: a scrape may take its whole interval on a busy machine
+ * (the worker reads its gauges from Postgres), so the interval is not shorter.
+ */
+const TIME_FACTOR = 50;
+const SCRAPE_INTERVAL = '2s';
+/** Grafana's $__rate_interval: four scrape intervals. */
+const RATE_INTERVAL = '8s';
+const schema = uniqueSchema('prom_e2e');
+const prefix = uniquePrefix('prom-e2e');
+const sim = useSimulator();
+let prometheus: PrometheusServer | undefined;
+
+afterAll(async () => {
+  await prometheus?.stop();
+  await killChildren();
+  await dropSchema(schema);
+  await deletePrefix(prefix);
+});
+
+async function api(path: string, body: unknown): Promise<Record<string, unknown>> {
+  const res = await request(`${sim().baseUrl}${path}`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${TEST_API_KEY}`, 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+  });
+  expect(res.statusCode, path).toBe(200);
+  return (await res.body.json()) as Record<string, unknown>;
+}
+
+/** One value of an instant query that returns a single series, or null. */
+async function scalar(expr: string): Promise<number | null> {
+  const result = (await prometheus!.query(expr)) ?? [];
+  return result.length === 1 ? Number(result[0]!.value[1]) : null;
+}
+
+beforeAll(async () => {
+  const env = { PATH: process.env.PATH ?? '', ...testEnv({ schema, prefix, baseUrl: sim().baseUrl }) };
+  expect((await runCli(['migrate'], env)).code).toBe(0);
+  const [webhookPort, receiverMetrics, workerMetrics] = [
+    await freePort(),
+    await freePort(),
+    await freePort(),
+  ];
+  const registration = await api('/webhooks', {
+    url: `http://127.0.0.1:${webhookPort}/webhooks`,
+    events: ['*'],
+  });
+  const { FEED_API_KEY: _key, FEED_BASE_URL: _url, ...receiverEnv } = env;
+  spawnNode([CLI, 'serve-webhooks'], {
+    ...receiverEnv,
+    FEED_SOURCE: SOURCE,
+    WEBHOOK_SECRET: String(registration.signing_secret),
+    WEBHOOK_PORT: String(webhookPort),
+    METRICS_PORT: String(receiverMetrics),
+  });
+  // No retries inside a run: with the feed failing, each run fails at once and the loop backs off.
+  spawnNode([CLI, 'sync', '--watch'], {
+    ...env,
+    FEED_SOURCE: SOURCE,
+    SYNC_INTERVAL_MS: '500',
+    FEED_MAX_RETRIES: '0',
+    METRICS_PORT: String(workerMetrics),
+  });
+  prometheus = await startPrometheus({
+    jobs: {
+      'feedsync-worker': [`127.0.0.1:${workerMetrics}`],
+      'feedsync-webhooks': [`127.0.0.1:${receiverMetrics}`],
+    },
+    rules: shortened(ruleSpec(), TIME_FACTOR),
+    interval: SCRAPE_INTERVAL,
+  });
+  for (const to of ['delivered@example.com', 'bounced@example.com', 'complained@example.com']) {
+    await api('/emails', { from: 'app@example.com', to: [to], subject: 'Hi', html: '<p>Hi</p>' });
+  }
+  // Both targets up, the feed's events stored, the deliveries answered by the receiver.
+  await waitFor(
+    async () =>
+      (await scalar('min(up{job=~"feedsync-.*"})')) === 1 &&
+      ((await scalar('sum(feedsync_events_stored_total)')) ?? 0) >= 6 &&
+      ((await scalar('sum(feedsync_webhook_requests_total{status="200"})')) ?? 0) >= 6,
+    {
+      what: 'Prometheus to scrape both processes after the first events',
+      timeoutMs: 45_000,
+      intervalMs: 250,
+    },
+  );
+}, 90_000);
+
+describe('the alerts and the dashboard on a real Prometheus', () => {
+  it('loads every rule of the file and evaluates each without an error', async () => {
+    type Rules = { groups: { rules: { name: string; health: string; lastError?: string }[] }[] };
+    const loaded = async () => (await prometheus!.api<Rules>('rules')).groups.flatMap((g) => g.rules);
+    expect((await loaded()).map((r) => r.name).sort()).toEqual(
+      rulesOf(ruleSpec())
+        .map((r) => r.alert)
+        .sort(),
+    );
+    // Health is "unknown" until a rule's first evaluation, "err" with the error after a bad one.
+    const rules = await waitFor(
+      async () => {
+        const now = await loaded();
+        return now.every((r) => r.health !== 'unknown') ? now : null;
+      },
+      { what: 'every rule evaluated once', timeoutMs: 10_000 },
+    );
+    expect(rules.filter((r) => r.health !== 'ok')).toEqual([]);
+  });
+
+  it('answers every expression of the dashboard with series, and knows every metric it names', async () => {
+    const expressions = expressionsOf(readDashboard());
+    const names = new Set(
+      (await prometheus!.query('group by (__name__) ({__name__=~"feedsync_.+"})')).map(
+        (s) => s.metric.__name__,
+      ),
+    );
+    for (const { title, expr } of expressions) {
+      for (const name of metricNamesOf(expr)) expect(names, `${title}: ${name}`).toContain(name);
+      // One source chosen, as an operator would, and every source ("All"). A scrape that
+      // timed out on a busy machine leaves a gap for a moment, so each query may be asked
+      // again; a misspelt metric or label never answers.
+      for (const source of [SOURCE, '.*']) {
+        const query = interpolate(expr, { source, rateInterval: RATE_INTERVAL });
+        await waitFor(async () => (await prometheus!.query(query)).length > 0, {
+          what: `series for "${title}": ${query}`,
+          timeoutMs: 15_000,
+          intervalMs: 500,
+        });
+      }
+    }
+  }, 120_000);
+
+  it('fires the stall alert while the feed answers 503, and resolves it when the feed is back', async () => {
+    const stalled = () => alertsOf(prometheus!, 'FeedsyncNoRecentSuccess');
+    // Runs catch up every half second: nothing stalls (on a slow machine, not at once).
+    await waitFor(async () => (await stalled()).length === 0, {
+      what: 'no stall before the fault',
+      timeoutMs: 30_000,
+      intervalMs: 500,
+    });
+
+    sim().setFaults({ rate5xx: 1 });
+    const firing = await waitFor(
+      async () => (await stalled()).find((a) => a.state === 'firing' && a.labels.source === SOURCE),
+      { what: 'FeedsyncNoRecentSuccess to fire', timeoutMs: 60_000, intervalMs: 250 },
+    );
+    expect(firing.labels.severity).toBe('critical');
+    expect(firing.annotations.summary).toBe(
+      `feedsync source ${SOURCE} has not caught up with the feed for 15 minutes`,
+    );
+    expect(firing.annotations.runbook_url).toMatch(/RUNBOOK\.md#feedsyncnorecentsuccess$/);
+    // The worker counted its failed runs meanwhile, under the source's name.
+    expect(await scalar(`sum(feedsync_run_failures_total{source="${SOURCE}"})`)).toBeGreaterThan(0);
+    // The worker counted its failed runs meanwhile.
+
+    sim().setFaults({ rate5xx: 0 });
+    await waitFor(async () => (await stalled()).length === 0, {
+      what: 'FeedsyncNoRecentSuccess to resolve',
+      timeoutMs: 45_000,
+      intervalMs: 250,
+    });
+  }, 150_000);
+});
