@@ -18,7 +18,7 @@ import { startSimChild } from './lib/simulator.mjs';
 import { cpuTable, markdownTable, mb, ms, pct, rate } from './lib/table.mjs';
 import { pageMemory, pageMemoryRows } from './page-memory.mjs';
 import { retentionAlone, retentionRows } from './retention.mjs';
-import { measureSources, sourcesSection, sourcesSizes, writeSourcesSection } from './sources.mjs';
+import { measureSources, sourcesSection, sourcesSizes } from './sources.mjs';
 
 const args = process.argv.slice(2);
 const quick = args.includes('--quick');
@@ -281,7 +281,7 @@ async function sources(sim, roundTripMs, machine) {
   const measured = await measureSources(sim, sourcesSizes(scale), roundTripMs, log);
   const section = sourcesSection(measured, machineLine(machine));
   console.log(`\n${section}\n`);
-  if (writePage) writeSourcesSection(PAGE, section);
+  if (writePage) writeBlock(PAGE, 'sources', section);
   return measured;
 }
 

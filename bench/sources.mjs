@@ -2,7 +2,7 @@
 // +50 ms a page, many small sources against one big one, and the peak RSS with ten
 // sources in flight. Part of `npm run bench`; runnable alone:
 //   npm run build && node bench/sources.mjs [--quick] [--no-write]
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -10,13 +10,12 @@ import { feedPagingWithLatency } from './ceilings.mjs';
 import { prepareSchema } from './end-to-end.mjs';
 import { benchPrefix, cleanUp } from './lib/env.mjs';
 import { describeMachine } from './lib/machine.mjs';
+import { writeBlock } from './lib/page.mjs';
 import { startSimChild } from './lib/simulator.mjs';
 import { markdownTable, mb, pct, rate } from './lib/table.mjs';
 import { runWorker, workerEnv } from './lib/worker.mjs';
 
 const PAGE_LIMIT = 100;
-const BEGIN = '<!-- bench:sources:begin (written by `npm run bench` and `node bench/sources.mjs`) -->';
-const END = '<!-- bench:sources:end -->';
 
 /** Sizes of the three measures; `scale` shrinks them for a harness check. */
 export function sourcesSizes(scale = 1) {
@@ -143,27 +142,11 @@ export function sourcesRows(r) {
 /** The measured part of the Sources section of docs/BENCHMARKS.md. */
 export function sourcesSection(r, machineLine) {
   return [
-    BEGIN,
-    '',
     `Measured ${new Date().toISOString().slice(0, 10)}; ${machineLine}.`,
     `One page round trip without latency: ${r.roundTripMs.toFixed(2)} ms.`,
     '',
     markdownTable(sourcesRows(r)),
-    '',
-    END,
   ].join('\n');
-}
-
-/** Replaces the Sources section's measured part, or appends it. */
-export function writeSourcesSection(file, section) {
-  const page = existsSync(file) ? readFileSync(file, 'utf8') : '# Benchmarks\n';
-  const from = page.indexOf(BEGIN);
-  const to = page.indexOf(END);
-  const next =
-    from >= 0 && to > from
-      ? `${page.slice(0, from)}${section}${page.slice(to + END.length)}`
-      : `${page.trimEnd()}\n\n${section}\n`;
-  writeFileSync(file, next);
 }
 
 /** Alone: its own simulator, the round trip measured here, then the three measures. */
@@ -180,7 +163,7 @@ async function main() {
     console.log(`\n${markdownTable(sourcesRows(results))}\n`);
     if (!quick && !args.includes('--no-write')) {
       const page = new URL('../docs/BENCHMARKS.md', import.meta.url).pathname;
-      writeSourcesSection(page, sourcesSection(results, line));
+      writeBlock(page, 'sources', sourcesSection(results, line));
       console.log(`wrote ${page}`);
     }
   } finally {

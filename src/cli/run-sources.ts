@@ -3,7 +3,7 @@ import { exitCodeOf } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { dbGauges } from '../metrics/db-gauges.js';
 import { createMetrics, type Metrics } from '../metrics/metrics.js';
-import { startHealthServer } from '../metrics/server.js';
+import { startWorkerHealth } from '../metrics/worker-health.js';
 import { createPublisher } from '../queue/publisher.js';
 import { startRelay } from '../queue/relay.js';
 import { jobOptionsFor } from '../queue/routes.js';
@@ -11,7 +11,6 @@ import { createStore } from '../store/db.js';
 import { type Outcome, rotate, runEachOnce, startIndex, watchSources } from '../sync/scheduler.js';
 import { shutdownSignal } from '../sync/signals.js';
 import { createSync, runFailed } from '../sync/sync.js';
-import { maxBackoffMs } from '../sync/watch.js';
 
 /**
  * `feedsync sync` with FEED_SOURCES_FILE: one Postgres pool, one publisher and one
@@ -101,26 +100,13 @@ export async function runSources(
       return exitCodeFor(outcomes);
     }
 
-    // As for one source (run-sync.ts): the longest sleep or request wait between two beats, plus three intervals.
-    const staleAfterMs =
-      Math.max(maxBackoffMs(config.syncIntervalMs), 2 * config.feed.timeoutMs + config.feed.maxRetryWaitMs) +
-      3 * config.syncIntervalMs;
-    const health = await startHealthServer({
-      port: config.metricsPort,
-      host: config.metricsHost,
+    const health = await startWorkerHealth({
+      config,
       registry: metrics.registry,
       logger,
-      live: () => Date.now() - lastBeat < staleAfterMs,
-      ready: async () => {
-        const [postgres, redis] = await Promise.all([
-          store.pool
-            .query('SELECT 1')
-            .then(() => true)
-            .catch(() => false),
-          publisher.ping(),
-        ]);
-        return { ok: postgres && redis, checks: { postgres, redis } };
-      },
+      store: store,
+      publisher: publisher,
+      lastBeat: () => lastBeat,
     });
     log.info(
       {

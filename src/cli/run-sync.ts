@@ -4,11 +4,11 @@ import { hostOf } from '../connection-url.js';
 import type { Logger } from '../logger.js';
 import { dbGauges } from '../metrics/db-gauges.js';
 import { createMetrics } from '../metrics/metrics.js';
-import { startHealthServer } from '../metrics/server.js';
+import { startWorkerHealth } from '../metrics/worker-health.js';
 import { createStore } from '../store/db.js';
 import { shutdownSignal } from '../sync/signals.js';
 import { createSync, type RunResult, runFailed } from '../sync/sync.js';
-import { maxBackoffMs, watch } from '../sync/watch.js';
+import { watch } from '../sync/watch.js';
 import { progressReporter } from './progress.js';
 
 /**
@@ -94,29 +94,13 @@ export async function runSync(
       return exitCode(result);
     }
 
-    // The loop beats at each run's start and end, each commit and each retry: between two beats it
-    // either sleeps (at most the longest backoff) or waits on one request (its timeouts, or a
-    // Retry-After). Stale after the longer of the two plus three intervals. Failing runs keep it
-    // fresh: restarting the pod cannot fix the service's outage (docs/DEPLOYMENT.md, Probes).
-    const staleAfterMs =
-      Math.max(maxBackoffMs(config.syncIntervalMs), 2 * config.feed.timeoutMs + config.feed.maxRetryWaitMs) +
-      3 * config.syncIntervalMs;
-    const health = await startHealthServer({
-      port: config.metricsPort,
-      host: config.metricsHost,
+    const health = await startWorkerHealth({
+      config,
       registry: metrics.registry,
       logger,
-      live: () => Date.now() - lastBeat < staleAfterMs,
-      ready: async () => {
-        const [postgres, redis] = await Promise.all([
-          sync.store.pool
-            .query('SELECT 1')
-            .then(() => true)
-            .catch(() => false),
-          sync.publisher.ping(),
-        ]);
-        return { ok: postgres && redis, checks: { postgres, redis } };
-      },
+      store: sync.store,
+      publisher: sync.publisher,
+      lastBeat: () => lastBeat,
     });
     log.info(
       { host: config.metricsHost, port: health.port, intervalMs: config.syncIntervalMs },

@@ -1,0 +1,48 @@
+import type { Registry } from 'prom-client';
+import type { Config } from '../config.js';
+import type { Logger } from '../logger.js';
+import type { Publisher } from '../queue/publisher.js';
+import type { Store } from '../store/db.js';
+import { maxBackoffMs } from '../sync/watch.js';
+import { startHealthServer } from './server.js';
+
+/**
+ * The watch loop's /healthz, /readyz and /metrics, for one source and for a sources file.
+ *
+ * The loop beats at each run's start and end, each commit and each retry: between two beats
+ * it either sleeps (at most the longest backoff) or waits on one request (its timeouts, or a
+ * Retry-After). Liveness goes stale after the longer of the two plus three intervals. Failing
+ * runs keep it fresh: restarting the pod cannot fix the service's outage (docs/DEPLOYMENT.md,
+ * Probes). Readiness says whether Postgres and Redis answer.
+ */
+export function startWorkerHealth(opts: {
+  config: Config;
+  registry: Registry;
+  logger: Logger;
+  store: Store;
+  publisher: Publisher;
+  /** When the loop last beat (Date.now() milliseconds). */
+  lastBeat: () => number;
+}): ReturnType<typeof startHealthServer> {
+  const { config } = opts;
+  const staleAfterMs =
+    Math.max(maxBackoffMs(config.syncIntervalMs), 2 * config.feed.timeoutMs + config.feed.maxRetryWaitMs) +
+    3 * config.syncIntervalMs;
+  return startHealthServer({
+    port: config.metricsPort,
+    host: config.metricsHost,
+    registry: opts.registry,
+    logger: opts.logger,
+    live: () => Date.now() - opts.lastBeat() < staleAfterMs,
+    ready: async () => {
+      const [postgres, redis] = await Promise.all([
+        opts.store.pool
+          .query('SELECT 1')
+          .then(() => true)
+          .catch(() => false),
+        opts.publisher.ping(),
+      ]);
+      return { ok: postgres && redis, checks: { postgres, redis } };
+    },
+  });
+}
