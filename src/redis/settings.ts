@@ -183,12 +183,25 @@ function parseUrl(name: string, where: string, text: string, defaultPort: number
   if (path !== '' && !/^\d{1,2}$/.test(path)) {
     throw new ConfigError(`${name}${where}: the path must be a database number (redis://host:6379/0)`);
   }
+  // ioredis honours `?password=` and `?db=` in a URL, so a URL written for it keeps
+  // working here; any other parameter would be dropped without a word, so it is refused.
+  const query = url.searchParams;
+  for (const key of query.keys()) {
+    if (key !== 'password' && key !== 'db') {
+      throw new ConfigError(`${name}${where}: unsupported query parameter "${key}" (only password and db)`);
+    }
+  }
+  const queryDb = query.get('db');
+  if (queryDb !== null && !/^\d{1,2}$/.test(queryDb)) {
+    throw new ConfigError(`${name}${where}: db must be a database number`);
+  }
+  const dbText = path !== '' ? path : queryDb;
   return {
     node: { host: stripBrackets(url.hostname), port: url.port ? Number(url.port) : defaultPort },
     tls: url.protocol === 'rediss:',
     username: url.username ? decode(name, where, url.username) : null,
-    password: url.password ? decode(name, where, url.password) : null,
-    db: path === '' ? null : Number(path),
+    password: url.password ? decode(name, where, url.password) : query.get('password') || null,
+    db: dbText === null ? null : Number(dbText),
   };
 }
 

@@ -33,6 +33,16 @@ describe('Redis settings', () => {
     });
   });
 
+  it('a password or database given as a query parameter is honoured as ioredis does; other parameters are refused', () => {
+    const env = { REDIS_URL: 'redis://cache.internal:6379/?password=s3cr%26t&db=3' };
+    expect(loadConfig(env).redis).toMatchObject({ password: 's3cr&t', db: 3 });
+    expect(secretsOf(loadConfig(env))).toContain('s3cr&t');
+    const err = configError({ REDIS_URL: 'redis://cache.internal:6379/?family=6&password=hunter22' });
+    expect(err.message).toContain('REDIS_URL');
+    expect(err.message).toContain('family');
+    expect(err.message).not.toContain('hunter22');
+  });
+
   it('several seed nodes, as URLs or bare host:port taking the first one’s scheme and password', () => {
     const r = parseRedisSettings({
       REDIS_URL: 'rediss://:pw@a.example:7000, b.example:7001,rediss://c.example',
