@@ -136,7 +136,18 @@ export function startRelay(opts: RelayOptions): Relay {
   let generation = 0;
   let failures = 0;
   let lastError: unknown = null;
-  type Waiter = { generation: number; resolve: () => void; reject: (err: unknown) => void };
+  /**
+   * A drain() call: `mark` is the highest outbox seq committed when it was made. It is
+   * settled once no unpublished row is at or below it, or once a batch started after it
+   * finds the outbox empty. Many sources share one relay, so the outbox is seldom empty
+   * while they run: waiting for empty would hold each source's turn until all paused.
+   */
+  type Waiter = {
+    generation: number;
+    mark: bigint;
+    resolve: () => void;
+    reject: (err: unknown) => void;
+  };
   let waiters: Waiter[] = [];
 
   /** Resolves (or, given an error, rejects) the drain() calls that `due` picks. */
@@ -169,8 +180,13 @@ export function startRelay(opts: RelayOptions): Relay {
         if (failures > 0) log.info({ failures }, 'outbox relay recovered');
         failures = 0;
         lastError = null;
-        if (n > 0) kicked = true;
-        else settle((w) => w.generation < gen);
+        if (n > 0) {
+          kicked = true;
+          if (waiters.length > 0) {
+            const low = await lowestUnpublished(opts.store);
+            settle((w) => low === null || low > w.mark);
+          }
+        } else settle((w) => w.generation < gen);
       } catch (err) {
         kicked = true;
         failures++;
@@ -191,10 +207,13 @@ export function startRelay(opts: RelayOptions): Relay {
       wake.abort();
       wake = new AbortController();
     },
-    drain() {
-      if (stopper.signal.aborted) return Promise.reject(new Error('the relay is stopped'));
+    async drain() {
+      if (stopper.signal.aborted) throw new Error('the relay is stopped');
+      // Nothing committed yet: every seq is at least 1, so the next batch settles it.
+      const mark = (await highestSeq(opts.store)) ?? 0n;
+      if (stopper.signal.aborted) throw new Error('the relay is stopped');
       return new Promise<void>((resolve, reject) => {
-        waiters.push({ generation, resolve, reject });
+        waiters.push({ generation, mark, resolve, reject });
         this.kick();
       });
     },
@@ -207,6 +226,22 @@ export function startRelay(opts: RelayOptions): Relay {
       return lastError;
     },
   };
+}
+
+/** The highest seq committed so far (null: an empty outbox); an index look-up. */
+async function highestSeq(store: Store): Promise<bigint | null> {
+  const { rows } = await store.pool.query<{ seq: string | null }>(
+    `SELECT max(seq) AS seq FROM ${table(store)}`,
+  );
+  return rows[0]?.seq == null ? null : BigInt(rows[0].seq);
+}
+
+/** The lowest seq not yet published (null: none); an index look-up on the unpublished rows. */
+async function lowestUnpublished(store: Store): Promise<bigint | null> {
+  const { rows } = await store.pool.query<{ seq: string | null }>(
+    `SELECT min(seq) AS seq FROM ${table(store)} WHERE published_at IS NULL`,
+  );
+  return rows[0]?.seq == null ? null : BigInt(rows[0].seq);
 }
 
 /** The outbox's qualified name; the schema is a checked lowercase identifier. */
