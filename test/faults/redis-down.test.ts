@@ -39,6 +39,7 @@ async function unpublished(box: Sandbox): Promise<number> {
   return rows[0]!.n;
 }
 
+/** FLUSHALL on the private redis-server this file started (never the shared one on 6379). */
 async function flush(): Promise<void> {
   const client = new Redis(redis.url);
   await client.flushall();
