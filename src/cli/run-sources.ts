@@ -104,8 +104,8 @@ export async function runSources(
       config,
       registry: metrics.registry,
       logger,
-      store: store,
-      publisher: publisher,
+      store,
+      publisher,
       lastBeat: () => lastBeat,
     });
     log.info(
