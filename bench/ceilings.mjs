@@ -2,6 +2,7 @@ import { Pool } from 'undici';
 import { createPublisher } from '../dist/queue/publisher.js';
 import { jobIdFor, jobOptionsFor } from '../dist/queue/routes.js';
 import { parseRedisSettings } from '../dist/redis/settings.js';
+import { publishBatch } from '../dist/queue/relay.js';
 import { createApplier } from '../dist/store/applier.js';
 import { ensureCursor } from '../dist/store/cursor.js';
 import { backendMeter, cpuMs } from './lib/cpu.mjs';
@@ -180,5 +181,57 @@ export async function bullmqAddBulk(count, batchSize, cpu) {
   } finally {
     await publisher.close();
     await deletePrefix(prefix);
+  }
+}
+
+/**
+ * The outbox relay alone: `count` events stored by the applier with their outbox rows
+ * (untimed), then the relay's own step (publishBatch: select a batch of unpublished
+ * rows, addBulk per queue, mark them published) `batchSize` rows at a time until the
+ * outbox is empty.
+ */
+export async function relayAlone(count, batchSize, cpu) {
+  const store = await migratedStore('relay');
+  const prefix = benchPrefix('relay');
+  const publisher = createPublisher({
+    redis: parseRedisSettings({ REDIS_URL }),
+    prefix,
+    jobOptions: jobOptionsFor({ jobAttempts: 5, jobBackoffMs: 1_000 }),
+  });
+  const backends = backendMeter(cpu.pg, process.pid);
+  const timer = setInterval(() => void backends.sample(), 50);
+  try {
+    const applier = createApplier(store, route);
+    for (const events of batchesOf(count, 1000)) {
+      await applier.apply({ source: SOURCE, receivedVia: 'feed', events, quarantine: [] });
+    }
+    await store.pool.query(`VACUUM ANALYZE "${store.schema}".outbox`);
+    if (!(await publisher.ping())) throw new Error('Redis does not answer');
+    await backends.sample();
+    const before = backends.totalMs();
+    let published = 0;
+    const { seconds, cpu: used } = await measured(
+      async () => {
+        for (;;) {
+          const n = await publishBatch(store, publisher, batchSize);
+          if (n === 0) break;
+          published += n;
+        }
+      },
+      { redis: cpu.redisPid },
+    );
+    await backends.sample();
+    if (published !== count) throw new Error(`the relay published ${published} rows, expected ${count}`);
+    return {
+      eventsPerSec: count / seconds,
+      seconds,
+      cpu: { ...used, postgres: backends.totalMs() - before },
+    };
+  } finally {
+    clearInterval(timer);
+    await publisher.close();
+    await deletePrefix(prefix);
+    await store.close();
+    await dropSchema(store.schema);
   }
 }

@@ -10,11 +10,13 @@ const RFC3339 =
 const FRACTION_DIGITS = 6;
 
 /**
- * created_at in a form Postgres always stores as the same instant: UTC, `Z`, at
- * most six fraction digits, a leap second rolled over into the next minute (as
- * Postgres does), years 1 to 9999 after the shift to UTC. A value already in that
- * form is returned as it came. Null when it is no valid date-time: 30 February,
- * hour 24, minute 60, an offset of 24 hours or more.
+ * created_at in one form per instant, the one Postgres prints back for jobs
+ * (queue/job-data.ts): UTC, `Z`, three fraction digits, or six when the instant has
+ * microseconds (as `Date.toISOString()` prints, then Postgres's precision); a leap
+ * second rolled over into the next minute (as Postgres does), years 1 to 9999 after
+ * the shift to UTC. A value already in that form is returned as it came. Null when
+ * it is no valid date-time: 30 February, hour 24, minute 60, an offset of 24 hours
+ * or more.
  */
 export function normaliseTimestamp(text: string): string | null {
   const m = RFC3339.exec(text);
@@ -26,8 +28,12 @@ export function normaliseTimestamp(text: string): string | null {
   const minute = Number(m[5]);
   const second = Number(m[6]);
   const fraction = m[7] ?? '';
-  // Already canonical: upper-case T and Z, no leap second, no digits Postgres would round.
-  const canonical = m[8] === 'Z' && text[10] === 'T' && second < 60 && fraction.length <= FRACTION_DIGITS;
+  // Already canonical: upper-case T and Z, no leap second, milliseconds or non-zero microseconds.
+  const canonical =
+    m[8] === 'Z' &&
+    text[10] === 'T' &&
+    second < 60 &&
+    (fraction.length === 3 || (fraction.length === FRACTION_DIGITS && !fraction.endsWith('000')));
   const offsetHours = Number(m[10] ?? 0);
   const offsetMinutes = Number(m[11] ?? 0);
   if (month < 1 || month > 12 || day < 1 || day > daysIn(year, month)) return null;
@@ -42,8 +48,8 @@ export function normaliseTimestamp(text: string): string | null {
   at.setUTCHours(hour, minute - sign * (offsetHours * 60 + offsetMinutes), second, 0);
   const utcYear = at.getUTCFullYear();
   if (utcYear < 1 || utcYear > 9999) return null;
-  const digits = fraction.slice(0, FRACTION_DIGITS);
-  return `${at.toISOString().slice(0, 19)}${digits ? `.${digits}` : ''}Z`;
+  const digits = fraction.slice(0, FRACTION_DIGITS).padEnd(FRACTION_DIGITS, '0');
+  return `${at.toISOString().slice(0, 19)}.${digits.endsWith('000') ? digits.slice(0, 3) : digits}Z`;
 }
 
 function daysIn(year: number, month: number): number {

@@ -1,7 +1,10 @@
 import { defaultSleep } from '../api/retry.js';
 import { ConfigError } from '../errors.js';
 import type { Logger } from '../logger.js';
-import type { Store } from '../store/db.js';
+import type pg from 'pg';
+import type { OutboxEntry } from '../store/applier.js';
+import { quoteSchema, type Store } from '../store/db.js';
+import { type JobData, jobData, jobDataSql } from './job-data.js';
 import type { JobToAdd, Publisher } from './publisher.js';
 import { jobIdFor } from './routes.js';
 
@@ -21,6 +24,8 @@ export interface RelayOptions {
    * webhook delivery whose commit finished after its 503 went out.
    */
   sweepMs?: number;
+  /** Offered rows kept in memory at most; more are left to be read from the outbox. Default 4 × batchSize. */
+  maxOffered?: number;
   sleep?: (ms: number, signal?: AbortSignal) => Promise<void>;
   onPublished?: (queue: string, count: number) => void;
 }
@@ -31,57 +36,28 @@ interface OutboxRow {
   event_id: string;
   queue: string;
   job_name: string;
-  payload: unknown;
+  data: JobData | null;
 }
 
+type Db = Pick<pg.ClientBase, 'query'>;
+
 /**
- * Publishes one batch of unpublished outbox rows, oldest first: addBulk per queue
- * with the deterministic jobId, then marks them published, all inside one
- * transaction whose row locks keep a second relay off the same rows. A crash
- * after addBulk re-adds the same jobIds next time, which BullMQ ignores.
- * Returns how many rows it published (0: the outbox is empty).
+ * Runs `fn` in a transaction on a client of its own. The transaction stays open while
+ * Redis answers; if Postgres ends the session meanwhile, a checked-out client without
+ * a listener would crash the process, so the error is kept and thrown instead.
  */
-export async function publishBatch(
-  store: Store,
-  publisher: Publisher,
-  batchSize: number,
-  onPublished?: (queue: string, count: number) => void,
-): Promise<number> {
+async function inTransaction<T>(store: Store, begin: string, fn: (db: Db) => Promise<T>): Promise<T> {
   const client = await store.pool.connect();
-  // The transaction stays open while Redis answers; if Postgres ends the session
-  // meanwhile, a checked-out client without a listener would crash the process.
   let broken: Error | undefined;
   const onError = (err: Error): void => {
     broken = err;
   };
   client.on('error', onError);
   try {
-    // During a catch-up the outbox grows faster than its statistics: a fresh table looks
-    // empty to the planner, which then reads the whole backlog and sorts it, on every
-    // batch. The partial index already yields the rows in seq order; no sort is needed.
-    await client.query('BEGIN; SET LOCAL enable_sort = off');
-    const { rows } = await client.query<OutboxRow>(
-      `SELECT seq, source, event_id, queue, job_name, payload FROM ${table(store)}
-        WHERE published_at IS NULL ORDER BY seq LIMIT $1 FOR UPDATE SKIP LOCKED`,
-      [batchSize],
-    );
-    const byQueue = new Map<string, JobToAdd[]>();
-    for (const row of rows) {
-      const jobs = byQueue.get(row.queue) ?? [];
-      byQueue.set(row.queue, jobs);
-      jobs.push({ name: row.job_name, jobId: jobIdFor(row.source, row.event_id), data: row.payload });
-    }
-    for (const [queue, jobs] of byQueue) {
-      await publisher.addBulk(queue, jobs);
-      onPublished?.(queue, jobs.length);
-    }
-    if (rows.length > 0) {
-      await client.query(`UPDATE ${table(store)} SET published_at = now() WHERE seq = ANY($1::bigint[])`, [
-        rows.map((r) => r.seq),
-      ]);
-    }
+    await client.query(begin);
+    const value = await fn(client);
     await client.query('COMMIT');
-    return rows.length;
+    return value;
   } catch (err) {
     await client.query('ROLLBACK').catch(() => {});
     throw broken ?? err;
@@ -89,6 +65,97 @@ export async function publishBatch(
     client.off('error', onError);
     client.release(broken);
   }
+}
+
+/** addBulk per queue, each queue's jobs in the order given. */
+async function addInOrder(
+  publisher: Publisher,
+  jobs: readonly { queue: string; job: JobToAdd }[],
+  onPublished?: (queue: string, count: number) => void,
+): Promise<void> {
+  const byQueue = new Map<string, JobToAdd[]>();
+  for (const { queue, job } of jobs) {
+    const list = byQueue.get(queue) ?? [];
+    byQueue.set(queue, list);
+    list.push(job);
+  }
+  for (const [queue, list] of byQueue) {
+    await publisher.addBulk(queue, list);
+    onPublished?.(queue, list.length);
+  }
+}
+
+/**
+ * Publishes one batch of unpublished outbox rows, oldest first: addBulk per queue
+ * with the deterministic jobId, then marks them published, all inside one
+ * transaction whose row locks keep a second relay off the same rows. A crash
+ * after addBulk re-adds the same jobIds next time, which BullMQ ignores. The job's
+ * data is read from the event (rows written before schema version 3 carry a copy).
+ * Returns how many rows it took (0: the outbox is empty).
+ */
+export async function publishBatch(
+  store: Store,
+  publisher: Publisher,
+  batchSize: number,
+  onPublished?: (queue: string, count: number) => void,
+): Promise<number> {
+  const s = quoteSchema(store.schema);
+  // During a catch-up the outbox grows faster than its statistics: a fresh table looks
+  // empty to the planner, which then reads the whole backlog and sorts it, on every
+  // batch. The partial index already yields the rows in seq order; no sort is needed.
+  return inTransaction(store, 'BEGIN; SET LOCAL enable_sort = off', async (db) => {
+    const { rows } = await db.query<OutboxRow>(
+      `SELECT o.seq, o.source, o.event_id, o.queue, o.job_name, COALESCE(o.payload, ${jobDataSql('e')}) AS data
+         FROM ${s}.outbox o LEFT JOIN ${s}.events e ON e.source = o.source AND e.id = o.event_id
+        WHERE o.published_at IS NULL ORDER BY o.seq LIMIT $1 FOR UPDATE OF o SKIP LOCKED`,
+      [batchSize],
+    );
+    // The retention keeps every event with an unpublished row; a row without one has no job to give.
+    const jobs = rows.flatMap((row) =>
+      row.data === null
+        ? []
+        : [{ queue: row.queue, job: { name: row.job_name, jobId: jobIdFor(row.source, row.event_id), data: row.data } }],
+    );
+    await addInOrder(publisher, jobs, onPublished);
+    if (rows.length > 0) {
+      await db.query(`UPDATE ${s}.outbox SET published_at = now() WHERE seq = ANY($1::bigint[])`, [
+        rows.map((r) => r.seq),
+      ]);
+    }
+    return rows.length;
+  });
+}
+
+/**
+ * Publishes outbox rows the worker has just committed, from the events it holds: it
+ * marks them published (those still unpublished: a relay elsewhere may have taken
+ * some) and adds their jobs, in one transaction, so that the outbox is not read back.
+ * Returns how many it published.
+ */
+export async function publishCommitted(
+  store: Store,
+  publisher: Publisher,
+  entries: readonly OutboxEntry[],
+  onPublished?: (queue: string, count: number) => void,
+): Promise<number> {
+  const s = quoteSchema(store.schema);
+  return inTransaction(store, 'BEGIN', async (db) => {
+    // Row locks as the batch path takes them: a row another relay holds is waited for, then skipped.
+    const { rows } = await db.query<{ seq: string }>(
+      `UPDATE ${s}.outbox SET published_at = now()
+        WHERE seq = ANY($1::bigint[]) AND published_at IS NULL RETURNING seq`,
+      [entries.map((e) => e.seq)],
+    );
+    const open = new Set(rows.map((r) => r.seq));
+    const jobs = entries
+      .filter((e) => open.has(e.seq))
+      .map((e) => ({
+        queue: e.queue,
+        job: { name: e.jobName, jobId: jobIdFor(e.source, e.event.id), data: jobData(e.source, e.event) },
+      }));
+    await addInOrder(publisher, jobs, onPublished);
+    return jobs.length;
+  });
 }
 
 /** Unpublished outbox rows. */
@@ -109,8 +176,13 @@ export async function pruneOutbox(store: Store, retentionHours: number): Promise
 }
 
 export interface Relay {
-  /** New outbox rows were committed: publish them soon. */
+  /** New outbox rows were committed that nobody offers: look at the outbox soon. */
   kick(): void;
+  /**
+   * Outbox rows just committed, with their events: published from memory, without
+   * reading the outbox back. Past a bound of rows waiting, they are left to the outbox.
+   */
+  offer(entries: readonly OutboxEntry[]): void;
   /** Resolves once every row committed before the call is published; rejects after `drainAttempts` failures in a row. */
   drain(): Promise<void>;
   /** Stops the loop after the batch in hand. */
@@ -120,8 +192,10 @@ export interface Relay {
 }
 
 /**
- * The relay loop: publishes while there is a backlog, sleeps until kicked (or a
- * sweep is due), and backs off while Redis is down. Storing never waits for it.
+ * The relay loop: publishes what it is offered, reads the outbox when kicked (or a
+ * sweep is due, or after a failure) until it finds no full batch, and backs off
+ * while Redis is down. Storing never waits for it. The outbox comes first, so rows
+ * left behind are published before newer ones.
  */
 export function startRelay(opts: RelayOptions): Relay {
   const batchSize = opts.batchSize ?? 1000;
@@ -131,16 +205,20 @@ export function startRelay(opts: RelayOptions): Relay {
   const sleep = opts.sleep ?? defaultSleep;
   const log = opts.logger.child({ module: 'relay' });
   const stopper = new AbortController();
+  // What may wait in memory: beyond it (Redis slower than Postgres) the outbox holds the rest.
+  const maxOffered = opts.maxOffered ?? 4 * batchSize;
   let wake: AbortController = new AbortController();
   let kicked = false;
+  let offered: OutboxEntry[] = [];
   let generation = 0;
   let failures = 0;
   let lastError: unknown = null;
   /**
    * A drain() call: `mark` is the highest outbox seq committed when it was made. It is
-   * settled once no unpublished row is at or below it, or once a batch started after it
-   * finds the outbox empty. Many sources share one relay, so the outbox is seldom empty
-   * while they run: waiting for empty would hold each source's turn until all paused.
+   * settled once no unpublished row is at or below it, or once a read of the outbox
+   * started after it finds it empty. Many sources share one relay, so the outbox is
+   * seldom empty while they run: waiting for empty would hold each source's turn
+   * until all paused.
    */
   type Waiter = {
     generation: number;
@@ -159,10 +237,36 @@ export function startRelay(opts: RelayOptions): Relay {
       else w.reject(err);
     }
   };
+  const rouse = (): void => {
+    wake.abort();
+    wake = new AbortController();
+  };
+
+  /** One step: a batch read from the outbox when kicked, else what was offered. */
+  const step = async (gen: number): Promise<void> => {
+    if (kicked) {
+      // Consume the kick before the batch: a kick that lands while it runs asks for one more.
+      kicked = false;
+      const n = await publishBatch(opts.store, opts.publisher, batchSize, opts.onPublished);
+      if (n === 0) settle((w) => w.generation < gen);
+      // A full batch: more may be waiting. A short one took every row committed before it
+      // that no other relay held; rows committed since are offered or kicked.
+      if (n === batchSize) kicked = true;
+    } else {
+      const entries = offered.splice(0, batchSize);
+      await publishCommitted(opts.store, opts.publisher, entries, opts.onPublished);
+    }
+    if (waiters.length > 0 && !kicked) {
+      const low = await lowestUnpublished(opts.store);
+      settle((w) => low === null || low > w.mark);
+      // Rows that nobody offers (a crash's, another process's): read the outbox for them.
+      if (waiters.length > 0 && offered.length === 0) kicked = true;
+    }
+  };
 
   const loop = async (): Promise<void> => {
     while (!stopper.signal.aborted) {
-      if (!kicked) {
+      if (!kicked && offered.length === 0) {
         // A sleep that ends by itself (no kick, no stop) is a sweep: an empty outbox costs one index look-up.
         await sleep(sweepMs, AbortSignal.any([stopper.signal, wake.signal])).then(
           () => {
@@ -172,22 +276,15 @@ export function startRelay(opts: RelayOptions): Relay {
         );
         continue;
       }
-      // Consume the kick before the batch: a kick that lands while it runs asks for one more.
-      kicked = false;
       const gen = ++generation;
       try {
-        const n = await publishBatch(opts.store, opts.publisher, batchSize, opts.onPublished);
+        await step(gen);
         if (failures > 0) log.info({ failures }, 'outbox relay recovered');
         failures = 0;
         lastError = null;
-        if (n > 0) {
-          kicked = true;
-          if (waiters.length > 0) {
-            const low = await lowestUnpublished(opts.store);
-            settle((w) => low === null || low > w.mark);
-          }
-        } else settle((w) => w.generation < gen);
       } catch (err) {
+        // Whatever was offered is in the outbox: the retry reads it from there.
+        offered = [];
         kicked = true;
         failures++;
         lastError = err;
@@ -204,8 +301,16 @@ export function startRelay(opts: RelayOptions): Relay {
   return {
     kick() {
       kicked = true;
-      wake.abort();
-      wake = new AbortController();
+      rouse();
+    },
+    offer(entries) {
+      if (entries.length === 0) return;
+      // While the outbox is to be read anyway, or memory is full, the read takes these too.
+      if (kicked || offered.length + entries.length > maxOffered) this.kick();
+      else {
+        offered.push(...entries);
+        rouse();
+      }
     },
     async drain() {
       if (stopper.signal.aborted) throw new Error('the relay is stopped');
@@ -214,7 +319,9 @@ export function startRelay(opts: RelayOptions): Relay {
       if (stopper.signal.aborted) throw new Error('the relay is stopped');
       return new Promise<void>((resolve, reject) => {
         waiters.push({ generation, mark, resolve, reject });
-        this.kick();
+        // Rows on offer are published from memory first; the step after them looks at the rest.
+        if (offered.length === 0) this.kick();
+        else rouse();
       });
     },
     async stop() {

@@ -1,6 +1,7 @@
 import { ConfigError } from '../errors.js';
 import { quoteSchema, type Store } from '../store/db.js';
 import { assertEventWithinRetention, assertWithinRetention } from '../store/retention-guard.js';
+import { type JobData, jobDataSql } from './job-data.js';
 import type { JobToAdd, Publisher } from './publisher.js';
 import { jobIdFor } from './routes.js';
 import type { RequeueSince } from './since.js';
@@ -50,7 +51,7 @@ interface OutboxRow {
   event_id: string;
   queue: string;
   job_name: string;
-  payload: unknown;
+  data: JobData | null;
 }
 
 /**
@@ -95,11 +96,11 @@ export async function requeue(
   };
 
   // Rows after `seq`, published, and (for a time) published at or after it.
-  const where = `source = $1 AND published_at IS NOT NULL AND seq > $2::bigint AND published_at >= $3`;
+  const where = `o.source = $1 AND o.published_at IS NOT NULL AND o.seq > $2::bigint AND o.published_at >= $3`;
   const params = [opts.source, start.afterSeq, start.publishedFrom ?? new Date(0)];
   if (opts.dryRun) {
     const { rows } = await store.pool.query<{ queue: string; n: string; first: string }>(
-      `SELECT queue, count(*) AS n, min(seq) AS first FROM ${t} WHERE ${where} GROUP BY queue`,
+      `SELECT queue, count(*) AS n, min(seq) AS first FROM ${t} o WHERE ${where} GROUP BY queue`,
       params,
     );
     for (const row of rows) {
@@ -113,18 +114,22 @@ export async function requeue(
   let after = start.afterSeq;
   // Bounded: each round moves `after` forward past at least one row, and rows are finite.
   for (;;) {
+    // The job's data is the event's (rows before schema version 3 carry a copy); a row whose
+    // event the retention has pruned has no job to give, and is passed over.
     const { rows } = await store.pool.query<OutboxRow>(
-      `SELECT seq, event_id, queue, job_name, payload FROM ${t}
-        WHERE ${where} ORDER BY seq LIMIT ${batchSize}`,
+      `SELECT o.seq, o.event_id, o.queue, o.job_name, COALESCE(o.payload, ${jobDataSql('e')}) AS data
+         FROM ${t} o LEFT JOIN ${quoteSchema(store.schema)}.events e ON e.source = o.source AND e.id = o.event_id
+        WHERE ${where} ORDER BY o.seq LIMIT ${batchSize}`,
       [opts.source, after, params[2]],
     );
     if (rows.length === 0) break;
     result.fromSeq ??= rows[0]!.seq;
     const byQueue = new Map<string, JobToAdd[]>();
     for (const row of rows) {
+      if (row.data === null) continue;
       const jobs = byQueue.get(row.queue) ?? [];
       byQueue.set(row.queue, jobs);
-      jobs.push({ name: row.job_name, jobId: jobIdFor(opts.source, row.event_id), data: row.payload });
+      jobs.push({ name: row.job_name, jobId: jobIdFor(opts.source, row.event_id), data: row.data });
     }
     for (const [queue, jobs] of byQueue) {
       // Asked before adding, so the count is what this call changed; every job is still

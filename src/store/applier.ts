@@ -40,6 +40,18 @@ export interface ApplyResult {
   conflicts: number;
   /** Outbox rows this batch added. */
   outboxRows: number;
+  /** Those rows, in seq order, with their events: what the relay publishes once the batch has committed. */
+  outbox: OutboxEntry[];
+}
+
+/** An outbox row just committed, with the event it stands for (the job's data, from memory). */
+export interface OutboxEntry {
+  /** bigserial, as text. */
+  seq: string;
+  source: string;
+  queue: string;
+  jobName: string;
+  event: ServiceEvent;
 }
 
 export interface Applier {
@@ -156,10 +168,22 @@ export function createApplier(
         unstorable,
         quarantined: row.quarantined,
         conflicts: row.conflicts,
-        outboxRows: row.outbox_rows,
+        outboxRows: row.outbox_seqs.length,
+        outbox: outboxEntries(batch.source, row, inserted),
       };
     },
   };
+
+  /** The statement's new outbox rows joined with the events they stand for. */
+  function outboxEntries(source: string, row: ApplyRow, inserted: readonly ServiceEvent[]): OutboxEntry[] {
+    if (row.outbox_seqs.length === 0) return [];
+    const byId = new Map(inserted.map((e) => [e.id, e]));
+    return row.outbox_seqs.map((seq, i) => {
+      const event = byId.get(row.outbox_ids[i]!)!;
+      const { queue, jobName } = route(event.type)!;
+      return { seq, source, queue, jobName, event };
+    });
+  }
 
   /** Event type to [queue, job name], for the types of these events that have a queue. */
   function routesOf(events: readonly ServiceEvent[]): Record<string, [string, string]> {
@@ -185,6 +209,7 @@ export function nothingApplied(): ApplyResult {
     quarantined: 0,
     conflicts: 0,
     outboxRows: 0,
+    outbox: [],
   };
 }
 

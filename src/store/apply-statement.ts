@@ -9,7 +9,7 @@
  *   fold  one row per email, so that one upsert per email suffices (no joins: a
  *         batch may hold thousands of events)
  *   up    email_status upsert that never moves backwards
- *   ob    outbox rows for the new routed events, in feed order
+ *   ob    outbox rows for the new routed events, in feed order (no copy of the event)
  *   q     quarantine rows, gated on go
  *   seen  the batch's events (and repeats within it) whose id was stored before
  *   conf  conflicts: a stored id that came back with other content, once per version
@@ -24,7 +24,8 @@
  * moves, $6 its expected after_id, $7 the new one, $8 quarantined raw texts, $9
  * their reasons, $10 the repeats of an id within the batch, like $3 (usually
  * none). Besides the counts it returns the ids of the batch that were already
- * stored (usually none), not the thousands that were not.
+ * stored (usually none), not the thousands that were not, and the outbox rows it
+ * added (seq and event id, in seq order) for the relay to publish from memory.
  *
  * Content is compared as Postgres sees it (the instant of created_at, data as
  * jsonb), so key order or an offset written differently is no conflict.
@@ -116,15 +117,16 @@ WITH input AS (
     updated_at = now()
   RETURNING 1
 ), ob AS (
-  INSERT INTO ${s}.outbox (source, event_id, queue, job_name, payload)
-  SELECT $1::text, i.id, i.queue, i.job_name, jsonb_build_object(
-    'source', $1::text, 'id', i.id, 'type', i.type, 'created_at', i.created_at, 'data', n.data)
+  -- No payload: the job's data is the event, read back from events only when a crash
+  -- left the row behind (the worker publishes what it just committed from memory).
+  INSERT INTO ${s}.outbox (source, event_id, queue, job_name)
+  SELECT $1::text, i.id, i.queue, i.job_name
   FROM ins n JOIN input i ON i.id = n.id
   WHERE i.queue IS NOT NULL
   -- seq is drawn in this order, so the relay publishes in feed order.
   ORDER BY i.ord
   ON CONFLICT (source, event_id) DO NOTHING
-  RETURNING 1
+  RETURNING seq, event_id
 ), q AS (
   INSERT INTO ${s}.quarantine (source, raw, raw_sha256, reason)
   SELECT $1::text, raw, encode(sha256(convert_to(raw, 'UTF8')), 'hex'), reason
@@ -158,6 +160,7 @@ SELECT (SELECT ok FROM go) AS ok,
   ARRAY(SELECT id FROM seen WHERE first) AS stored_before,
   (SELECT count(*) FROM q)::int AS quarantined,
   (SELECT count(*) FROM conf)::int AS conflicts,
-  (SELECT count(*) FROM ob)::int AS outbox_rows,
+  ARRAY(SELECT seq FROM ob ORDER BY seq) AS outbox_seqs,
+  ARRAY(SELECT event_id FROM ob ORDER BY seq) AS outbox_ids,
   (SELECT count(*) FROM up)::int AS projected`;
 }

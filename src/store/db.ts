@@ -56,8 +56,8 @@ export interface OutboxTable {
   event_id: string;
   queue: string;
   job_name: string;
-  /** `{source, id, type, created_at, data}`, the BullMQ job data. */
-  payload: Json;
+  /** A copy of the job data in rows written before schema version 3; NULL since (the relay reads the event). */
+  payload: Json | null;
   created_at: DefaultTimestamp;
   published_at: Timestamp<null | undefined> | null;
 }

@@ -17,7 +17,9 @@ export interface ApplyRow {
   stored_before: string[];
   quarantined: number;
   conflicts: number;
-  outbox_rows: number;
+  /** The outbox rows the part added, in seq order: their seq (int8 as text) and event id. */
+  outbox_seqs: string[];
+  outbox_ids: string[];
 }
 
 /** Runs the apply statement for one part on the given client or pool. */
@@ -69,13 +71,14 @@ export async function applyIsolated(pool: pg.Pool, run: RunPart, part: Part): Pr
       await client.query('ROLLBACK');
       return { row: null, refused: [] };
     }
-    const total: ApplyRow = { ...head, stored_before: [] };
+    const total: ApplyRow = { ...head, stored_before: [], outbox_seqs: [], outbox_ids: [] };
     const refused: Isolated['refused'] = [];
     const add = (row: ApplyRow): void => {
       total.stored_before.push(...row.stored_before);
       total.quarantined += row.quarantined;
       total.conflicts += row.conflicts;
-      total.outbox_rows += row.outbox_rows;
+      total.outbox_seqs.push(...row.outbox_seqs);
+      total.outbox_ids.push(...row.outbox_ids);
     };
     // Repeats go with the first copy of their id, so a conflict finds the version it is compared with.
     const repeatsOf = groupRepeats(part.repeats);

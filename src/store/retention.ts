@@ -39,15 +39,15 @@ export interface PruneResult {
  * they arrived (small tables, read without an index): a conflict outlives the kept
  * version it differs from by at most the retention, and an operator who has not
  * looked at either in that time will not. `email_status` is never pruned: it is the
- * projection a consumer reads, one row per email. Outbox rows are not touched here:
- * their payload is a copy of the event, so an unpublished one is still published
- * after its event has gone, and published ones have their own retention
- * (OUTBOX_RETENTION_HOURS).
+ * projection a consumer reads, one row per email. An event whose outbox row is not
+ * published yet stays: the relay reads the job's data from it (Redis down for longer
+ * than the retention). Outbox rows are not touched here: published ones have their
+ * own retention (OUTBOX_RETENTION_HOURS).
  */
 const TARGETS = [
-  { table: 'events', time: 'created_at', ordered: true },
-  { table: 'quarantine', time: 'received_at', ordered: false },
-  { table: 'conflicts', time: 'received_at', ordered: false },
+  { table: 'events', time: 'created_at', ordered: true, keep: 'unpublished' },
+  { table: 'quarantine', time: 'received_at', ordered: false, keep: null },
+  { table: 'conflicts', time: 'received_at', ordered: false, keep: null },
 ] as const;
 
 /**
@@ -66,7 +66,11 @@ export async function pruneExpired(store: Store, opts: PruneOptions): Promise<Pr
   const s = quoteSchema(store.schema);
   const result: PruneResult = { events: 0, quarantine: 0, conflicts: 0, done: false };
 
-  for (const { table, time, ordered } of TARGETS) {
+  for (const { table, time, ordered, keep } of TARGETS) {
+    const kept =
+      keep === 'unpublished'
+        ? `AND NOT EXISTS (SELECT FROM ${s}.outbox o WHERE o.source = t.source AND o.event_id = t.id AND o.published_at IS NULL)`
+        : '';
     let from = new Date(0);
     // Bounded: every round deletes a full batch of rows (finite) or ends the table.
     for (;;) {
@@ -75,8 +79,8 @@ export async function pruneExpired(store: Store, opts: PruneOptions): Promise<Pr
       const { rows } = await store.pool.query<{ n: string; last: Date | null }>(
         `WITH gone AS (
            DELETE FROM ${s}.${table} WHERE ctid = ANY(ARRAY(
-             SELECT ctid FROM ${s}.${table}
-              WHERE source = $1 AND ${time} >= $2 AND ${time} < $3
+             SELECT ctid FROM ${s}.${table} t
+              WHERE source = $1 AND ${time} >= $2 AND ${time} < $3 ${kept}
               ${ordered ? `ORDER BY ${time}` : ''} LIMIT $4))
            RETURNING ${time} AS t)
          SELECT count(*) AS n, max(t) AS last FROM gone`,

@@ -149,6 +149,7 @@ export function createSync(config: Config, opts: SyncOptions = {}): Sync {
   const runOnce = async (signal: AbortSignal = new AbortController().signal): Promise<RunResult> => {
     const started = performance.now();
     await checkSchema();
+    // Rows an earlier run committed but did not publish go first.
     relay.kick();
     const source = config.feed.source;
     const lock = await tryAcquireSourceLock(store, source);
@@ -171,7 +172,7 @@ export function createSync(config: Config, opts: SyncOptions = {}): Sync {
         maxPageBytes: config.feed.maxResponseBytes,
         signal: AbortSignal.any([signal, lock.signal]),
         onCommit: (info) => {
-          relay.kick();
+          relay.offer(info.result.outbox);
           hooks.onCommit?.(info);
         },
       });
@@ -238,7 +239,7 @@ export function createSync(config: Config, opts: SyncOptions = {}): Sync {
       maxPageBytes: config.feed.maxResponseBytes,
       signal,
       onCommit: (info) => {
-        relay.kick();
+        relay.offer(info.result.outbox);
         hooks.onCommit?.(info);
       },
     });

@@ -32,9 +32,10 @@ export interface DeliveryHandlerOptions {
   /** Throws while the store cannot take events (schema outdated, Postgres down): answered 503. */
   ready?: () => Promise<void>;
   /**
-   * Called after each event stored or found stored (a duplicate): the relay's kick.
-   * A duplicate may be the retry of a delivery whose commit finished after its 503
-   * went out, and whose outbox row nobody has published yet.
+   * Called after each event stored or found stored (a duplicate), for the relay: it
+   * publishes the new outbox row, and reads the outbox on a duplicate, which may be
+   * the retry of a delivery whose commit finished after its 503 went out, and whose
+   * outbox row nobody has published yet.
    */
   onStored?: (result: ApplyResult) => void;
   /** A store call that takes longer is answered 503 (the service retries). Default 10000 ms. */

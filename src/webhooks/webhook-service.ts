@@ -90,7 +90,8 @@ export async function startWebhookService(
     applier: metrics.timeCommits(createApplier(store, routeFor(config.queues))),
     types: config.feed.types,
     ready: () => gate.ensure(),
-    onStored: () => relay.kick(),
+    // A duplicate may be the retry of a delivery whose commit outlived its 503: its row may wait in the outbox.
+    onStored: (result) => (result.duplicates > 0 ? relay.kick() : relay.offer(result.outbox)),
     logger,
     ...(opts.now ? { now: opts.now } : {}),
   });
