@@ -53,14 +53,14 @@ describe('normaliseTimestamp: RFC 3339 in, one UTC form per instant out', () => 
 });
 
 describe('readEnvelope: the store limits, checked before Postgres', () => {
-  const base = { id: 'evt_1', type: 'email.delivered', created_at: '2024-05-01T10:00:00Z' };
+  const base = { id: 'evt_1', type: 'email.delivered', created_at: '2024-05-01T10:00:00.000Z' };
 
   it('returns the event itself when nothing needs normalising, a copy with created_at otherwise', () => {
     const item = { ...base, data: { email_id: 'em_1' } };
     const same = readEnvelope(item);
     expect(same.ok && same.event).toBe(item);
     const shifted = readEnvelope({ ...item, created_at: '2024-05-01T12:00:00+02:00' });
-    expect(shifted).toEqual({ ok: true, event: { ...item, created_at: '2024-05-01T10:00:00Z' } });
+    expect(shifted).toEqual({ ok: true, event: { ...item, created_at: '2024-05-01T10:00:00.000Z' } });
   });
 
   it('an email_id past the limit goes to quarantine on the five projected types only', () => {

@@ -52,6 +52,7 @@ describe('applier: events', () => {
       // The repeat of a within the batch has other data: kept out, and recorded.
       conflicts: 1,
       outboxRows: 1,
+      outbox: [{ seq: expect.any(String), source: 'dup', queue: route(a.type)!.queue, jobName: a.type, event: a }],
     });
 
     const second = await applier.apply({
@@ -87,7 +88,7 @@ describe('applier: events', () => {
     }
   });
 
-  it('writes outbox rows only for routed types, in feed order, with the exact job data', async () => {
+  it('writes outbox rows only for routed types, in feed order, and hands them back with their events', async () => {
     const events = [
       event('o3', 'email.delivered', '2024-02-01T10:00:00.123456789Z', {
         email_id: 'm',
@@ -104,17 +105,24 @@ describe('applier: events', () => {
     expect(result).toMatchObject({ inserted: events, duplicates: 0, outboxRows: 3 });
 
     const { rows } = await store.pool.query(
-      `SELECT event_id, queue, job_name, payload, published_at FROM ${store.schema}.outbox
+      `SELECT seq, event_id, queue, job_name, payload, published_at FROM ${store.schema}.outbox
         WHERE source = 'ob' ORDER BY seq`,
     );
-    const expected = [events[0]!, events[2]!, events[4]!].map((e) => ({
-      event_id: e.id,
-      queue: route(e.type)!.queue,
-      job_name: e.type,
-      payload: { source: 'ob', id: e.id, type: e.type, created_at: e.created_at, data: e.data },
-      published_at: null,
-    }));
-    expect(rows).toEqual(expected);
+    // No copy of the event in the row: the batch's result carries it, for the relay.
+    const routed = [events[0]!, events[2]!, events[4]!];
+    expect(rows).toEqual(
+      routed.map((e, i) => ({
+        seq: result.outbox[i]!.seq,
+        event_id: e.id,
+        queue: route(e.type)!.queue,
+        job_name: e.type,
+        payload: null,
+        published_at: null,
+      })),
+    );
+    expect(result.outbox).toEqual(
+      routed.map((e) => ({ seq: expect.any(String), source: 'ob', queue: route(e.type)!.queue, jobName: e.type, event: e })),
+    );
 
     // A repeat adds no outbox row.
     const again = await applier.apply({ source: 'ob', receivedVia: 'webhook', events, quarantine: [] });
@@ -149,6 +157,7 @@ describe('applier: events', () => {
       quarantined: 0,
       conflicts: 0,
       outboxRows: 0,
+      outbox: [],
     });
   });
 });
@@ -238,6 +247,7 @@ describe('applier: cursor compare-and-set', () => {
       quarantined: 0,
       conflicts: 0,
       outboxRows: 0,
+      outbox: [],
     });
     expect(await counts('cas')).toEqual(before);
     expect(await getCursor(store, 'cas')).toMatchObject({ afterId: 'p1' });

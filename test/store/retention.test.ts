@@ -36,8 +36,14 @@ const count = async (table: string, where = 'true'): Promise<number> =>
       .n,
   );
 
-/** Stores `n` email events of `source`, created `daysAgo` days ago, one email each. */
-async function storeAged(source: string, prefixId: string, n: number, daysAgo: number): Promise<void> {
+/** Stores `n` email events of `source`, created `daysAgo` days ago, one email each, their jobs published unless said. */
+async function storeAged(
+  source: string,
+  prefixId: string,
+  n: number,
+  daysAgo: number,
+  published = true,
+): Promise<void> {
   const events = Array.from({ length: n }, (_, i) =>
     event(`${prefixId}_${String(i).padStart(5, '0')}`, 'email.delivered', iso(daysAgo * DAY + i * 1000), {
       email_id: `em_${prefixId}_${i}`,
@@ -45,12 +51,19 @@ async function storeAged(source: string, prefixId: string, n: number, daysAgo: n
     }),
   );
   await createApplier(store, route).apply({ source, receivedVia: 'feed', events, quarantine: [] });
+  if (published) {
+    await store.pool.query(
+      `UPDATE ${s}.outbox SET published_at = now() WHERE source = $1 AND event_id LIKE $2 AND published_at IS NULL`,
+      [source, `${prefixId}\\_%`],
+    );
+  }
 }
 
 describe('pruneExpired', () => {
-  it('deletes old events, quarantine and conflicts of its source in batches; keeps email_status, outbox and newer rows', async () => {
+  it('deletes old events, quarantine and conflicts of its source in batches; keeps email_status, outbox, newer rows and events whose job is not published', async () => {
     await storeAged('a', 'old', 250, 40);
     await storeAged('a', 'new', 30, 5);
+    await storeAged('a', 'held', 3, 40, false);
     await storeAged('b', 'old', 20, 40);
     await store.pool.query(
       `INSERT INTO ${s}.quarantine (source, raw, raw_sha256, reason, received_at)
@@ -72,12 +85,14 @@ describe('pruneExpired', () => {
     });
     expect(result).toEqual({ events: 250, quarantine: 1, conflicts: 1, done: true });
     // Two full batches of 100 paused between them; the third (50) ended the table.
-    expect(batches).toEqual([180, 80]);
-    expect(await count('events', `source = 'a'`)).toBe(30);
+    expect(batches).toEqual([183, 83]);
+    expect(await count('events', `source = 'a'`)).toBe(33);
     expect(await count('events', `source = 'a' AND id LIKE 'old%'`)).toBe(0);
+    // The relay still reads the job's data of these from the event.
+    expect(await count('events', `source = 'a' AND id LIKE 'held%'`)).toBe(3);
     expect(await count('events', `source = 'b'`)).toBe(20);
-    expect(await count('email_status', `source = 'a'`)).toBe(280);
-    expect(await count('outbox', `source = 'a'`)).toBe(280);
+    expect(await count('email_status', `source = 'a'`)).toBe(283);
+    expect(await count('outbox', `source = 'a'`)).toBe(283);
     expect(await count('quarantine', `source = 'a'`)).toBe(1);
     expect(await count('conflicts', `source = 'a'`)).toBe(1);
     expect(await pruneExpired(store, { source: 'a', days: 30 })).toEqual({
