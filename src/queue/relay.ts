@@ -24,7 +24,7 @@ export interface RelayOptions {
    * webhook delivery whose commit finished after its 503 went out.
    */
   sweepMs?: number;
-  /** Offered rows kept in memory at most; more are left to be read from the outbox. Default 4 × batchSize. */
+  /** Offered rows in memory past which ready() waits and offers are left to the outbox. Default 4 × batchSize. */
   maxOffered?: number;
   sleep?: (ms: number, signal?: AbortSignal) => Promise<void>;
   onPublished?: (queue: string, count: number) => void;
@@ -183,6 +183,12 @@ export interface Relay {
    * reading the outbox back. Past a bound of rows waiting, they are left to the outbox.
    */
   offer(entries: readonly OutboxEntry[]): void;
+  /**
+   * Resolves once there is room for another offer: a catch-up waits here rather than
+   * run ahead of Redis and push the rows it stores into the outbox's slow path. Never
+   * waits while the relay is failing (Redis down: storing goes on) or stopped.
+   */
+  ready(): Promise<void>;
   /** Resolves once every row committed before the call is published; rejects after `drainAttempts` failures in a row. */
   drain(): Promise<void>;
   /** Stops the loop after the batch in hand. */
@@ -210,6 +216,12 @@ export function startRelay(opts: RelayOptions): Relay {
   let wake: AbortController = new AbortController();
   let kicked = false;
   let offered: OutboxEntry[] = [];
+  let roomWaiters: (() => void)[] = [];
+  const roomMade = (): void => {
+    const woken = roomWaiters;
+    roomWaiters = [];
+    for (const resolve of woken) resolve();
+  };
   let generation = 0;
   let failures = 0;
   let lastError: unknown = null;
@@ -254,6 +266,7 @@ export function startRelay(opts: RelayOptions): Relay {
       if (n === batchSize) kicked = true;
     } else {
       const entries = offered.splice(0, batchSize);
+      roomMade();
       await publishCommitted(opts.store, opts.publisher, entries, opts.onPublished);
     }
     if (waiters.length > 0 && !kicked) {
@@ -285,6 +298,7 @@ export function startRelay(opts: RelayOptions): Relay {
       } catch (err) {
         // Whatever was offered is in the outbox: the retry reads it from there.
         offered = [];
+        roomMade();
         kicked = true;
         failures++;
         lastError = err;
@@ -305,12 +319,17 @@ export function startRelay(opts: RelayOptions): Relay {
     },
     offer(entries) {
       if (entries.length === 0) return;
-      // While the outbox is to be read anyway, or memory is full, the read takes these too.
-      if (kicked || offered.length + entries.length > maxOffered) this.kick();
+      // While the outbox is to be read anyway, or memory is full (an offer that did not wait
+      // for ready()), the read takes these too.
+      if (kicked || offered.length >= maxOffered) this.kick();
       else {
         offered.push(...entries);
         rouse();
       }
+    },
+    ready() {
+      if (offered.length < maxOffered || lastError !== null || stopper.signal.aborted) return Promise.resolve();
+      return new Promise<void>((resolve) => roomWaiters.push(resolve));
     },
     async drain() {
       if (stopper.signal.aborted) throw new Error('the relay is stopped');
@@ -326,6 +345,7 @@ export function startRelay(opts: RelayOptions): Relay {
     },
     async stop() {
       stopper.abort();
+      roomMade();
       await running;
       settle(() => true, new Error('the relay stopped before the outbox was drained'));
     },

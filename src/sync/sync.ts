@@ -167,7 +167,11 @@ export function createSync(config: Config, opts: SyncOptions = {}): Sync {
         source,
         start: cursor.afterId,
         fetchPage,
-        apply: (batch) => applier.apply(batch),
+        // Not ahead of Redis: what the relay is offered it publishes from memory.
+        apply: async (batch) => {
+          await relay.ready();
+          return applier.apply(batch);
+        },
         isStored: (id) => isStored(store, source, id),
         maxPageBytes: config.feed.maxResponseBytes,
         signal: AbortSignal.any([signal, lock.signal]),
@@ -234,7 +238,10 @@ export function createSync(config: Config, opts: SyncOptions = {}): Sync {
       start: from,
       fetchPage,
       // No cursor in the batch: reconcile never moves it.
-      apply: ({ cursor: _kept, ...batch }) => applier.apply(batch),
+      apply: async ({ cursor: _kept, ...batch }) => {
+        await relay.ready();
+        return applier.apply(batch);
+      },
       isStored: (id) => isStored(store, config.feed.source, id),
       maxPageBytes: config.feed.maxResponseBytes,
       signal,
