@@ -5,7 +5,7 @@ import { createLogger } from '../../src/logger.js';
 import { createPublisher, type JobToAdd, type Publisher } from '../../src/queue/publisher.js';
 import { outboxBacklog, pruneOutbox, publishBatch, startRelay } from '../../src/queue/relay.js';
 import { routeFor } from '../../src/queue/routes.js';
-import { createApplier } from '../../src/store/applier.js';
+import { createApplier, type OutboxEntry } from '../../src/store/applier.js';
 import { createStore, type Store } from '../../src/store/db.js';
 import { migrate } from '../../src/store/migrate.js';
 import { dropSchema, TEST_DATABASE_URL, uniqueSchema } from '../support/postgres.js';
@@ -47,6 +47,11 @@ beforeEach(async () => {
 let serial = 0;
 /** Stores `n` new events (alternating email and contact types, plus a type without a queue). */
 async function storeEvents(n: number): Promise<ServiceEvent[]> {
+  return (await storeBatch(n)).events;
+}
+
+/** The same, with the outbox rows the batch handed back for the relay. */
+async function storeBatch(n: number): Promise<{ events: ServiceEvent[]; outbox: OutboxEntry[] }> {
   const types = ['email.sent', 'contact.subscribed', 'email.delivered', 'email.opened'];
   const events = Array.from({ length: n }, (_, i) => {
     serial++;
@@ -57,13 +62,13 @@ async function storeEvents(n: number): Promise<ServiceEvent[]> {
       data: { email_id: `em_${serial}`, to: ['a@example.com'] },
     };
   });
-  await createApplier(store, routeFor(queues)).apply({
+  const { outbox } = await createApplier(store, routeFor(queues)).apply({
     source: 's/1',
     receivedVia: 'feed',
     events,
     quarantine: [],
   });
-  return events;
+  return { events, outbox };
 }
 
 /** A publisher that records what it is given and fails while `failing` is set. */
@@ -200,6 +205,87 @@ describe('the relay loop', () => {
       await Promise.all([first, relay.drain()]);
       expect(await outboxBacklog(store)).toBe(0);
       expect(publisher.added.flatMap((a) => a.jobs)).toHaveLength(6);
+    } finally {
+      await relay.stop();
+    }
+  });
+});
+
+describe('rows offered by the run that committed them', () => {
+  it('are published from memory, in order, without reading the outbox back', async () => {
+    const { events, outbox } = await storeBatch(12);
+    // Were the outbox read back, the jobs would carry this instead of the committed data.
+    await store.pool.query(`UPDATE "${schema}".events SET data = '{"read": "back"}'`);
+    const publisher = recordingPublisher();
+    const relay = startRelay({ store, publisher, logger });
+    try {
+      relay.offer(outbox);
+      await relay.drain();
+      const jobs = publisher.added.flatMap((a) => a.jobs);
+      const routed = events.filter((e) => e.type !== 'email.opened');
+      expect(jobs.map((j) => j.data)).toEqual(
+        expect.arrayContaining(routed.map((e) => ({ source: 's/1', ...e }))),
+      );
+      expect(jobs).toHaveLength(routed.length);
+      for (const { jobs: list } of publisher.added) {
+        expect(list.map((j) => j.jobId)).toEqual([...list.map((j) => j.jobId)].sort());
+      }
+      expect(await outboxBacklog(store)).toBe(0);
+    } finally {
+      await relay.stop();
+    }
+  });
+
+  it('are not published again when another relay took them first', async () => {
+    const { outbox } = await storeBatch(20);
+    const other = recordingPublisher();
+    while ((await publishBatch(store, other, 4)) > 0) {}
+    const publisher = recordingPublisher();
+    const relay = startRelay({ store, publisher, logger });
+    try {
+      relay.offer(outbox);
+      await relay.drain();
+      expect(publisher.added.flatMap((a) => a.jobs)).toEqual([]);
+      expect(other.added.flatMap((a) => a.jobs)).toHaveLength(15);
+    } finally {
+      await relay.stop();
+    }
+  });
+
+  it('ready() holds a run back while the offers fill memory, and never while Redis is down', async () => {
+    const first = await storeBatch(4);
+    const second = await storeBatch(4);
+    const publisher = recordingPublisher();
+    let open: () => void = () => {};
+    const gate = new Promise<void>((resolve) => (open = resolve));
+    const add = publisher.addBulk;
+    publisher.addBulk = async (queue, jobs) => {
+      await gate;
+      return add(queue, jobs);
+    };
+    const relay = startRelay({ store, publisher, logger, batchSize: 3, maxOffered: 3 });
+    try {
+      relay.offer(first.outbox);
+      relay.offer(second.outbox);
+      // Three rows wait behind the batch in hand: no room until the relay takes them.
+      let roomMade = false;
+      const room = relay.ready().then(() => {
+        roomMade = true;
+      });
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      expect(roomMade).toBe(false);
+      open();
+      await room;
+      await relay.drain();
+      expect(publisher.added.flatMap((a) => a.jobs)).toHaveLength(6);
+
+      publisher.failing = new Error('Redis is down');
+      const third = await storeBatch(8);
+      relay.offer(third.outbox);
+      await waitFor(() => relay.lastError !== null, { what: 'the relay to fail' });
+      relay.offer((await storeBatch(8)).outbox);
+      await relay.ready();
+      expect(await outboxBacklog(store)).toBe(12);
     } finally {
       await relay.stop();
     }
