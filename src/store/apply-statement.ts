@@ -125,7 +125,6 @@ WITH input AS (
   WHERE i.queue IS NOT NULL
   -- seq is drawn in this order, so the relay publishes in feed order.
   ORDER BY i.ord
-  ON CONFLICT (source, event_id) DO NOTHING
   RETURNING seq, event_id
 ), q AS (
   INSERT INTO ${s}.quarantine (source, raw, raw_sha256, reason)
