@@ -2,9 +2,10 @@
 // profiles and quick comparisons between builds.
 //   node bench/one-run.mjs [--events N] [--cli path/to/cli.js] [-- node flags…]
 //   node bench/one-run.mjs --events 200000 -- --cpu-prof --cpu-prof-dir=/tmp/prof
+import { execFileSync } from 'node:child_process';
 import pg from 'pg';
 import { syncOnce } from './end-to-end.mjs';
-import { cleanUp, DATABASE_URL } from './lib/env.mjs';
+import { benchSchema, cleanUp, DATABASE_URL } from './lib/env.mjs';
 import { redisPid } from './lib/machine.mjs';
 import { startSimChild } from './lib/simulator.mjs';
 
@@ -24,7 +25,16 @@ const monitor = new pg.Client({ connectionString: DATABASE_URL });
 await monitor.connect();
 try {
   const cpu = { pg: monitor, redisPid: await redisPid(), simPid: sim.pid };
-  const run = await syncOnce(sim, { label: 'one', events, nodeArgs, cpu, cli });
+  // Another build migrates its own schema: its statements need its own version of it.
+  let schema;
+  if (cli) {
+    schema = benchSchema('other');
+    execFileSync(process.execPath, [cli, 'migrate'], {
+      env: { PATH: process.env.PATH, DATABASE_URL, DATABASE_SCHEMA: schema },
+      stdio: 'ignore',
+    });
+  }
+  const run = await syncOnce(sim, { label: 'one', events, nodeArgs, cpu, cli, schema });
   const per = (ms) => ((ms * 1000) / events).toFixed(1);
   const c = run.cpu;
   console.log(
