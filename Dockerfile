@@ -36,5 +36,8 @@ EXPOSE 9464 8080
 # Exec form: node is PID 1 and gets SIGTERM itself, so a run drains and exits 0.
 # No HEALTHCHECK: the default command exits when done, and the orchestrator's own
 # probes (Kubernetes, compose) know which mode they started.
-ENTRYPOINT ["node", "dist/cli.js"]
+# Semi-spaces of 8 MB instead of V8's 16: a catch-up keeps every event a second or so,
+# so the young generation grows to its limit; halving it takes about 15 MB off the
+# worker's peak RSS at no CPU cost measured (docs/BENCHMARKS.md runs the worker so).
+ENTRYPOINT ["node", "--max-semi-space-size=8", "dist/cli.js"]
 CMD ["sync", "--once"]

@@ -1,6 +1,6 @@
 // One `sync --once` over a synthetic backlog, with node flags of your choosing: for
 // profiles and quick comparisons between builds.
-//   node bench/one-run.mjs [--events N] [--cli path/to/cli.js] [-- node flags…]
+//   node bench/one-run.mjs [--events N] [--cli path/to/cli.js] [-- node flags…, else the image's]
 //   node bench/one-run.mjs --events 200000 -- --cpu-prof --cpu-prof-dir=/tmp/prof
 import { execFileSync } from 'node:child_process';
 import pg from 'pg';
@@ -12,7 +12,8 @@ import { startSimChild } from './lib/simulator.mjs';
 const args = process.argv.slice(2);
 const dashes = args.indexOf('--');
 const own = dashes >= 0 ? args.slice(0, dashes) : args;
-const nodeArgs = dashes >= 0 ? args.slice(dashes + 1) : [];
+// Without `--`, the image's node flags (bench/lib/env.mjs).
+const nodeArgs = dashes >= 0 ? args.slice(dashes + 1) : undefined;
 const option = (name, fallback) => {
   const at = own.indexOf(name);
   return at >= 0 ? own[at + 1] : fallback;

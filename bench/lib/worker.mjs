@@ -1,7 +1,7 @@
 import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { backendMeter, cpuMs } from './cpu.mjs';
-import { API_KEY, CLI, DATABASE_URL, REDIS_URL } from './env.mjs';
+import { API_KEY, CLI, DATABASE_URL, IMAGE_NODE_FLAGS, REDIS_URL } from './env.mjs';
 
 /** The environment of a real `feedsync sync --once` run against the simulator. */
 export function workerEnv({ schema, prefix, baseUrl }) {
@@ -30,7 +30,7 @@ function memoryOf(pid) {
 
 /**
  * Runs `node dist/cli.js sync --once` (or another build's cli.js, or other
- * arguments) as its own process and measures it from spawn to exit, sampling its
+ * arguments) as its own process, with the image's node flags unless told others, and measures it from spawn to exit, sampling its
  * memory every `sampleMs`. With `cpu` ({pg, redisPid, simPid}) it also measures
  * the CPU time of the worker, its Postgres backends, Redis and the simulator.
  * Resolves with the wall time, the run's own summary line, the memory peak and
@@ -41,7 +41,7 @@ export function runWorker(
   {
     args = ['sync', '--once'],
     sampleMs = 50,
-    nodeArgs = [],
+    nodeArgs = IMAGE_NODE_FLAGS,
     timeoutMs = 600_000,
     cli = CLI,
     cpu = null,
