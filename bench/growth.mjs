@@ -8,19 +8,10 @@ const FILL_DATA = JSON.stringify({
   subject: 'Backlog message 1',
 });
 
-/** The payload of every filler outbox row: the size of a real one; never read again once published. */
-const FILL_PAYLOAD = JSON.stringify({
-  source: SOURCE,
-  id: 'arc_000000000001',
-  type: 'email.delivered',
-  created_at: '2020-01-01T00:00:00.000Z',
-  data: JSON.parse(FILL_DATA),
-});
-
 /**
  * Fills a migrated schema as if `count` older events had been stored: the events,
  * their outbox rows (published a day ago, inside the retention, so nothing is
- * pruned), and one email_status row per two events. Ids start with `arc_` and
+ * pruned; no payload, as the applier writes them since schema version 3), and one email_status row per two events. Ids start with `arc_` and
  * `em_arc_`: they never collide with the simulator's `evt_` and `em_bl_`, and sort
  * before them, as older events would. One INSERT … SELECT per table, run side by
  * side, then VACUUM ANALYZE, as autovacuum would have done, so that it does not
@@ -41,11 +32,11 @@ export async function fillStore(store, count) {
     },
     {
       table: 'outbox',
-      text: `INSERT INTO ${s}.outbox (source, event_id, queue, job_name, payload, created_at, published_at)
-        SELECT $1, ${id('i')}, 'email-events', ${type}, $2::jsonb,
+      text: `INSERT INTO ${s}.outbox (source, event_id, queue, job_name, created_at, published_at)
+        SELECT $1, ${id('i')}, 'email-events', ${type},
           now() - interval '1 day', now() - interval '1 day' + i * interval '10 ms'
-        FROM generate_series(1, $3::int) AS i`,
-      values: [SOURCE, FILL_PAYLOAD, count],
+        FROM generate_series(1, $2::int) AS i`,
+      values: [SOURCE, count],
     },
     {
       table: 'email_status',
