@@ -104,8 +104,9 @@ export async function publishBatch(
   // empty to the planner, which then reads the whole backlog and sorts it, on every
   // batch. The partial index already yields the rows in seq order; no sort is needed.
   return inTransaction(store, 'BEGIN; SET LOCAL enable_sort = off', async (db) => {
+    // Both relay statements open with a comment naming them, for whoever reads pg_stat_activity.
     const { rows } = await db.query<OutboxRow>(
-      `SELECT o.seq, o.source, o.event_id, o.queue, o.job_name, COALESCE(o.payload, ${jobDataSql('e')}) AS data
+      `/* relay: outbox */ SELECT o.seq, o.source, o.event_id, o.queue, o.job_name, COALESCE(o.payload, ${jobDataSql('e')}) AS data
          FROM ${s}.outbox o LEFT JOIN ${s}.events e ON e.source = o.source AND e.id = o.event_id
         WHERE o.published_at IS NULL ORDER BY o.seq LIMIT $1 FOR UPDATE OF o SKIP LOCKED`,
       [batchSize],
@@ -142,7 +143,7 @@ export async function publishCommitted(
   return inTransaction(store, 'BEGIN', async (db) => {
     // Row locks as the batch path takes them: a row another relay holds is waited for, then skipped.
     const { rows } = await db.query<{ seq: string }>(
-      `UPDATE ${s}.outbox SET published_at = now()
+      `/* relay: committed */ UPDATE ${s}.outbox SET published_at = now()
         WHERE seq = ANY($1::bigint[]) AND published_at IS NULL RETURNING seq`,
       [entries.map((e) => e.seq)],
     );

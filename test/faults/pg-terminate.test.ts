@@ -172,7 +172,8 @@ it('3. pg_terminate_backend mid-transaction: rollback, reconnect, no partial pag
         served: servedA,
       });
 
-      // The relay: its transaction holds the rows it publishes while it adds their jobs.
+      // The relay: its transaction holds the rows it publishes while it adds their jobs, whether
+      // they came from the batch just committed or from the outbox.
       const boxB = await sandbox('terminate_relay');
       const appB = `faults-relay-${boxB.schema}`;
       const storeB = namedStore(boxB.schema, appB);
@@ -194,7 +195,7 @@ it('3. pg_terminate_backend mid-transaction: rollback, reconnect, no partial pag
           while (relayKills < RELAY_KILLS) {
             const victim = await findBackend(
               `SELECT pid, backend_xid IS NOT NULL AS wrote FROM pg_stat_activity
-                WHERE application_name = $1 AND state = 'idle in transaction' AND query LIKE '%FOR UPDATE SKIP LOCKED%'`,
+                WHERE application_name = $1 AND state = 'idle in transaction' AND query LIKE '/* relay: %'`,
               [appB],
               () => over,
             );
