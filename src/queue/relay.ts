@@ -91,13 +91,15 @@ async function addInOrder(
  * transaction whose row locks keep a second relay off the same rows. A crash
  * after addBulk re-adds the same jobIds next time, which BullMQ ignores. The job's
  * data is read from the event (rows written before schema version 3 carry a copy).
- * Returns how many rows it took (0: the outbox is empty).
+ * With `below`, only rows of a lower seq: those above are on offer, published from memory.
+ * Returns how many rows it took (0: none was left).
  */
 export async function publishBatch(
   store: Store,
   publisher: Publisher,
   batchSize: number,
   onPublished?: (queue: string, count: number) => void,
+  below: string | null = null,
 ): Promise<number> {
   const s = quoteSchema(store.schema);
   // During a catch-up the outbox grows faster than its statistics: a fresh table looks
@@ -108,8 +110,9 @@ export async function publishBatch(
     const { rows } = await db.query<OutboxRow>(
       `/* relay: outbox */ SELECT o.seq, o.source, o.event_id, o.queue, o.job_name, COALESCE(o.payload, ${jobDataSql('e')}) AS data
          FROM ${s}.outbox o LEFT JOIN ${s}.events e ON e.source = o.source AND e.id = o.event_id
-        WHERE o.published_at IS NULL ORDER BY o.seq LIMIT $1 FOR UPDATE OF o SKIP LOCKED`,
-      [batchSize],
+        WHERE o.published_at IS NULL AND ($2::bigint IS NULL OR o.seq < $2::bigint)
+        ORDER BY o.seq LIMIT $1 FOR UPDATE OF o SKIP LOCKED`,
+      [batchSize, below],
     );
     // The retention keeps every event with an unpublished row; a row without one has no job to give.
     const jobs = rows.flatMap((row) =>
@@ -250,6 +253,12 @@ export function startRelay(opts: RelayOptions): Relay {
       else w.reject(err);
     }
   };
+  /** The lowest seq on offer (concurrent commits can offer out of seq order); null when none is. */
+  const lowestOffered = (): string | null => {
+    let low: bigint | null = null;
+    for (const e of offered) if (low === null || BigInt(e.seq) < low) low = BigInt(e.seq);
+    return low === null ? null : low.toString();
+  };
   const rouse = (): void => {
     wake.abort();
     wake = new AbortController();
@@ -260,8 +269,12 @@ export function startRelay(opts: RelayOptions): Relay {
     if (kicked) {
       // Consume the kick before the batch: a kick that lands while it runs asks for one more.
       kicked = false;
-      const n = await publishBatch(opts.store, opts.publisher, batchSize, opts.onPublished);
-      if (n === 0) settle((w) => w.generation < gen);
+      // Rows on offer are left to the memory path: a source's start (a kick) while others
+      // commit would otherwise read their rows back the slow way.
+      const below = lowestOffered();
+      const n = await publishBatch(opts.store, opts.publisher, batchSize, opts.onPublished, below);
+      // Empty only when nothing was held back for the memory path.
+      if (n === 0 && below === null) settle((w) => w.generation < gen);
       // A full batch: more may be waiting. A short one took every row committed before it
       // that no other relay held; rows committed since are offered or kicked.
       if (n === batchSize) kicked = true;
