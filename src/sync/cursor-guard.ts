@@ -23,7 +23,11 @@ export type CursorCheck = (page: FeedPage, after: string | null) => Promise<void
  */
 export function cursorGuard(start: string | null, isStored: (id: string) => Promise<boolean>): CursorCheck {
   const cursors = new Set<string | null>([start]);
-  const recent = new Set<string>();
+  // The latest pages' ids, oldest page first: looked through only for a next_after that
+  // is not an event of its own page (rare), so keeping them costs nothing per event.
+  const recent: string[][] = [];
+  let recentIds = 0;
+  const isRecent = (id: string): boolean => recent.some((ids) => ids.includes(id));
   return async (page, after) => {
     const next = page.nextAfter;
     const ids = page.events.map((e) => e.id);
@@ -39,18 +43,12 @@ export function cursorGuard(start: string | null, isStored: (id: string) => Prom
     const back =
       cursors.has(next) ||
       (at >= 0 && newAfter(ids, at)) ||
-      (next !== null && at < 0 && (recent.has(next) || (await isStored(next))));
+      (next !== null && at < 0 && (isRecent(next) || (await isStored(next))));
     if (back) throw new PageError(`next_after "${next}" points back to events already read`, 'CURSOR_LOOP');
     cursors.add(next);
-    for (const id of ids) {
-      recent.delete(id);
-      recent.add(id);
-    }
-    // A Set iterates in insertion order: drop the oldest.
-    for (const id of recent) {
-      if (recent.size <= RECENT_IDS) break;
-      recent.delete(id);
-    }
+    recent.push(ids);
+    recentIds += ids.length;
+    while (recentIds - recent[0]!.length >= RECENT_IDS) recentIds -= recent.shift()!.length;
   };
 }
 
