@@ -29,6 +29,24 @@ async function measured(fn, others = {}) {
   return { value, seconds, cpu };
 }
 
+/**
+ * `measured`, plus the CPU time of this process's own Postgres backends (`cpu.pg`
+ * finds them), in `cpu.postgres`. The backends are followed from before the call.
+ */
+async function measuredWithPostgres(cpu, fn, others = {}) {
+  const backends = backendMeter(cpu.pg, process.pid);
+  const timer = setInterval(() => void backends.sample(), 50);
+  try {
+    await backends.sample();
+    const before = backends.totalMs();
+    const result = await measured(fn, others);
+    await backends.sample();
+    return { ...result, cpu: { ...result.cpu, postgres: backends.totalMs() - before } };
+  } finally {
+    clearInterval(timer);
+  }
+}
+
 /** Feed paging alone: sequential cursor requests with next_after, the body parsed and nothing else. */
 export async function feedPaging(sim, count, limit, cpu) {
   await sim.setLatency(0);
@@ -118,14 +136,10 @@ function batchesOf(count, size) {
 export async function postgresIngest(count, batchSize, cpu) {
   const batches = batchesOf(count, batchSize);
   const store = await migratedStore('ingest');
-  const backends = backendMeter(cpu.pg, process.pid);
-  const timer = setInterval(() => void backends.sample(), 50);
   try {
     await ensureCursor(store, SOURCE, null);
     const applier = createApplier(store, route);
-    await backends.sample();
-    const before = backends.totalMs();
-    const { seconds, cpu: used } = await measured(async () => {
+    const { seconds, cpu: used } = await measuredWithPostgres(cpu, async () => {
       let prev = null;
       for (const events of batches) {
         const next = events.at(-1).id;
@@ -141,14 +155,8 @@ export async function postgresIngest(count, batchSize, cpu) {
         prev = next;
       }
     });
-    await backends.sample();
-    return {
-      eventsPerSec: count / seconds,
-      seconds,
-      cpu: { ...used, postgres: backends.totalMs() - before },
-    };
+    return { eventsPerSec: count / seconds, seconds, cpu: used };
   } finally {
-    clearInterval(timer);
     await store.close();
     await dropSchema(store.schema);
   }
@@ -198,8 +206,6 @@ export async function relayAlone(count, batchSize, cpu) {
     prefix,
     jobOptions: jobOptionsFor({ jobAttempts: 5, jobBackoffMs: 1_000 }),
   });
-  const backends = backendMeter(cpu.pg, process.pid);
-  const timer = setInterval(() => void backends.sample(), 50);
   try {
     const applier = createApplier(store, route);
     for (const events of batchesOf(count, 1000)) {
@@ -207,10 +213,9 @@ export async function relayAlone(count, batchSize, cpu) {
     }
     await store.pool.query(`VACUUM ANALYZE "${store.schema}".outbox`);
     if (!(await publisher.ping())) throw new Error('Redis does not answer');
-    await backends.sample();
-    const before = backends.totalMs();
     let published = 0;
-    const { seconds, cpu: used } = await measured(
+    const { seconds, cpu: used } = await measuredWithPostgres(
+      cpu,
       async () => {
         for (;;) {
           const n = await publishBatch(store, publisher, batchSize);
@@ -220,15 +225,9 @@ export async function relayAlone(count, batchSize, cpu) {
       },
       { redis: cpu.redisPid },
     );
-    await backends.sample();
     if (published !== count) throw new Error(`the relay published ${published} rows, expected ${count}`);
-    return {
-      eventsPerSec: count / seconds,
-      seconds,
-      cpu: { ...used, postgres: backends.totalMs() - before },
-    };
+    return { eventsPerSec: count / seconds, seconds, cpu: used };
   } finally {
-    clearInterval(timer);
     await publisher.close();
     await deletePrefix(prefix);
     await store.close();
