@@ -1,8 +1,8 @@
 import { Pool } from 'undici';
 import { createPublisher } from '../dist/queue/publisher.js';
+import { publishBatch } from '../dist/queue/relay.js';
 import { jobIdFor, jobOptionsFor } from '../dist/queue/routes.js';
 import { parseRedisSettings } from '../dist/redis/settings.js';
-import { publishBatch } from '../dist/queue/relay.js';
 import { createApplier } from '../dist/store/applier.js';
 import { ensureCursor } from '../dist/store/cursor.js';
 import { backendMeter, cpuMs } from './lib/cpu.mjs';

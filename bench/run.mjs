@@ -126,7 +126,12 @@ async function main() {
       results.pagingAt = {};
       for (const latencyMs of [20, 50]) {
         log(`feed paging alone, ${SIZES.latencyPages} pages, +${latencyMs} ms a page`);
-        results.pagingAt[latencyMs] = await feedPagingWithLatency(sim, latencyMs, SIZES.latencyPages, PAGE_LIMIT);
+        results.pagingAt[latencyMs] = await feedPagingWithLatency(
+          sim,
+          latencyMs,
+          SIZES.latencyPages,
+          PAGE_LIMIT,
+        );
       }
       log(`filling a schema with ${SIZES.stored} stored events`);
       const fillStarted = performance.now();
@@ -138,11 +143,18 @@ async function main() {
     results.plain = await syncOnce(sim, { label: 'plain', events: SIZES.endToEnd, cpu });
     if (!pipelineOnly) {
       log(`sync --once, ${SIZES.endToEnd} events, ${SIZES.stored} already stored`);
-      results.grown = await syncOnce(sim, { label: 'grown', events: SIZES.endToEnd, schema: grownSchema, cpu });
+      results.grown = await syncOnce(sim, {
+        label: 'grown',
+        events: SIZES.endToEnd,
+        schema: grownSchema,
+        cpu,
+      });
       results.latency = [];
       for (const latencyMs of [20, 50]) {
         log(`sync --once, ${SIZES.latency} events, +${latencyMs} ms a page`);
-        results.latency.push(await syncOnce(sim, { label: `lat${latencyMs}`, events: SIZES.latency, latencyMs }));
+        results.latency.push(
+          await syncOnce(sim, { label: `lat${latencyMs}`, events: SIZES.latency, latencyMs }),
+        );
       }
     }
 
@@ -208,7 +220,10 @@ function cpuRows(r) {
     { measure: 'Postgres ingest alone (bench process: applier)', ...perEvent(r.ingest.cpu, n) },
     { measure: 'BullMQ addBulk alone (bench process: publisher)', ...perEvent(r.addBulk.cpu, n) },
     { measure: 'outbox relay alone (bench process: relay)', ...perEvent(r.relay.cpu, n) },
-    { measure: `sync --once, ${r.plain.events.toLocaleString('en-US')} events`, ...perEvent(r.plain.cpu, r.plain.events) },
+    {
+      measure: `sync --once, ${r.plain.events.toLocaleString('en-US')} events`,
+      ...perEvent(r.plain.cpu, r.plain.events),
+    },
   ];
   if (r.grown) {
     rows.push({

@@ -1,7 +1,7 @@
+import type pg from 'pg';
 import { defaultSleep } from '../api/retry.js';
 import { ConfigError } from '../errors.js';
 import type { Logger } from '../logger.js';
-import type pg from 'pg';
 import type { OutboxEntry } from '../store/applier.js';
 import { quoteSchema, type Store } from '../store/db.js';
 import { type JobData, jobData, jobDataSql } from './job-data.js';
@@ -118,7 +118,12 @@ export async function publishBatch(
     const jobs = rows.flatMap((row) =>
       row.data === null
         ? []
-        : [{ queue: row.queue, job: { name: row.job_name, jobId: jobIdFor(row.source, row.event_id), data: row.data } }],
+        : [
+            {
+              queue: row.queue,
+              job: { name: row.job_name, jobId: jobIdFor(row.source, row.event_id), data: row.data },
+            },
+          ],
     );
     await addInOrder(publisher, jobs, onPublished);
     if (rows.length > 0) {
@@ -342,7 +347,8 @@ export function startRelay(opts: RelayOptions): Relay {
       }
     },
     ready() {
-      if (offered.length < maxOffered || lastError !== null || stopper.signal.aborted) return Promise.resolve();
+      if (offered.length < maxOffered || lastError !== null || stopper.signal.aborted)
+        return Promise.resolve();
       return new Promise<void>((resolve) => roomWaiters.push(resolve));
     },
     async drain() {

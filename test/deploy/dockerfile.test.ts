@@ -77,7 +77,11 @@ describe('Dockerfile', () => {
   });
 
   it('runs node dist/cli.js in exec form, so SIGTERM reaches node, with one sync run as default', () => {
-    expect(execForm(lastOf('ENTRYPOINT')?.args ?? '')).toEqual(['node', '--max-semi-space-size=8', 'dist/cli.js']);
+    expect(execForm(lastOf('ENTRYPOINT')?.args ?? '')).toEqual([
+      'node',
+      '--max-semi-space-size=8',
+      'dist/cli.js',
+    ]);
     expect(execForm(lastOf('CMD')?.args ?? '')).toEqual(['sync', '--once']);
   });
 

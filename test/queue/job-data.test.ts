@@ -33,7 +33,12 @@ describe('job data: from memory and from the events table, the same', () => {
       to: ['a@example.com'],
       nested: { n: 1.5, list: [true, null, 'x'] },
     });
-    await createApplier(store, route).apply({ source: 'jd', receivedVia: 'feed', events: [e], quarantine: [] });
+    await createApplier(store, route).apply({
+      source: 'jd',
+      receivedVia: 'feed',
+      events: [e],
+      quarantine: [],
+    });
     // The session's time zone must not matter.
     const client = await store.pool.connect();
     try {

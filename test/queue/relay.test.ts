@@ -251,7 +251,9 @@ describe('rows offered by the run that committed them', () => {
       // The older rows nobody offered are read back; the offered ones come from memory.
       for (const job of jobs) {
         const data = job.data as { id: string; data: unknown };
-        expect(data.data, data.id).toEqual(olderIds.has(data.id) ? { read: 'back' } : expect.objectContaining({ to: ['a@example.com'] }));
+        expect(data.data, data.id).toEqual(
+          olderIds.has(data.id) ? { read: 'back' } : expect.objectContaining({ to: ['a@example.com'] }),
+        );
       }
       expect(jobs).toHaveLength(older.outbox.length + outbox.length);
       expect(await outboxBacklog(store)).toBe(0);

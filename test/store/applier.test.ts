@@ -52,7 +52,9 @@ describe('applier: events', () => {
       // The repeat of a within the batch has other data: kept out, and recorded.
       conflicts: 1,
       outboxRows: 1,
-      outbox: [{ seq: expect.any(String), source: 'dup', queue: route(a.type)!.queue, jobName: a.type, event: a }],
+      outbox: [
+        { seq: expect.any(String), source: 'dup', queue: route(a.type)!.queue, jobName: a.type, event: a },
+      ],
     });
 
     const second = await applier.apply({
@@ -121,7 +123,13 @@ describe('applier: events', () => {
       })),
     );
     expect(result.outbox).toEqual(
-      routed.map((e) => ({ seq: expect.any(String), source: 'ob', queue: route(e.type)!.queue, jobName: e.type, event: e })),
+      routed.map((e) => ({
+        seq: expect.any(String),
+        source: 'ob',
+        queue: route(e.type)!.queue,
+        jobName: e.type,
+        event: e,
+      })),
     );
 
     // A repeat adds no outbox row.

@@ -6,8 +6,8 @@ import { jsonText } from '../../src/feed/json-text.js';
 import { createLogger } from '../../src/logger.js';
 import { jobIdFor } from '../../src/queue/routes.js';
 import { addRefusingTrigger, nested, quarantinedRaw, wide } from '../support/poison-items.js';
-import { TEST_REDIS_URL } from '../support/redis.js';
 import { seeded } from '../support/random.js';
+import { TEST_REDIS_URL } from '../support/redis.js';
 import { CONTACT_QUEUE, expectExactlyOnce, type Sandbox, useSandboxes } from './harness.js';
 import { account, ledgerOf, syncItems } from './poison-support.js';
 
