@@ -209,8 +209,10 @@ export interface Relay {
 /**
  * The relay loop: publishes what it is offered, reads the outbox when kicked (or a
  * sweep is due, or after a failure) until it finds no full batch, and backs off
- * while Redis is down. Storing never waits for it. The outbox comes first, so rows
- * left behind are published before newer ones.
+ * while Redis is down. Storing waits for it only through ready(), while it keeps up
+ * and memory is full; never while Redis fails. The outbox comes first, so rows left
+ * behind are published before newer ones (rows on offer excepted: they stay on the
+ * memory path).
  */
 export function startRelay(opts: RelayOptions): Relay {
   const batchSize = opts.batchSize ?? 1000;
