@@ -1,5 +1,4 @@
-import { sql } from 'kysely';
-import type { Store } from './db.js';
+import { quoteSchema, type Store } from './db.js';
 
 /** One source's position in the feed. */
 export interface CursorRow {
@@ -13,12 +12,23 @@ export interface CursorRow {
   lastSuccessAt: Date | null;
 }
 
+interface Row {
+  source: string;
+  after_id: string | null;
+  types: string[] | null;
+  updated_at: Date;
+  last_success_at: Date | null;
+}
+
+/** The cursors table's qualified name; the schema is a checked lowercase identifier. */
+const cursors = (store: Store): string => `${quoteSchema(store.schema)}.cursors`;
+
 export async function getCursor(store: Store, source: string): Promise<CursorRow | null> {
-  const row = await store.db
-    .selectFrom('cursors')
-    .select(['source', 'after_id', 'types', 'updated_at', 'last_success_at'])
-    .where('source', '=', source)
-    .executeTakeFirst();
+  const { rows } = await store.pool.query<Row>(
+    `SELECT source, after_id, types, updated_at, last_success_at FROM ${cursors(store)} WHERE source = $1`,
+    [source],
+  );
+  const row = rows[0];
   return row
     ? {
         source: row.source,
@@ -40,11 +50,10 @@ export async function ensureCursor(
   source: string,
   types: readonly string[] | null,
 ): Promise<CursorRow> {
-  await store.db
-    .insertInto('cursors')
-    .values({ source, after_id: null, types })
-    .onConflict((oc) => oc.column('source').doNothing())
-    .execute();
+  await store.pool.query(
+    `INSERT INTO ${cursors(store)} (source, after_id, types) VALUES ($1, NULL, $2) ON CONFLICT (source) DO NOTHING`,
+    [source, types],
+  );
   // A separate statement: it sees a row that a concurrent run committed after ours began.
   const row = await getCursor(store, source);
   if (!row) throw new Error(`cursor of source ${source} vanished while being created`);
@@ -61,35 +70,24 @@ export async function setCursor(
   afterId: string | null,
   types?: readonly string[] | null,
 ): Promise<void> {
-  await store.db
-    .insertInto('cursors')
-    .values({ source, after_id: afterId, types: types ?? null })
-    .onConflict((oc) =>
-      oc.column('source').doUpdateSet((eb) => ({
-        after_id: eb.ref('excluded.after_id'),
-        updated_at: sql<Date>`now()`,
-        ...(types === undefined ? {} : { types: eb.ref('excluded.types') }),
-      })),
-    )
-    .execute();
+  await store.pool.query(
+    `INSERT INTO ${cursors(store)} (source, after_id, types) VALUES ($1, $2, $3)
+     ON CONFLICT (source) DO UPDATE SET after_id = excluded.after_id, updated_at = now()
+       ${types === undefined ? '' : ', types = excluded.types'}`,
+    [source, afterId, types ?? null],
+  );
 }
 
 /** Records that a run of `source` caught up now. */
 export async function markSuccess(store: Store, source: string): Promise<void> {
-  await store.db
-    .updateTable('cursors')
-    .set({ last_success_at: sql<Date>`now()` })
-    .where('source', '=', source)
-    .execute();
+  await store.pool.query(`UPDATE ${cursors(store)} SET last_success_at = now() WHERE source = $1`, [source]);
 }
 
 /** Whether `source` has stored the event `id`: a next_after that names one points back (src/sync/cursor-guard.ts). */
 export async function isStored(store: Store, source: string, id: string): Promise<boolean> {
-  const row = await store.db
-    .selectFrom('events')
-    .select('id')
-    .where('source', '=', source)
-    .where('id', '=', id)
-    .executeTakeFirst();
-  return row !== undefined;
+  const { rows } = await store.pool.query(
+    `SELECT FROM ${quoteSchema(store.schema)}.events WHERE source = $1 AND id = $2`,
+    [source, id],
+  );
+  return rows.length > 0;
 }

@@ -1,4 +1,4 @@
-import { type ColumnType, type Generated, Kysely, PostgresDialect } from 'kysely';
+import type { ColumnType, Generated, Kysely } from 'kysely';
 import pg from 'pg';
 import type { Logger } from '../logger.js';
 
@@ -96,11 +96,9 @@ export interface Database {
   conflicts: ConflictsTable;
 }
 
-/** A connection pool and a query builder, both bound to one schema. */
+/** A connection pool bound to one schema. */
 export interface Store {
-  /** Query builder already scoped to the schema (`withSchema`). */
-  readonly db: Kysely<Database>;
-  /** The pool under `db`, for raw statements and dedicated connections. */
+  /** The pool every statement runs on, and dedicated connections come from. */
   readonly pool: pg.Pool;
   /** DATABASE_SCHEMA, a checked lowercase identifier. */
   readonly schema: string;
@@ -142,19 +140,31 @@ export function createStore(opts: StoreOptions): Store {
   });
   // Without a listener, an idle connection that the server closes would crash the process.
   pool.on('error', (err) => opts.logger?.warn({ err }, 'idle Postgres connection failed'));
-  const root = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
   let closing: Promise<void> | undefined;
   return {
-    db: root.withSchema(opts.schema),
     pool,
     schema: opts.schema,
     close() {
-      closing ??= (async () => {
-        await root.destroy();
-        // kysely ends the pool only if it ever used it; migrate and the lock may have alone.
-        if (!pool.ended) await pool.end();
-      })();
+      closing ??= pool.ended ? Promise.resolve() : pool.end();
       return closing;
     },
   };
+}
+
+const builders = new WeakMap<Store, Promise<Kysely<Database>>>();
+
+/**
+ * A kysely query builder over the store's pool, scoped to its schema, for tools and
+ * tests. Loaded on first use: the worker's own statements are plain SQL, and kysely's
+ * modules are a third of a run's start-up (docs/BENCHMARKS.md, cold start).
+ */
+export function queryBuilder(store: Store): Promise<Kysely<Database>> {
+  let builder = builders.get(store);
+  if (!builder) {
+    builder = import('kysely').then(({ Kysely, PostgresDialect }) =>
+      new Kysely<Database>({ dialect: new PostgresDialect({ pool: store.pool }) }).withSchema(store.schema),
+    );
+    builders.set(store, builder);
+  }
+  return builder;
 }

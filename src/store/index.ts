@@ -17,6 +17,7 @@ export {
   type EventsTable,
   type OutboxTable,
   type QuarantineTable,
+  queryBuilder,
   type Store,
   type StoreOptions,
 } from './db.js';

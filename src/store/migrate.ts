@@ -1,17 +1,9 @@
-import {
-  Kysely,
-  type MigrationResultSet,
-  Migrator,
-  PostgresDialect,
-  type PostgresPool,
-  type PostgresPoolClient,
-  sql,
-} from 'kysely';
+import type { MigrationResultSet, Migrator, PostgresPool, PostgresPoolClient } from 'kysely';
 import type pg from 'pg';
 import { FeedsyncError } from '../errors.js';
 import { advisoryKey } from './advisory-key.js';
 import { quoteSchema, type Store } from './db.js';
-import { MIGRATIONS_FOLDER, migrationNames, SqlMigrationProvider } from './sql-migration-provider.js';
+import { MIGRATIONS_FOLDER, migrationNames } from './migration-files.js';
 
 const MIGRATION_TABLE = 'kysely_migration';
 
@@ -43,6 +35,10 @@ export async function migrate(store: Store, opts: { folder?: URL } = {}): Promis
   try {
     const [k1, k2] = advisoryKey('feedsync.migrate', store.schema);
     await client.query('SELECT pg_advisory_lock($1, $2)', [k1, k2]);
+    // kysely's migrator is loaded here only: a run's own statements are plain SQL, and its
+    // modules are a third of a run's start-up.
+    const { Kysely, Migrator, PostgresDialect } = await import('kysely');
+    const { SqlMigrationProvider } = await import('./sql-migration-provider.js');
     const db = new Kysely<unknown>({ dialect: new PostgresDialect({ pool: singleClientPool(client) }) });
     const migrator = new Migrator({
       db,
@@ -76,12 +72,13 @@ export async function schemaState(store: Store, opts: { folder?: URL } = {}): Pr
   const latest = names.at(-1);
   if (latest === undefined) throw new Error('no migrations found');
   const table = `${quoteSchema(store.schema)}.${MIGRATION_TABLE}`;
-  const { rows: exists } = await sql<{
-    found: boolean;
-  }>`SELECT to_regclass(${table}) IS NOT NULL AS found`.execute(store.db);
+  const { rows: exists } = await store.pool.query<{ found: boolean }>(
+    'SELECT to_regclass($1) IS NOT NULL AS found',
+    [table],
+  );
   const applied = new Set<string>();
   if (exists[0]?.found) {
-    const { rows } = await sql<{ name: string }>`SELECT name FROM ${sql.raw(table)}`.execute(store.db);
+    const { rows } = await store.pool.query<{ name: string }>(`SELECT name FROM ${table}`);
     for (const row of rows) applied.add(row.name);
   }
   const current = [...applied].sort().at(-1) ?? null;

@@ -1,19 +1,6 @@
-import { readdir, readFile } from 'node:fs/promises';
+import { readFile } from 'node:fs/promises';
 import { type Kysely, type Migration, type MigrationProvider, sql } from 'kysely';
-
-/** The folder of numbered SQL files, from src/store/ (tests) and dist/store/ (built) alike. */
-export const MIGRATIONS_FOLDER = new URL('../../migrations/', import.meta.url);
-
-const FILE_PATTERN = /^(\d{4,}_[a-z0-9_]+)\.sql$/;
-
-/** Names of the migrations in `folder` (file names without `.sql`), sorted. */
-export async function migrationNames(folder: URL = MIGRATIONS_FOLDER): Promise<string[]> {
-  const files = await readdir(folder);
-  return files
-    .map((file) => FILE_PATTERN.exec(file)?.[1])
-    .filter((name): name is string => name !== undefined)
-    .sort();
-}
+import { MIGRATIONS_FOLDER, migrationNames } from './migration-files.js';
 
 /**
  * Reads plain SQL migrations (`0001_init.sql`, …) from a folder. Each runs with

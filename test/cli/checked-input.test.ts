@@ -1,6 +1,7 @@
 import { createServer } from 'node:net';
 import { afterAll, describe, expect, it } from 'vitest';
 import { ServiceClient } from '../../src/api/client.js';
+import { queryBuilder } from '../../src/store/db.js';
 import { testEnv } from '../support/config.js';
 import { freePort, killChildren, runCli } from '../support/processes.js';
 import { TEST_API_KEY, useSimulator } from '../support/simulator.js';
@@ -53,10 +54,13 @@ describe('input is checked before anything moves (exit 2)', () => {
     expect(res.code).toBe(2);
     expect(res.stderr).toContain('FEED_TYPES: "email.delivred" is not an event type of this release');
     expect(res.stderr).toContain('did you mean email.delivered?');
-    expect(await box.store.db.selectFrom('cursors').selectAll().execute()).toEqual([]);
+    expect(await (await queryBuilder(box.store)).selectFrom('cursors').selectAll().execute()).toEqual([]);
     const marked = await runCli(['sync', '--once'], { ...env, FEED_TYPES: 'email.sent,+email.opened' });
     expect(marked.code, marked.stderr).toBe(0);
-    const row = await box.store.db.selectFrom('cursors').selectAll().executeTakeFirstOrThrow();
+    const row = await (await queryBuilder(box.store))
+      .selectFrom('cursors')
+      .selectAll()
+      .executeTakeFirstOrThrow();
     expect(row.types).toEqual(['email.opened', 'email.sent']);
   });
 

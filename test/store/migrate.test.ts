@@ -8,7 +8,7 @@ import { promisify } from 'node:util';
 import { afterAll, describe, expect, it } from 'vitest';
 import { FeedsyncError } from '../../src/errors.js';
 import { createStore, migrate, type Store, schemaState } from '../../src/store/index.js';
-import { migrationNames } from '../../src/store/sql-migration-provider.js';
+import { migrationNames } from '../../src/store/migration-files.js';
 import { dropSchema, TEST_DATABASE_URL, uniqueSchema } from '../support/postgres.js';
 
 const run = promisify(execFile);

@@ -1,5 +1,6 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import type { StatusReport } from '../../src/cli/status-report.js';
+import { queryBuilder } from '../../src/store/db.js';
 import { testEnv } from '../support/config.js';
 import { dropSchema, uniqueSchema } from '../support/postgres.js';
 import { killChildren, runCli } from '../support/processes.js';
@@ -75,7 +76,10 @@ describe('the CLI around a sync', () => {
     const bounced = { ...env, FEED_TYPES: 'email.bounced' };
     const reset = await cli(['cursor', 'reset'], bounced);
     expect(reset.code, reset.stderr).toBe(0);
-    const row = await box.store.db.selectFrom('cursors').selectAll().executeTakeFirstOrThrow();
+    const row = await (await queryBuilder(box.store))
+      .selectFrom('cursors')
+      .selectAll()
+      .executeTakeFirstOrThrow();
     expect(row).toMatchObject({ after_id: null, types: ['email.bounced'] });
     const mismatch = await cli(['sync', '--once'], env);
     expect(mismatch.code).toBe(2);

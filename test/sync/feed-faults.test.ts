@@ -2,6 +2,7 @@ import { beforeEach, describe, expect, it } from 'vitest';
 import { ApiError, AuthError, ConfigError, exitCodeOf, PageError } from '../../src/errors.js';
 import { DEFAULT_FAULTS, type Faults } from '../../src/simulator/index.js';
 import { setCursor } from '../../src/store/cursor.js';
+import { queryBuilder } from '../../src/store/db.js';
 import { createSync, type SyncOptions } from '../../src/sync/sync.js';
 import { testConfig } from '../support/config.js';
 import { dropSchema, uniqueSchema } from '../support/postgres.js';
@@ -215,9 +216,16 @@ describe('pages of a feed server of the test', () => {
         quarantined: 4,
         drained: true,
       });
-      const stored = await box.store.db.selectFrom('events').select(['id', 'type']).orderBy('id').execute();
+      const stored = await (await queryBuilder(box.store))
+        .selectFrom('events')
+        .select(['id', 'type'])
+        .orderBy('id')
+        .execute();
       expect(stored.map((e) => e.id)).toEqual(['evt_x1', 'evt_x2', 'evt_x3', 'evt_x5', 'evt_x6']);
-      const quarantine = await box.store.db.selectFrom('quarantine').select(['reason']).execute();
+      const quarantine = await (await queryBuilder(box.store))
+        .selectFrom('quarantine')
+        .select(['reason'])
+        .execute();
       expect(quarantine.map((q) => q.reason).sort()).toEqual([
         'bad created_at',
         'no id',
@@ -231,7 +239,9 @@ describe('pages of a feed server of the test', () => {
       await setCursor(box.store, 'default', null);
       const second = await runOn(box, feed.baseUrl);
       expect(second).toMatchObject({ stored: 0, duplicates: 7, quarantined: 0 });
-      expect(await box.store.db.selectFrom('quarantine').select('id').execute()).toHaveLength(4);
+      expect(
+        await (await queryBuilder(box.store)).selectFrom('quarantine').select('id').execute(),
+      ).toHaveLength(4);
       await expectExactlyOnce({ store: box.store, prefix: box.prefix, expected: 5 });
     } finally {
       await feed.close();
@@ -285,7 +295,11 @@ describe('pages of a feed server of the test', () => {
       expect(new Set(feed.queries[0]?.get('type')?.split(','))).toEqual(
         new Set(['bounced', 'contact.subscribed']),
       );
-      const stored = await box.store.db.selectFrom('events').select('id').orderBy('id').execute();
+      const stored = await (await queryBuilder(box.store))
+        .selectFrom('events')
+        .select('id')
+        .orderBy('id')
+        .execute();
       expect(stored.map((e) => e.id)).toEqual(['evt_x2', 'evt_x3', 'evt_x5']);
       await expectExactlyOnce({ store: box.store, prefix: box.prefix, expected: 3 });
 

@@ -1,7 +1,6 @@
-import { Kysely, PostgresDialect } from 'kysely';
 import type pg from 'pg';
 import type { Publisher } from '../../../src/queue/publisher.js';
-import { createStore, type Database, type Store } from '../../../src/store/db.js';
+import { createStore, type Store } from '../../../src/store/db.js';
 
 /** Thrown at the crash point and by everything after it. */
 export class Crash extends Error {
@@ -64,11 +63,8 @@ export function crashableStore(
       return typeof value === 'function' ? value.bind(target) : value;
     },
   });
-  const db = new Kysely<Database>({
-    dialect: new PostgresDialect({ pool: pool as unknown as pg.Pool }),
-  }).withSchema(schema);
   return {
-    store: { db, pool, schema, close: async () => {} },
+    store: { pool: pool as unknown as pg.Pool, schema, close: async () => {} },
     crash(where) {
       crashed ??= new Crash(where);
       throw crashed;
