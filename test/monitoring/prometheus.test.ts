@@ -88,6 +88,20 @@ beforeAll(async () => {
     rules: shortened(ruleSpec(), TIME_FACTOR),
     interval: SCRAPE_INTERVAL,
   });
+  // The receiver listening before the first delivery: under load it can start slower than
+  // the simulator's first attempts, whose retries then back off past the wait below.
+  await waitFor(
+    async () => {
+      try {
+        const res = await request(`http://127.0.0.1:${receiverMetrics}/metrics`);
+        await res.body.dump();
+        return res.statusCode === 200;
+      } catch {
+        return false;
+      }
+    },
+    { what: 'the receiver to listen', timeoutMs: 30_000 },
+  );
   for (const to of ['delivered@example.com', 'bounced@example.com', 'complained@example.com']) {
     await api('/emails', { from: 'app@example.com', to: [to], subject: 'Hi', html: '<p>Hi</p>' });
   }
