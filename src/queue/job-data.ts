@@ -30,3 +30,11 @@ export function jobDataSql(e: string): string {
     `to_char(${utc}, 'YYYY-MM-DD"T"HH24:MI:SS') || ${fraction} || 'Z', 'data', ${e}.data)`
   );
 }
+
+/**
+ * The job data of an outbox row `o` joined (LEFT) to its event `e`: the copy a row
+ * written before schema version 3 carries, else the event's; NULL when the event is gone.
+ */
+export function outboxJobDataSql(o: string, e: string): string {
+  return `COALESCE(${o}.payload, CASE WHEN ${e}.id IS NOT NULL THEN ${jobDataSql(e)} END)`;
+}

@@ -4,7 +4,7 @@ import { ConfigError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import type { OutboxEntry } from '../store/applier.js';
 import { quoteSchema, type Store } from '../store/db.js';
-import { type JobData, jobData, jobDataSql } from './job-data.js';
+import { type JobData, jobData, outboxJobDataSql } from './job-data.js';
 import type { JobToAdd, Publisher } from './publisher.js';
 import { jobIdFor } from './routes.js';
 
@@ -85,22 +85,29 @@ async function addInOrder(
   }
 }
 
+export interface BatchOptions {
+  onPublished?: (queue: string, count: number) => void;
+  /** Only rows of a lower seq: those from it on are on offer, published from memory. */
+  below?: string | null;
+  /** Rows whose event is gone (deleted by hand: the retention keeps them), marked without a job. */
+  onMissing?: (rows: { source: string; eventId: string }[]) => void;
+}
+
 /**
  * Publishes one batch of unpublished outbox rows, oldest first: addBulk per queue
  * with the deterministic jobId, then marks them published, all inside one
  * transaction whose row locks keep a second relay off the same rows. A crash
  * after addBulk re-adds the same jobIds next time, which BullMQ ignores. The job's
  * data is read from the event (rows written before schema version 3 carry a copy).
- * With `below`, only rows of a lower seq: those above are on offer, published from memory.
  * Returns how many rows it took (0: none was left).
  */
 export async function publishBatch(
   store: Store,
   publisher: Publisher,
   batchSize: number,
-  onPublished?: (queue: string, count: number) => void,
-  below: string | null = null,
+  opts: BatchOptions = {},
 ): Promise<number> {
+  const { onPublished, below = null } = opts;
   const s = quoteSchema(store.schema);
   // During a catch-up the outbox grows faster than its statistics: a fresh table looks
   // empty to the planner, which then reads the whole backlog and sorts it, on every
@@ -108,13 +115,15 @@ export async function publishBatch(
   return inTransaction(store, 'BEGIN; SET LOCAL enable_sort = off', async (db) => {
     // Both relay statements open with a comment naming them, for whoever reads pg_stat_activity.
     const { rows } = await db.query<OutboxRow>(
-      `/* relay: outbox */ SELECT o.seq, o.source, o.event_id, o.queue, o.job_name, COALESCE(o.payload, ${jobDataSql('e')}) AS data
+      `/* relay: outbox */ SELECT o.seq, o.source, o.event_id, o.queue, o.job_name, ${outboxJobDataSql('o', 'e')} AS data
          FROM ${s}.outbox o LEFT JOIN ${s}.events e ON e.source = o.source AND e.id = o.event_id
         WHERE o.published_at IS NULL AND ($2::bigint IS NULL OR o.seq < $2::bigint)
         ORDER BY o.seq LIMIT $1 FOR UPDATE OF o SKIP LOCKED`,
       [batchSize, below],
     );
     // The retention keeps every event with an unpublished row; a row without one has no job to give.
+    const missing = rows.filter((row) => row.data === null);
+    if (missing.length > 0) opts.onMissing?.(missing.map((r) => ({ source: r.source, eventId: r.event_id })));
     const jobs = rows.flatMap((row) =>
       row.data === null
         ? []
@@ -279,7 +288,15 @@ export function startRelay(opts: RelayOptions): Relay {
       // Rows on offer are left to the memory path: a source's start (a kick) while others
       // commit would otherwise read their rows back the slow way.
       const below = lowestOffered();
-      const n = await publishBatch(opts.store, opts.publisher, batchSize, opts.onPublished, below);
+      const n = await publishBatch(opts.store, opts.publisher, batchSize, {
+        below,
+        ...(opts.onPublished ? { onPublished: opts.onPublished } : {}),
+        onMissing: (rows) =>
+          log.error(
+            { rows: rows.length, first: rows[0] },
+            'outbox rows whose event is gone were marked published without a job: the events were deleted outside feedsync',
+          ),
+      });
       // Empty only when nothing was held back for the memory path.
       if (n === 0 && below === null) settle((w) => w.generation < gen);
       // A full batch: more may be waiting. A short one took every row committed before it

@@ -1,7 +1,7 @@
 import { ConfigError } from '../errors.js';
 import { quoteSchema, type Store } from '../store/db.js';
 import { assertEventWithinRetention, assertWithinRetention } from '../store/retention-guard.js';
-import { type JobData, jobDataSql } from './job-data.js';
+import { type JobData, outboxJobDataSql } from './job-data.js';
 import type { JobToAdd, Publisher } from './publisher.js';
 import { jobIdFor } from './routes.js';
 import type { RequeueSince } from './since.js';
@@ -117,7 +117,7 @@ export async function requeue(
     // The job's data is the event's (rows before schema version 3 carry a copy); a row whose
     // event the retention has pruned has no job to give, and is passed over.
     const { rows } = await store.pool.query<OutboxRow>(
-      `SELECT o.seq, o.event_id, o.queue, o.job_name, COALESCE(o.payload, ${jobDataSql('e')}) AS data
+      `SELECT o.seq, o.event_id, o.queue, o.job_name, ${outboxJobDataSql('o', 'e')} AS data
          FROM ${t} o LEFT JOIN ${quoteSchema(store.schema)}.events e ON e.source = o.source AND e.id = o.event_id
         WHERE ${where} ORDER BY o.seq LIMIT ${batchSize}`,
       [opts.source, after, params[2]],

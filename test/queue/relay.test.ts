@@ -8,6 +8,7 @@ import { routeFor } from '../../src/queue/routes.js';
 import { createApplier, type OutboxEntry } from '../../src/store/applier.js';
 import { createStore, type Store } from '../../src/store/db.js';
 import { migrate } from '../../src/store/migrate.js';
+import { captureLogger } from '../support/logs.js';
 import { dropSchema, TEST_DATABASE_URL, uniqueSchema } from '../support/postgres.js';
 import { waitFor } from '../support/processes.js';
 import {
@@ -301,7 +302,8 @@ describe('rows offered by the run that committed them', () => {
       const room = relay.ready().then(() => {
         roomMade = true;
       });
-      await new Promise((resolve) => setTimeout(resolve, 100));
+      // Deterministic: the relay is held inside addBulk, so no turn of the loop can make room.
+      for (let i = 0; i < 5; i++) await new Promise((resolve) => setImmediate(resolve));
       expect(roomMade).toBe(false);
       open();
       await room;
@@ -317,6 +319,28 @@ describe('rows offered by the run that committed them', () => {
       expect(await outboxBacklog(store)).toBe(12);
     } finally {
       open();
+      await relay.stop();
+    }
+  });
+});
+
+describe('rows whose event is gone', () => {
+  it('are marked without a job, and said at error level with the event named', async () => {
+    const { outbox } = await storeBatch(4);
+    const gone = outbox[0]!.event.id;
+    await store.pool.query(`DELETE FROM "${schema}".events WHERE id = $1`, [gone]);
+    const publisher = recordingPublisher();
+    const { logger: captured, text } = captureLogger({ level: 'error' });
+    const relay = startRelay({ store, publisher, logger: captured });
+    try {
+      await relay.drain();
+      const ids = publisher.added.flatMap((a) => a.jobs.map((j) => j.jobId));
+      expect(ids).toHaveLength(outbox.length - 1);
+      expect(ids.some((id) => id.endsWith(encodeURIComponent(gone)))).toBe(false);
+      expect(await outboxBacklog(store)).toBe(0);
+      expect(text()).toContain('without a job');
+      expect(text()).toContain(JSON.stringify(gone));
+    } finally {
       await relay.stop();
     }
   });
