@@ -8,13 +8,14 @@
 #
 # .ci/image-recipe repeats the runtime stage's steps on a machine without Docker.
 
-# --- build: dev dependencies, TypeScript to dist/ ----------------------------------
+# --- build: dev dependencies, TypeScript to dist/, the CLI bundled into dist/bin/ ---
 FROM node:24-bookworm-slim AS build
 WORKDIR /app
 # The lockfile alone decides the dependency layer, so code changes reuse the cache.
 COPY package.json package-lock.json ./
 RUN npm ci --no-audit --no-fund
 COPY tsconfig.json tsconfig.build.json ./
+COPY scripts ./scripts
 COPY src ./src
 RUN npm run build
 
@@ -39,5 +40,5 @@ EXPOSE 9464 8080
 # Semi-spaces of 8 MB instead of V8's 16: a catch-up keeps every event a second or so,
 # so the young generation grows to its limit; halving it takes about 15 MB off the
 # worker's peak RSS at no CPU cost measured (docs/BENCHMARKS.md runs the worker so).
-ENTRYPOINT ["node", "--max-semi-space-size=8", "dist/cli.js"]
+ENTRYPOINT ["node", "--max-semi-space-size=8", "dist/bin/feedsync.js"]
 CMD ["sync", "--once"]

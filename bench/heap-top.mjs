@@ -1,4 +1,4 @@
-// Reads a V8 .heapprofile (`node --heap-prof dist/cli.js sync --once`, a sampling
+// Reads a V8 .heapprofile (`node --heap-prof dist/bin/feedsync.js sync --once`, a sampling
 // profile of allocations) and prints the functions and packages that allocated most.
 //   node bench/heap-top.mjs Heap.2026….heapprofile [--top 25]
 import { readFileSync } from 'node:fs';

@@ -1,6 +1,6 @@
 // One `sync --once` over a synthetic backlog, with node flags of your choosing: for
 // profiles and quick comparisons between builds.
-//   node bench/one-run.mjs [--events N] [--cli path/to/cli.js] [-- node flags…, else the image's]
+//   node bench/one-run.mjs [--events N] [--cli path/to/dist/bin/feedsync.js] [-- node flags…, else the image's]
 //   node bench/one-run.mjs --events 200000 -- --cpu-prof --cpu-prof-dir=/tmp/prof
 import { execFileSync } from 'node:child_process';
 import pg from 'pg';

@@ -1,4 +1,4 @@
-// Reads a V8 .cpuprofile (`node --cpu-prof dist/cli.js sync --once`) and prints
+// Reads a V8 .cpuprofile (`node --cpu-prof dist/bin/feedsync.js sync --once`) and prints
 // where the time went: the top functions by self time, self time summed by
 // package or source file, and time under each of our own functions.
 //   node bench/profile-top.mjs CPU.2026….cpuprofile [--top 25]

@@ -12,18 +12,18 @@ export const DATABASE_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127
 export const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
 export const API_KEY = 'sim_test_bench';
 export const SOURCE = 'default';
-export const CLI = new URL('../../dist/cli.js', import.meta.url).pathname;
+export const CLI = new URL('../../dist/bin/feedsync.js', import.meta.url).pathname;
 
 /**
  * The node flags the image runs the worker with (the Dockerfile's ENTRYPOINT, between
- * `node` and `dist/cli.js`): the bench measures the worker as it is deployed.
+ * `node` and `dist/bin/feedsync.js`): the bench measures the worker as it is deployed.
  */
 export const IMAGE_NODE_FLAGS = (() => {
   const dockerfile = readFileSync(new URL('../../Dockerfile', import.meta.url), 'utf8');
   const entrypoint = /^ENTRYPOINT\s+(\[.*\])\s*$/m.exec(dockerfile);
   if (!entrypoint) throw new Error('the Dockerfile has no ENTRYPOINT in exec form');
   const args = JSON.parse(entrypoint[1]);
-  return args.slice(1, args.indexOf('dist/cli.js'));
+  return args.slice(1, args.indexOf('dist/bin/feedsync.js'));
 })();
 
 const tag = randomBytes(3).toString('hex');

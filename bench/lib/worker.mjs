@@ -29,7 +29,7 @@ function memoryOf(pid) {
 }
 
 /**
- * Runs `node dist/cli.js sync --once` (or another build's cli.js, or other
+ * Runs `node dist/bin/feedsync.js sync --once` (or another build's cli.js, or other
  * arguments) as its own process, with the image's node flags unless told others, and measures it from spawn to exit, sampling its
  * memory every `sampleMs`. With `cpu` ({pg, redisPid, simPid}) it also measures
  * the CPU time of the worker, its Postgres backends, Redis and the simulator.

@@ -101,6 +101,19 @@ describe('loadConfig', () => {
     expect(error(env).message.startsWith(name)).toBe(true);
   });
 
+  it.each([
+    [{ FEED_PAGE_LIMIT: 'ten' }, 'FEED_PAGE_LIMIT: must be a whole number'],
+    [{ FEED_PAGE_LIMIT: '0' }, 'FEED_PAGE_LIMIT: must be at least 1'],
+    [{ FEED_PAGE_LIMIT: '10001' }, 'FEED_PAGE_LIMIT: must be at most 10000'],
+    [{ FEED_MAX_RETRY_WAIT_MS: '99999999999999999999' }, 'FEED_MAX_RETRY_WAIT_MS: is too large'],
+    [{ LOG_LEVEL: 'loud' }, 'LOG_LEVEL: must be one of fatal, error, warn, info, debug, trace, silent'],
+    [{ REDIS_CLUSTER: 'yes' }, 'REDIS_CLUSTER: must be true or false'],
+    [{ PUSHGATEWAY_URL: 'nope' }, 'PUSHGATEWAY_URL: must be a URL'],
+    [{ FEED_SOURCE: 'x'.repeat(201) }, 'FEED_SOURCE: must be at most 200 characters'],
+  ])('says what is wrong with %o in words', (env, message) => {
+    expect(error(env).message).toBe(message);
+  });
+
   it('accepts https anywhere and http to loopback only', () => {
     expect(loadConfig({ FEED_BASE_URL: 'https://api.example.com/api/' }, readFile).feed.baseUrl).toBe(
       'https://api.example.com/api',

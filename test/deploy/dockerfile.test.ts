@@ -76,11 +76,11 @@ describe('Dockerfile', () => {
     expect(runtime.instructions.filter((i) => i.line > (user?.line ?? 0) && i.keyword === 'RUN')).toEqual([]);
   });
 
-  it('runs node dist/cli.js in exec form, so SIGTERM reaches node, with one sync run as default', () => {
+  it('runs node dist/bin/feedsync.js in exec form, so SIGTERM reaches node, with one sync run as default', () => {
     expect(execForm(lastOf('ENTRYPOINT')?.args ?? '')).toEqual([
       'node',
       '--max-semi-space-size=8',
-      'dist/cli.js',
+      'dist/bin/feedsync.js',
     ]);
     expect(execForm(lastOf('CMD')?.args ?? '')).toEqual(['sync', '--once']);
   });
@@ -135,6 +135,6 @@ describe('.ci/image-recipe', () => {
     const copied = [...recipe.matchAll(/^cp (?:-R )?(.+) "\$work"\/$/gm)].flatMap((m) => m[1]!.split(/\s+/));
     expect(copied.sort()).toEqual(['dist', 'migrations', 'package-lock.json', 'package.json']);
     expect(recipe).toMatch(/npm ci --omit=dev/);
-    expect(recipe).toMatch(/^node dist\/cli\.js --help/m);
+    expect(recipe).toMatch(/^node dist\/bin\/feedsync\.js --help/m);
   });
 });

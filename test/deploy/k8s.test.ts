@@ -67,7 +67,7 @@ describe.each(OVERLAYS)('the %s overlay', (overlay) => {
             'memory',
           ]);
         }
-        // The image's ENTRYPOINT (node dist/cli.js) stays; pods choose the command by args.
+        // The image's ENTRYPOINT (node dist/bin/feedsync.js) stays; pods choose the command by args.
         expect(c.command, where).toBeUndefined();
         expect(c.image, where).toMatch(/^feedsync:\d+\.\d+\.\d+$/);
       }

@@ -194,15 +194,19 @@ describe('requeue', () => {
   it('runs as `feedsync requeue`, printing how many rows it re-drove', async () => {
     await deletePrefix(prefix);
     const env = { ...process.env, ...testEnv({ schema, prefix }) };
-    const { stdout } = await run('node', ['dist/cli.js', 'requeue', '--since', '1h'], { env });
+    const { stdout } = await run('node', ['dist/bin/feedsync.js', 'requeue', '--since', '1h'], { env });
     expect(stdout).toMatch(/^requeued 2501 published outbox rows of source default \(/);
     expect(stdout).toContain(': 2501 jobs added, 0 already in Redis');
-    const again = await run('node', ['dist/cli.js', 'requeue', '--since', '1h'], { env });
+    const again = await run('node', ['dist/bin/feedsync.js', 'requeue', '--since', '1h'], { env });
     expect(again.stdout).toContain(': 0 jobs added, 2501 already in Redis');
     expect(sorted(await waiting(EMAIL))).toEqual(sorted(ids.email));
-    const json = await run('node', ['dist/cli.js', 'requeue', '--since', 'evt_000000002500', '--json'], {
-      env,
-    });
+    const json = await run(
+      'node',
+      ['dist/bin/feedsync.js', 'requeue', '--since', 'evt_000000002500', '--json'],
+      {
+        env,
+      },
+    );
     expect(JSON.parse(json.stdout)).toMatchObject({
       source: 'default',
       requeued: 2,
@@ -210,9 +214,11 @@ describe('requeue', () => {
       alreadyPresent: 2,
       dryRun: false,
     });
-    const help = await run('node', ['dist/cli.js', 'requeue', '--help'], { env });
+    const help = await run('node', ['dist/bin/feedsync.js', 'requeue', '--help'], { env });
     expect(help.stdout).toContain('OUTBOX_RETENTION_HOURS');
-    const bad = await run('node', ['dist/cli.js', 'requeue'], { env }).catch((err: { code: number }) => err);
+    const bad = await run('node', ['dist/bin/feedsync.js', 'requeue'], { env }).catch(
+      (err: { code: number }) => err,
+    );
     expect((bad as { code: number }).code).toBe(2);
   }, 60_000);
 
@@ -228,7 +234,7 @@ describe('requeue', () => {
       async (since) =>
         [
           since,
-          (await run('node', ['dist/cli.js', 'requeue', '--since', since], { env }).catch(
+          (await run('node', ['dist/bin/feedsync.js', 'requeue', '--since', since], { env }).catch(
             (err: unknown) => err,
           )) as { code: number; stderr: string },
         ] as const,
@@ -258,7 +264,7 @@ describe('requeue', () => {
     const inside = await requeue(store, publisher, { ...opts, since: { eventId: 'evt_000000002500' } });
     expect(inside.requeued).toBe(2);
     const env = { ...process.env, ...testEnv({ schema, prefix }, { EVENTS_RETENTION_DAYS: '30' }) };
-    const refused = (await run('node', ['dist/cli.js', 'requeue', '--since', '31d'], { env }).catch(
+    const refused = (await run('node', ['dist/bin/feedsync.js', 'requeue', '--since', '31d'], { env }).catch(
       (err: unknown) => err,
     )) as { code: number; stderr: string };
     expect(refused.code).toBe(2);

@@ -6,7 +6,7 @@ import { describe, expect, it } from 'vitest';
 import { simulatorCommand } from '../../src/cli/commands/simulator.js';
 import { call } from './http.js';
 
-const CLI = fileURLToPath(new URL('../../dist/cli.js', import.meta.url));
+const CLI = fileURLToPath(new URL('../../dist/bin/feedsync.js', import.meta.url));
 
 async function parse(args: string[]): Promise<unknown> {
   const cmd = simulatorCommand().action(() => {});

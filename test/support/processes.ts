@@ -8,7 +8,7 @@ import { fileURLToPath } from 'node:url';
 import { Redis } from 'ioredis';
 
 /** The built command (`npm run build` writes it; `npm test` builds first). */
-export const CLI = fileURLToPath(new URL('../../dist/cli.js', import.meta.url));
+export const CLI = fileURLToPath(new URL('../../dist/bin/feedsync.js', import.meta.url));
 /** The crash-point worker of the crash tests (runs dist/ too). */
 export const SYNC_WORKER = fileURLToPath(new URL('../children/sync-worker.mjs', import.meta.url));
 
@@ -91,7 +91,7 @@ export function runNode(
   return spawnNode(args, env).waitExit(timeoutMs);
 }
 
-/** Runs `node dist/cli.js <args>` to the end. */
+/** Runs `node dist/bin/feedsync.js <args>` to the end. */
 export function runCli(
   args: readonly string[],
   env: Record<string, string>,

@@ -26,7 +26,7 @@ afterAll(async () => {
 const id = (position: number): string => `evt_${String(position).padStart(12, '0')}`;
 const outputs: string[] = [];
 
-/** `node dist/cli.js <args>`, keeping the output for the final check on secrets. */
+/** `node dist/bin/feedsync.js <args>`, keeping the output for the final check on secrets. */
 async function cli(args: string[], env: Record<string, string>) {
   const res = await runCli(args, env);
   outputs.push(res.stdout, res.stderr);

@@ -40,7 +40,7 @@ function expectedItems(): Map<number, string[]> {
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
   const dir = mkdtempSync(join(tmpdir(), 'feedsync-faults-'));
   project.provide('faultResultsDir', dir);
-  if (newest(join(ROOT, 'src')) > mtime(join(ROOT, 'dist', 'cli.js'))) {
+  if (newest(join(ROOT, 'src')) > mtime(join(ROOT, 'dist', 'bin', 'feedsync.js'))) {
     await promisify(execFile)('npx', ['tsc', '-p', 'tsconfig.build.json'], { cwd: ROOT });
   }
   return async () => {
