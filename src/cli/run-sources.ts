@@ -2,7 +2,8 @@ import { type Config, configForSource } from '../config.js';
 import { exitCodeOf } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { dbGauges } from '../metrics/db-gauges.js';
-import { createMetrics, type Metrics } from '../metrics/metrics.js';
+import { createMetrics } from '../metrics/metrics.js';
+import { pushMetrics } from '../metrics/push.js';
 import { startWorkerHealth } from '../metrics/worker-health.js';
 import { createPublisher } from '../queue/publisher.js';
 import { startRelay } from '../queue/relay.js';
@@ -86,7 +87,8 @@ export async function runSources(
           logOutcome(log, outcome, 'info');
         },
       });
-      if (config.pushgatewayUrl) await push(config.pushgatewayUrl, metrics, log);
+      // One group for the whole set: every once run pushes every source it was given.
+      if (config.pushgatewayUrl) await pushMetrics(config.pushgatewayUrl, metrics.registry, {}, log);
       const reached = new Set(outcomes.map((o) => o.source));
       for (const source of names) {
         if (!reached.has(source))
@@ -186,14 +188,4 @@ function logOutcome(log: Logger, outcome: Outcome, level: 'info' | 'debug'): voi
   if (!r.drained && r.status !== 'stopped')
     log.warn(line, 'source stored its events; the outbox was not drained');
   else log[level](line, 'source finished');
-}
-
-/** One group for the whole set: every once run pushes every source it was given. */
-async function push(url: string, metrics: Metrics, log: Logger): Promise<void> {
-  const { Pushgateway } = await import('prom-client');
-  try {
-    await new Pushgateway(url, {}, metrics.registry).pushAdd({ jobName: 'feedsync' });
-  } catch (err) {
-    log.warn({ err }, 'could not push metrics to the Pushgateway');
-  }
 }

@@ -4,6 +4,7 @@ import { hostOf } from '../connection-url.js';
 import type { Logger } from '../logger.js';
 import { dbGauges } from '../metrics/db-gauges.js';
 import { createMetrics } from '../metrics/metrics.js';
+import { pushMetrics } from '../metrics/push.js';
 import { startWorkerHealth } from '../metrics/worker-health.js';
 import { createStore } from '../store/db.js';
 import { shutdownSignal } from '../sync/signals.js';
@@ -71,7 +72,7 @@ export async function runSync(
       } finally {
         // A run that found the lock taken did nothing worth reporting.
         if (config.pushgatewayUrl && result?.status !== 'locked') {
-          await push(config.pushgatewayUrl, metrics.registry, config.feed.source, log);
+          await pushMetrics(config.pushgatewayUrl, metrics.registry, { source: config.feed.source }, log);
         }
       }
       progress.done();
@@ -137,18 +138,4 @@ export async function runSync(
 /** A run stopped by SIGTERM exits 0 without draining: the next run drains. Redis down is exit 1. */
 function exitCode(result: RunResult): number {
   return runFailed(result) ? 1 : 0;
-}
-
-async function push(
-  url: string,
-  registry: import('prom-client').Registry,
-  source: string,
-  log: Logger,
-): Promise<void> {
-  const { Pushgateway } = await import('prom-client');
-  try {
-    await new Pushgateway(url, {}, registry).pushAdd({ jobName: 'feedsync', groupings: { source } });
-  } catch (err) {
-    log.warn({ err }, 'could not push metrics to the Pushgateway');
-  }
 }
