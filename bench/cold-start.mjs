@@ -10,7 +10,7 @@ import { runWorker } from './lib/worker.mjs';
 const args = process.argv.slice(2);
 const runsAt = args.indexOf('--runs');
 const runs = runsAt >= 0 ? Number(args[runsAt + 1]) : 7;
-const clis = args.filter((a, i) => a !== '--runs' && i !== runsAt + 1);
+const clis = args.filter((_, i) => runsAt < 0 || (i !== runsAt && i !== runsAt + 1));
 if (clis.length === 0) clis.push(CLI);
 if (!(runs >= 1)) {
   console.error('--runs: a whole number of at least 1');

@@ -1,6 +1,15 @@
 #!/usr/bin/env node
+import { setFlagsFromString } from 'node:v8';
 import { Command, CommanderError } from 'commander';
 import { registerCommands } from './cli/commands/index.js';
+
+// undici parses HTTP with llhttp, compiled to WebAssembly. After the first response,
+// V8's optimizing tier recompiles llhttp's parser (one large state machine) in the
+// background: about 35 MB, and 150-200 ms that a short run then waits for before it
+// can exit. The baseline tier parses a page's headers just as fast: a caught-up
+// `sync --once` exits a third sooner with the same CPU per event in a catch-up
+// (docs/BENCHMARKS.md, cold start). Set before any request compiles the module.
+setFlagsFromString('--liftoff-only');
 
 const program = new Command('feedsync')
   .description(
