@@ -25,11 +25,15 @@ await build({
   external: ['pino', 'pino-pretty', 'pg-native'],
   // The CommonJS packages in the bundle (pg, undici, commander) call require() for
   // Node's own modules; an ES module has none of its own.
-  banner: { js: "import { createRequire as __createRequire } from 'node:module'; const require = __createRequire(import.meta.url);" },
+  banner: {
+    js: "import { createRequire as __createRequire } from 'node:module'; const require = __createRequire(import.meta.url);",
+  },
   logLevel: 'warning',
 });
 
 // Every file of the bundle sits one folder below dist/, as the modules it came from
 // did, so their paths relative to import.meta.url hold: ../../migrations/ and the
 // simulator's ./dashboard/.
-cpSync(new URL('../src/simulator/dashboard', import.meta.url).pathname, `${out}dashboard`, { recursive: true });
+cpSync(new URL('../src/simulator/dashboard', import.meta.url).pathname, `${out}dashboard`, {
+  recursive: true,
+});

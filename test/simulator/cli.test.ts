@@ -60,7 +60,7 @@ describe('feedsync simulator flags', () => {
 });
 
 describe.skipIf(!existsSync(CLI))('the built command', () => {
-  it('prints its base URL, serves, and exits 0 on SIGTERM', async () => {
+  it('prints its base URL, serves the API and the dashboard, and exits 0 on SIGTERM', async () => {
     const child = spawn(process.execPath, [CLI, 'simulator', '--port', '0', '--log-level', 'silent'], {
       stdio: ['ignore', 'pipe', 'pipe'],
     });
@@ -81,6 +81,10 @@ describe.skipIf(!existsSync(CLI))('the built command', () => {
       const sim = { origin } as Parameters<typeof call>[0];
       expect((await call(sim, 'GET', '/api/events', { key: 'sim_test_local' })).status).toBe(200);
       expect((await call(sim, 'GET', '/_sim/stats', { key: null })).body.emails_sent).toBe(0);
+      // The dashboard's files sit beside the bundle's chunks (scripts/bundle.mjs copies them).
+      const page = await fetch(`${origin}/`);
+      expect(page.status).toBe(200);
+      expect(await page.text()).toMatch(/<html/i);
     } finally {
       child.kill('SIGTERM');
     }
