@@ -2,7 +2,10 @@
 // where the time went: the top functions by self time, self time summed by
 // package or source file, and time under each of our own functions.
 //   node bench/profile-top.mjs CPU.2026….cpuprofile [--top 25]
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
+import { SourceMap } from 'node:module';
+import { dirname, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
 
 const [file, ...rest] = process.argv.slice(2);
 if (!file) {
@@ -11,6 +14,31 @@ if (!file) {
 }
 const top = Number(rest[rest.indexOf('--top') + 1]) || 25;
 const profile = JSON.parse(readFileSync(file, 'utf8'));
+
+// The CLI is a bundle (dist/bin/): its frames are mapped back through the source maps
+// beside it to the file they came from, our own or a package's.
+const maps = new Map();
+function mapOf(url) {
+  if (!maps.has(url)) {
+    const path = url.startsWith('file://') ? fileURLToPath(url) : url;
+    maps.set(
+      url,
+      existsSync(`${path}.map`)
+        ? { dir: dirname(path), map: new SourceMap(JSON.parse(readFileSync(`${path}.map`, 'utf8'))) }
+        : null,
+    );
+  }
+  return maps.get(url);
+}
+for (const node of profile.nodes) {
+  const cf = node.callFrame;
+  const found = cf.url && cf.url.includes('/dist/bin/') ? mapOf(cf.url) : null;
+  const entry = found?.map.findEntry(cf.lineNumber, cf.columnNumber);
+  if (entry?.originalSource) {
+    cf.url = resolve(found.dir, entry.originalSource);
+    cf.lineNumber = entry.originalLine;
+  }
+}
 
 const byId = new Map(profile.nodes.map((n) => [n.id, n]));
 const selfUs = new Map();
@@ -30,16 +58,16 @@ function place(url) {
   return own ? `${own[1]}/${own[2]}` : url;
 }
 
-// Our own function a sample ran under: the nearest dist/ frame on its stack.
+// Our own function a sample ran under: the nearest frame of src/ (or dist/) on its stack.
 const parent = new Map();
 for (const n of profile.nodes) for (const c of n.children ?? []) parent.set(c, n.id);
 const ownFrame = (id) => {
   for (let at = id; at !== undefined; at = parent.get(at)) {
     const cf = byId.get(at).callFrame;
-    if (place(cf.url).startsWith('dist/'))
+    if (/^(dist|src)\//.test(place(cf.url)))
       return `${cf.functionName || '(anonymous)'}  ${place(cf.url)}:${cf.lineNumber + 1}`;
   }
-  return '(no dist/ frame: I/O callbacks, timers, GC, idle)';
+  return '(no frame of ours: I/O callbacks, timers, GC, idle)';
 };
 
 const byFunction = new Map();
@@ -67,4 +95,4 @@ const show = (title, map) => {
 console.log(`${file}: ${(totalUs / 1000).toFixed(0)} ms sampled`);
 show('self time by function', byFunction);
 show('self time by package or file', byPlace);
-show('time under our own functions (nearest dist/ frame)', byOwn);
+show('time under our own functions (nearest frame of ours)', byOwn);
