@@ -32,7 +32,7 @@ function mapOf(url) {
 }
 for (const node of profile.nodes) {
   const cf = node.callFrame;
-  const found = cf.url && cf.url.includes('/dist/bin/') ? mapOf(cf.url) : null;
+  const found = cf.url?.includes('/dist/bin/') ? mapOf(cf.url) : null;
   const entry = found?.map.findEntry(cf.lineNumber, cf.columnNumber);
   if (entry?.originalSource) {
     cf.url = resolve(found.dir, entry.originalSource);
