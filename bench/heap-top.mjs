@@ -2,6 +2,7 @@
 // profile of allocations) and prints the functions and packages that allocated most.
 //   node bench/heap-top.mjs Heap.2026….heapprofile [--top 25]
 import { readFileSync } from 'node:fs';
+import { isOwn, place, unbundle } from './lib/frames.mjs';
 
 const [file, ...rest] = process.argv.slice(2);
 if (!file) {
@@ -11,33 +12,26 @@ if (!file) {
 const top = Number(rest[rest.indexOf('--top') + 1]) || 25;
 const profile = JSON.parse(readFileSync(file, 'utf8'));
 
-function place(url) {
-  if (!url) return '(native/internal)';
-  const nm = /node_modules\/((?:@[^/]+\/)?[^/]+)/.exec(url);
-  if (nm) return nm[1];
-  if (url.startsWith('node:')) return url;
-  const own = /\/(dist|bench|src)\/(.*)$/.exec(url);
-  return own ? `${own[1]}/${own[2]}` : url;
-}
-
 const byFunction = new Map();
 const byPlace = new Map();
-// Our own code that the allocation happened under: the nearest dist/ frame on the stack.
+// Our own code that the allocation happened under: the nearest frame of ours on the stack.
 const byOwnCaller = new Map();
 let total = 0;
 const walk = (node, ownCaller) => {
   const cf = node.callFrame;
+  unbundle(cf);
   const p = place(cf.url);
-  const here = p.startsWith('dist/')
-    ? `${cf.functionName || '(anonymous)'}  ${p}:${cf.lineNumber + 1}`
-    : ownCaller;
+  const here = isOwn(p) ? `${cf.functionName || '(anonymous)'}  ${p}:${cf.lineNumber + 1}` : ownCaller;
   const self = node.selfSize ?? 0;
   if (self > 0) {
     total += self;
     const key = `${cf.functionName || '(anonymous)'}  ${p}:${cf.lineNumber + 1}`;
     byFunction.set(key, (byFunction.get(key) ?? 0) + self);
     byPlace.set(p, (byPlace.get(p) ?? 0) + self);
-    byOwnCaller.set(here ?? '(outside dist)', (byOwnCaller.get(here ?? '(outside dist)') ?? 0) + self);
+    byOwnCaller.set(
+      here ?? '(outside our code)',
+      (byOwnCaller.get(here ?? '(outside our code)') ?? 0) + self,
+    );
   }
   for (const child of node.children ?? []) walk(child, here);
 };

@@ -2,10 +2,8 @@
 // where the time went: the top functions by self time, self time summed by
 // package or source file, and time under each of our own functions.
 //   node bench/profile-top.mjs CPU.2026….cpuprofile [--top 25]
-import { existsSync, readFileSync } from 'node:fs';
-import { SourceMap } from 'node:module';
-import { dirname, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { readFileSync } from 'node:fs';
+import { isOwn, place, unbundle } from './lib/frames.mjs';
 
 const [file, ...rest] = process.argv.slice(2);
 if (!file) {
@@ -15,30 +13,7 @@ if (!file) {
 const top = Number(rest[rest.indexOf('--top') + 1]) || 25;
 const profile = JSON.parse(readFileSync(file, 'utf8'));
 
-// The CLI is a bundle (dist/bin/): its frames are mapped back through the source maps
-// beside it to the file they came from, our own or a package's.
-const maps = new Map();
-function mapOf(url) {
-  if (!maps.has(url)) {
-    const path = url.startsWith('file://') ? fileURLToPath(url) : url;
-    maps.set(
-      url,
-      existsSync(`${path}.map`)
-        ? { dir: dirname(path), map: new SourceMap(JSON.parse(readFileSync(`${path}.map`, 'utf8'))) }
-        : null,
-    );
-  }
-  return maps.get(url);
-}
-for (const node of profile.nodes) {
-  const cf = node.callFrame;
-  const found = cf.url?.includes('/dist/bin/') ? mapOf(cf.url) : null;
-  const entry = found?.map.findEntry(cf.lineNumber, cf.columnNumber);
-  if (entry?.originalSource) {
-    cf.url = resolve(found.dir, entry.originalSource);
-    cf.lineNumber = entry.originalLine;
-  }
-}
+for (const node of profile.nodes) unbundle(node.callFrame);
 
 const byId = new Map(profile.nodes.map((n) => [n.id, n]));
 const selfUs = new Map();
@@ -48,23 +23,13 @@ for (let i = 0; i < profile.samples.length; i++) {
 }
 const totalUs = [...selfUs.values()].reduce((a, b) => a + b, 0);
 
-/** node_modules/<package> or the path below the project, for grouping. */
-function place(url) {
-  if (!url) return '(native/internal)';
-  const nm = /node_modules\/((?:@[^/]+\/)?[^/]+)/.exec(url);
-  if (nm) return nm[1];
-  if (url.startsWith('node:')) return url;
-  const own = /\/(dist|bench|src)\/(.*)$/.exec(url);
-  return own ? `${own[1]}/${own[2]}` : url;
-}
-
 // Our own function a sample ran under: the nearest frame of src/ (or dist/) on its stack.
 const parent = new Map();
 for (const n of profile.nodes) for (const c of n.children ?? []) parent.set(c, n.id);
 const ownFrame = (id) => {
   for (let at = id; at !== undefined; at = parent.get(at)) {
     const cf = byId.get(at).callFrame;
-    if (/^(dist|src)\//.test(place(cf.url)))
+    if (isOwn(place(cf.url)))
       return `${cf.functionName || '(anonymous)'}  ${place(cf.url)}:${cf.lineNumber + 1}`;
   }
   return '(no frame of ours: I/O callbacks, timers, GC, idle)';
