@@ -48,4 +48,4 @@ const show = (title, map) => {
 console.log(`${file}: ${(total / 2 ** 20).toFixed(0)} MB sampled`);
 show('allocated by function', byFunction);
 show('allocated by package or file', byPlace);
-show('allocated under our own function (nearest dist/ frame)', byOwnCaller);
+show('allocated under our own function (nearest frame of ours)', byOwnCaller);
