@@ -4,10 +4,9 @@
 //   node bench/cold-start.mjs [--runs N] [--events N] [path/to/dist/bin/feedsync.js …]
 // (default: this build, 7 runs, a store of 20,000 events; `npm run bench` measures after its
 // 1,000,000-event run)
-import { median, syncOnce } from './end-to-end.mjs';
+import { coldStart, median, syncOnce } from './end-to-end.mjs';
 import { CLI, cleanUp } from './lib/env.mjs';
 import { startSimChild } from './lib/simulator.mjs';
-import { runWorker } from './lib/worker.mjs';
 
 const args = process.argv.slice(2);
 const options = new Map();
@@ -33,10 +32,9 @@ try {
   const results = new Map(clis.map((cli) => [cli, { ms: [], rssMb: [] }]));
   for (let round = 1; round <= runs; round++) {
     for (const cli of clis) {
-      const run = await runWorker(caughtUp.env, { cli, sampleMs: 25 });
-      if (run.summary?.events_stored !== 0) throw new Error(`${cli}: the feed was not caught up`);
-      results.get(cli).ms.push(run.wallMs);
-      results.get(cli).rssMb.push(run.peakRssMb);
+      const run = await coldStart(caughtUp.env, 1, { cli, sampleMs: 25 });
+      results.get(cli).ms.push(...run.times);
+      results.get(cli).rssMb.push(...run.peakRssMb);
     }
     process.stderr.write(`\rround ${round}/${runs}`);
   }

@@ -59,15 +59,21 @@ export async function release(result) {
   await deletePrefix(result.env.QUEUE_PREFIX);
 }
 
-/** `sync --once` against a feed that is caught up: process start to exit, `runs` times. */
-export async function coldStart(env, runs) {
+/**
+ * `sync --once` against a feed that is caught up: process start to exit, `runs` times,
+ * with this build or `cli`. Memory is sampled every `sampleMs` (the default samples
+ * none: a run is over before the first).
+ */
+export async function coldStart(env, runs, { cli, sampleMs = 1000 } = {}) {
   const times = [];
+  const peakRssMb = [];
   for (let i = 0; i < runs; i++) {
-    const run = await runWorker(env, { sampleMs: 1000 });
+    const run = await runWorker(env, { sampleMs, ...(cli ? { cli } : {}) });
     if (run.summary?.events_stored !== 0) throw new Error('cold start: the feed was not caught up');
     times.push(run.wallMs);
+    peakRssMb.push(run.peakRssMb);
   }
-  return { medianMs: median(times), times };
+  return { medianMs: median(times), times, peakRssMb };
 }
 
 export function median(values) {

@@ -136,10 +136,7 @@ const queueName = z.string().check(z.regex(/^[^:\s]+$/, 'must be non-empty, with
 const fields = {
   FEED_BASE_URL: z.optional(z.string()),
   FEED_API_KEY: z.optional(nonEmpty),
-  FEED_SOURCE: z._default(
-    z.string().check(z.minLength(1, 'must not be empty'), z.maxLength(200, 'must be at most 200 characters')),
-    'default',
-  ),
+  FEED_SOURCE: z._default(nonEmpty.check(z.maxLength(200, 'must be at most 200 characters')), 'default'),
   FEED_TYPES: z.optional(z.string()),
   FEED_PAGE_LIMIT: z._default(int(1, 10_000), 100),
   FEED_LIST_FIELD: z.optional(nonEmpty),

@@ -114,6 +114,12 @@ describe('loadConfig', () => {
     expect(error(env).message).toBe(message);
   });
 
+  it("FEED_SOURCE's length limit is its own: keys and secrets share only the non-empty check", () => {
+    const c = loadConfig({ FEED_API_KEY: 'k'.repeat(300), WEBHOOK_SECRET: 's'.repeat(300) }, readFile);
+    expect(c.feed.apiKey).toHaveLength(300);
+    expect(c.webhooks.secrets[0]).toHaveLength(300);
+  });
+
   it('accepts https anywhere and http to loopback only', () => {
     expect(loadConfig({ FEED_BASE_URL: 'https://api.example.com/api/' }, readFile).feed.baseUrl).toBe(
       'https://api.example.com/api',

@@ -41,6 +41,7 @@ async function unpublished(box: Sandbox): Promise<number> {
 
 /** FLUSHALL on the private redis-server this file started (never the shared one on 6379). */
 async function flush(): Promise<void> {
+  if (new URL(redis.url).port === '6379') throw new Error('flush: refusing the shared Redis on 6379');
   const client = new Redis(redis.url);
   await client.flushall();
   client.disconnect();
