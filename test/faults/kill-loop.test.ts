@@ -5,8 +5,8 @@ import { CLI, killChildren, spawnNode } from '../support/processes.js';
 import { between, seeded } from '../support/random.js';
 import { startTestSimulator, TEST_API_KEY } from '../support/simulator.js';
 import { followAdds } from './support/add-counter.js';
-import { type FeedGate, startFeedGate } from './support/feed-gate.js';
 import { fateOf } from './support/fate.js';
+import { type FeedGate, startFeedGate } from './support/feed-gate.js';
 import { measured } from './support/results.js';
 import { type Sandbox, useSandboxes } from './support/sandbox.js';
 import { readWholeFeed, routed } from './support/served.js';
@@ -63,7 +63,9 @@ it('1. kill -9 loop: 50 SIGKILLs during a 20,000-event catch-up lose and duplica
       const adds = followAdds(box.redisUrl, box.prefix);
       const random = seeded(SEED);
       // The feed positions past which the kills along the catch-up fall, in order.
-      const targets = Array.from({ length: KILLS }, () => between(random, 0, 0.9 * EVENTS)).sort((a, b) => a - b);
+      const targets = Array.from({ length: KILLS }, () => between(random, 0, 0.9 * EVENTS)).sort(
+        (a, b) => a - b,
+      );
       const killedAt: number[] = [];
       const progress: number[] = [];
       let midCatchUp = 0;
