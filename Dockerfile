@@ -40,5 +40,5 @@ EXPOSE 9464 8080
 # Semi-spaces of 8 MB instead of V8's 16: a catch-up keeps every event a second or so,
 # so the young generation grows to its limit; halving it takes about 15 MB off the
 # worker's peak RSS at no CPU cost measured (docs/BENCHMARKS.md runs the worker so).
-ENTRYPOINT ["node", "--max-semi-space-size=8", "dist/bin/feedsync.js"]
+ENTRYPOINT ["node", "--max-semi-space-size=8", "--liftoff-only", "--heap-growing-percent=50", "dist/bin/feedsync.js"]
 CMD ["sync", "--once"]

@@ -1,10 +1,12 @@
 import { Pool } from 'undici';
+import { createLogger } from '../dist/logger.js';
 import { createPublisher } from '../dist/queue/publisher.js';
-import { publishBatch } from '../dist/queue/relay.js';
+import { startRelay } from '../dist/queue/relay.js';
 import { jobIdFor, jobOptionsFor } from '../dist/queue/routes.js';
 import { parseRedisSettings } from '../dist/redis/settings.js';
 import { createApplier } from '../dist/store/applier.js';
 import { ensureCursor } from '../dist/store/cursor.js';
+import { outboxBacklog, pgOutbox } from '../dist/store/outbox.js';
 import { backendMeter, cpuMs } from './lib/cpu.mjs';
 import { API_KEY, benchPrefix, deletePrefix, dropSchema, REDIS_URL, SOURCE } from './lib/env.mjs';
 import { backlogEvents, defaultQueues, migratedStore, route } from './lib/store.mjs';
@@ -194,8 +196,8 @@ export async function bullmqAddBulk(count, batchSize, cpu) {
 
 /**
  * The outbox relay alone: `count` events stored by the applier with their outbox rows
- * (untimed), then the relay's own step (publishBatch: select a batch of unpublished
- * rows, addBulk per queue, mark them published) `batchSize` rows at a time until the
+ * (untimed), then the relay reading them back (select a batch of unpublished rows,
+ * addBulk per queue, mark them published) `batchSize` rows at a time until the
  * outbox is empty.
  */
 export async function relayAlone(count, batchSize, cpu) {
@@ -217,15 +219,26 @@ export async function relayAlone(count, batchSize, cpu) {
     const { seconds, cpu: used } = await measuredWithPostgres(
       cpu,
       async () => {
-        for (;;) {
-          const n = await publishBatch(store, publisher, batchSize);
-          if (n === 0) break;
-          published += n;
+        const relay = startRelay({
+          outbox: pgOutbox(store),
+          publisher,
+          logger: createLogger({ level: 'silent' }),
+          batchSize,
+          onPublished: (_queue, n) => {
+            published += n;
+          },
+        });
+        try {
+          await relay.drain();
+        } finally {
+          await relay.stop();
         }
       },
       { redis: cpu.redisPid },
     );
-    if (published !== count) throw new Error(`the relay published ${published} rows, expected ${count}`);
+    const left = await outboxBacklog(store);
+    if (published !== count || left > 0)
+      throw new Error(`the relay published ${published} jobs of ${count}, with ${left} rows left`);
     return { eventsPerSec: count / seconds, seconds, cpu: used };
   } finally {
     await publisher.close();

@@ -9,6 +9,7 @@ import { createPublisher } from '../queue/publisher.js';
 import { startRelay } from '../queue/relay.js';
 import { jobOptionsFor } from '../queue/routes.js';
 import { createStore } from '../store/db.js';
+import { pgOutbox } from '../store/outbox.js';
 import { type Outcome, rotate, runEachOnce, startIndex, watchSources } from '../sync/scheduler.js';
 import { shutdownSignal } from '../sync/signals.js';
 import { createSync, runFailed } from '../sync/sync.js';
@@ -40,7 +41,13 @@ export async function runSources(
     jobOptions: jobOptionsFor(config.queues),
   });
   const metrics = createMetrics(dbGauges(store, names), names);
-  const relay = startRelay({ store, publisher, logger, onPublished: metrics.onPublished });
+  const relay = startRelay({
+    outbox: pgOutbox(store),
+    publisher,
+    logger,
+    onPublished: metrics.onPublished,
+    onPublishDelay: metrics.onPublishDelay,
+  });
   let lastBeat = Date.now();
   const beat = (): void => {
     lastBeat = Date.now();

@@ -1,5 +1,5 @@
-import { outboxBacklog } from '../queue/relay.js';
 import { quoteSchema, type Store } from '../store/db.js';
+import { outboxBacklog } from '../store/outbox.js';
 import type { GaugeSource } from './metrics.js';
 
 /**

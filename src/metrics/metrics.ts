@@ -1,6 +1,7 @@
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { CommitInfo } from '../sync/catch-up.js';
 import { type RunResult, runFailed, type SyncHooks } from '../sync/sync.js';
+import { publishMetrics } from './publish-metrics.js';
 
 /** Reads the gauges that come from the database, at scrape or summary time. */
 export interface GaugeSource {
@@ -17,6 +18,8 @@ export interface Metrics {
   hooksFor(source: string): Required<SyncHooks>;
   /** Counts jobs handed to BullMQ (the relay is shared by every source). */
   onPublished(queue: string, count: number): void;
+  /** One job's delay from commit to publication. */
+  onPublishDelay(seconds: number): void;
   /** Times a run of `source` that returned, and counts it as failed when it is (outbox not drained). */
   observeRun(source: string, result: RunResult): void;
   /** Counts a run of `source` that threw. */
@@ -75,12 +78,7 @@ export function createMetrics(gauges: GaugeSource, sources: readonly string[]): 
     labelNames: ['source'],
     registers: [registry],
   });
-  const published = new Counter({
-    name: 'feedsync_jobs_published_total',
-    help: 'Jobs handed to BullMQ, by queue.',
-    labelNames: ['queue'],
-    registers: [registry],
-  });
+  const { onPublished, onPublishDelay } = publishMetrics(registry);
   // Read from the cursor row, so a restarted worker or a failed once run still reports the true time.
   new Gauge({
     name: 'feedsync_last_success_timestamp_seconds',
@@ -151,9 +149,6 @@ export function createMetrics(gauges: GaugeSource, sources: readonly string[]): 
     },
   });
 
-  const onPublished = (queue: string, count: number): void => {
-    published.inc({ queue }, count);
-  };
   const hooksFor = (source: string): Required<SyncHooks> => ({
     onCommit(info: CommitInfo) {
       pages.inc({ source }, info.pages);
@@ -165,6 +160,7 @@ export function createMetrics(gauges: GaugeSource, sources: readonly string[]): 
     onFeedResponse: ({ status, seconds }) => requests.observe({ source, status: String(status) }, seconds),
     onRetry: () => retries.inc({ source }),
     onPublished,
+    onPublishDelay,
     onLockChange: (isHeld) => held.set({ source }, isHeld ? 1 : 0),
   });
 
@@ -172,6 +168,7 @@ export function createMetrics(gauges: GaugeSource, sources: readonly string[]): 
     registry,
     hooksFor,
     onPublished,
+    onPublishDelay,
     observeRun(source, result) {
       runDuration.observe({ source }, result.durationMs / 1000);
       if (runFailed(result)) failed(source);

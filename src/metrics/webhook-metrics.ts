@@ -1,6 +1,7 @@
 import { Counter, Histogram, Registry } from 'prom-client';
 import type { Applier } from '../store/applier.js';
 import type { DeliveryAnswer, DeliveryHandler } from '../webhooks/receiver.js';
+import { publishMetrics } from './publish-metrics.js';
 
 /** The Prometheus metrics of `serve-webhooks` (names in docs/DEPLOYMENT.md). */
 export interface WebhookMetrics {
@@ -13,6 +14,8 @@ export interface WebhookMetrics {
   timeCommits(applier: Applier): Applier;
   /** Counts jobs the receiver's own outbox relay handed to BullMQ. */
   onPublished(queue: string, count: number): void;
+  /** One job's delay from commit to publication. */
+  onPublishDelay(seconds: number): void;
 }
 
 /** Signature refusals, by reason: every label set exists from the start, at 0. */
@@ -48,13 +51,8 @@ export function createWebhookMetrics(source: string, queues: readonly string[]):
     buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10],
     registers: [registry],
   });
-  const published = new Counter({
-    name: 'feedsync_jobs_published_total',
-    help: 'Jobs handed to BullMQ, by queue.',
-    labelNames: ['queue'],
-    registers: [registry],
-  });
-  for (const queue of queues) published.inc({ queue }, 0);
+  const publishing = publishMetrics(registry);
+  for (const queue of queues) publishing.onPublished(queue, 0);
   // Zero series from the start: increase() cannot see a series born at 1, so the first
   // quarantined delivery (400), refusal (401) or outage (503) would go unseen by the alerts.
   for (const reason of REASONS) rejected.inc({ source, reason }, 0);
@@ -62,7 +60,7 @@ export function createWebhookMetrics(source: string, queues: readonly string[]):
 
   return {
     registry,
-    onPublished: (queue, count) => published.inc({ queue }, count),
+    ...publishing,
     onAnswered: (status) => requests.inc({ source, status: String(status) }),
     countRejections: (handle) => async (raw, signature) => {
       const answer = await handle(raw, signature);

@@ -6,7 +6,7 @@ import { createFeedClient, type FetchPage } from '../feed/feed-client.js';
 import { unknownEventReason } from '../feed/known-event.js';
 import { type Logger, loggerFor } from '../logger.js';
 import { createPublisher, type Publisher } from '../queue/publisher.js';
-import { pruneOutbox, type Relay, startRelay } from '../queue/relay.js';
+import { type Relay, startRelay } from '../queue/relay.js';
 import { jobOptionsFor, routeFor } from '../queue/routes.js';
 import { shellQuote } from '../shell-quote.js';
 import { createApplier } from '../store/applier.js';
@@ -14,6 +14,7 @@ import { ensureCursor, getCursor, isStored, markSuccess } from '../store/cursor.
 import { createStore, type Store } from '../store/db.js';
 import { tryAcquireSourceLock } from '../store/lock.js';
 import { migrate, schemaState } from '../store/migrate.js';
+import { pgOutbox, pruneOutbox } from '../store/outbox.js';
 import { pruneAfterRun } from '../store/retention.js';
 import { assertEventWithinRetention } from '../store/retention-guard.js';
 import { type CatchUpResult, type CommitInfo, catchUp } from './catch-up.js';
@@ -24,6 +25,8 @@ export interface SyncHooks {
   onFeedResponse?: (info: { status: number; seconds: number; bytes: number }) => void;
   onRetry?: NonNullable<RetryDeps['onRetry']>;
   onPublished?: (queue: string, count: number) => void;
+  /** One job's delay from its row's commit to its publication. */
+  onPublishDelay?: (seconds: number) => void;
   /** The source lock was taken (true) or let go (false). */
   onLockChange?: (held: boolean) => void;
 }
@@ -96,10 +99,11 @@ export function createSync(config: Config, opts: SyncOptions = {}): Sync {
   const relay =
     opts.relay ??
     startRelay({
-      store,
+      outbox: pgOutbox(store),
       publisher,
       logger,
       ...(hooks.onPublished ? { onPublished: hooks.onPublished } : {}),
+      ...(hooks.onPublishDelay ? { onPublishDelay: hooks.onPublishDelay } : {}),
     });
   const logRetry = logRetries(log, config.feed.maxRetries);
   const retried: NonNullable<RetryDeps['onRetry']> = (info) => {

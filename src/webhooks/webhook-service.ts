@@ -7,6 +7,7 @@ import { type Relay, startRelay } from '../queue/relay.js';
 import { jobOptionsFor, routeFor } from '../queue/routes.js';
 import { createApplier } from '../store/applier.js';
 import { createStore, type Store } from '../store/db.js';
+import { pgOutbox } from '../store/outbox.js';
 import { createDeliveryHandler } from './receiver.js';
 import { type ReceiverServer, startReceiverServer } from './receiver-server.js';
 import { schemaGate } from './schema-gate.js';
@@ -25,6 +26,8 @@ export interface WebhookServiceOptions {
   now?: () => number;
   /** How long close() waits for the relay to publish what the last deliveries stored. Default 5000 ms. */
   drainTimeoutMs?: number;
+  /** The relay's sweep of the outbox when nothing kicks it, in ms (tests set it past their own length). Default 60000. */
+  relaySweepMs?: number;
 }
 
 export interface WebhookService {
@@ -80,7 +83,14 @@ export async function startWebhookService(
     config.queues.emailEvents,
     config.queues.contactEvents,
   ]);
-  const relay = startRelay({ store, publisher, logger, onPublished: metrics.onPublished });
+  const relay = startRelay({
+    outbox: pgOutbox(store),
+    publisher,
+    logger,
+    onPublished: metrics.onPublished,
+    onPublishDelay: metrics.onPublishDelay,
+    ...(opts.relaySweepMs === undefined ? {} : { sweepMs: opts.relaySweepMs }),
+  });
   // Rows a previous run stored but did not publish.
   if (gate.current) relay.kick();
 

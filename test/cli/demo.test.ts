@@ -1,8 +1,8 @@
+import { execFile } from 'node:child_process';
 import { Redis } from 'ioredis';
 import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
 import { dropSchema, TEST_DATABASE_URL, uniqueSchema } from '../support/postgres.js';
-import { execFile } from 'node:child_process';
 import { type ChildResult, runCli } from '../support/processes.js';
 import { deletePrefix, TEST_REDIS_URL, uniquePrefix } from '../support/redis.js';
 

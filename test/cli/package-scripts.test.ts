@@ -1,4 +1,7 @@
-import { existsSync, readFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 
@@ -24,6 +27,30 @@ describe('package scripts', () => {
       }
     }
     expect(pkg.scripts.demo).toBe(`node ${bin} demo`);
+  });
+
+  // Node's documentation calls V8 flags changed after start unpredictable: the bin gives
+  // them to node on its first line, where they apply before any code runs.
+  it("start node with the V8 flags the CLI relies on, from the bin's first line", () => {
+    const first = readFileSync(`${root}${pkg.bin.feedsync}`, 'utf8').split('\n', 1)[0];
+    expect(first).toBe('#!/usr/bin/env -S node --liftoff-only --heap-growing-percent=50');
+    // A preload that tells which flags node started with, before the CLI's own code runs.
+    const dir = mkdtempSync(join(tmpdir(), 'feedsync-flags-'));
+    const probe = join(dir, 'flags.cjs');
+    writeFileSync(probe, 'process.stderr.write(JSON.stringify(process.execArgv) + "\\n");');
+    try {
+      const run = spawnSync(`${root}${pkg.bin.feedsync}`, ['--version'], {
+        encoding: 'utf8',
+        env: { PATH: process.env.PATH ?? '', NODE_OPTIONS: `--require ${probe}` },
+      });
+      expect(run.status, run.stderr).toBe(0);
+      expect(JSON.parse(run.stderr.split('\n')[0] ?? '')).toEqual([
+        '--liftoff-only',
+        '--heap-growing-percent=50',
+      ]);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('agree with the lockfile, so npm ci installs the bin it names', () => {

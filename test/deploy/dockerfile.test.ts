@@ -80,6 +80,8 @@ describe('Dockerfile', () => {
     expect(execForm(lastOf('ENTRYPOINT')?.args ?? '')).toEqual([
       'node',
       '--max-semi-space-size=8',
+      '--liftoff-only',
+      '--heap-growing-percent=50',
       'dist/bin/feedsync.js',
     ]);
     expect(execForm(lastOf('CMD')?.args ?? '')).toEqual(['sync', '--once']);

@@ -3,11 +3,12 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import type { ServiceEvent } from '../../src/api/types.js';
 import { createLogger } from '../../src/logger.js';
 import { createPublisher, type JobToAdd, type Publisher } from '../../src/queue/publisher.js';
-import { outboxBacklog, pruneOutbox, publishBatch, startRelay } from '../../src/queue/relay.js';
+import { startRelay } from '../../src/queue/relay.js';
 import { routeFor } from '../../src/queue/routes.js';
 import { createApplier, type OutboxEntry } from '../../src/store/applier.js';
 import { createStore, type Store } from '../../src/store/db.js';
 import { migrate } from '../../src/store/migrate.js';
+import { outboxBacklog, pgOutbox, pruneOutbox } from '../../src/store/outbox.js';
 import { captureLogger } from '../support/logs.js';
 import { dropSchema, TEST_DATABASE_URL, uniqueSchema } from '../support/postgres.js';
 import { waitFor } from '../support/processes.js';
@@ -95,13 +96,22 @@ function recordingPublisher(): Publisher & {
   return rec;
 }
 
-describe('publishBatch', () => {
+/** A relay reading the outbox back `batchSize` rows at a time until a drain() is done. */
+async function drainWith(publisher: Publisher, batchSize: number): Promise<void> {
+  const relay = startRelay({ outbox: pgOutbox(store), publisher, logger, batchSize, drainAttempts: 1 });
+  try {
+    await relay.drain();
+  } finally {
+    await relay.stop();
+  }
+}
+
+describe('reading the outbox back', () => {
   it('adds each routed event to its queue with the contract job id, name, data and retention', async () => {
     const events = await storeEvents(8);
     const publisher = createPublisher({ redis: TEST_REDIS, prefix, jobOptions: TEST_JOB_OPTIONS });
     try {
-      expect(await publishBatch(store, publisher, 100)).toBe(6);
-      expect(await publishBatch(store, publisher, 100)).toBe(0);
+      await drainWith(publisher, 100);
     } finally {
       await publisher.close();
     }
@@ -123,22 +133,45 @@ describe('publishBatch', () => {
     }
   });
 
-  it('publishes oldest first, in batches, each row once even with two relays at the same rows', async () => {
+  it('publishes oldest first, in batches; two relays at the same rows give BullMQ each job once', async () => {
     const events = await storeEvents(60);
-    const publisher = recordingPublisher();
-    const relayOnce = async (): Promise<void> => {
-      while ((await publishBatch(store, publisher, 7)) > 0) {}
+    const recorder = recordingPublisher();
+    // A prefix of its own: the queues hold only this test's jobs.
+    const own = `${prefix}-two`;
+    const real = createPublisher({ redis: TEST_REDIS, prefix: own, jobOptions: TEST_JOB_OPTIONS });
+    // Both relays add to the real queues; the recorder sees what each call carried.
+    const both: Publisher = {
+      ...real,
+      async addBulk(queue, jobs) {
+        await recorder.addBulk(queue, jobs);
+        await real.addBulk(queue, jobs);
+      },
     };
-    await Promise.all([relayOnce(), relayOnce()]);
-    const ids = publisher.added.flatMap((a) => a.jobs.map((j) => j.jobId));
-    expect(new Set(ids).size).toBe(ids.length);
-    expect(ids).toHaveLength(45);
-    for (const { jobs } of publisher.added) {
+    try {
+      await Promise.all([drainWith(both, 7), drainWith(both, 7)]);
+    } finally {
+      await real.close();
+    }
+    for (const { jobs } of recorder.added) {
       const sorted = [...jobs].sort((a, b) => a.jobId.localeCompare(b.jobId));
       expect(jobs).toEqual(sorted);
     }
-    const routed = events.filter((e) => e.type !== 'email.opened').length;
-    expect(ids.length).toBe(routed);
+    const routed = events.filter((e) => e.type !== 'email.opened');
+    // No transaction spans the adds, so both may add a row; BullMQ keeps one job per jobId.
+    const ids = new Set(recorder.added.flatMap((a) => a.jobs.map((j) => j.jobId)));
+    expect(ids.size).toBe(routed.length);
+    const counts = await Promise.all(
+      ['email-events', 'contact-events'].map(async (name) => {
+        const queue = new Queue(name, { connection: { url: TEST_REDIS_URL }, prefix: own });
+        try {
+          return await queue.getJobCountByTypes('waiting');
+        } finally {
+          await queue.close();
+        }
+      }),
+    );
+    await deletePrefix(own);
+    expect(counts[0]! + counts[1]!).toBe(routed.length);
     expect(await outboxBacklog(store)).toBe(0);
   });
 
@@ -146,7 +179,7 @@ describe('publishBatch', () => {
     await storeEvents(4);
     const publisher = recordingPublisher();
     publisher.failing = new Error('Redis is down');
-    await expect(publishBatch(store, publisher, 100)).rejects.toThrow('Redis is down');
+    await expect(drainWith(publisher, 100)).rejects.toThrow('Redis is down');
     expect(await outboxBacklog(store)).toBe(3);
   });
 });
@@ -173,7 +206,14 @@ describe('the relay loop', () => {
     const publisher = recordingPublisher();
     publisher.failing = new Error('Redis is down');
     const { sleep, backoffs } = fakeSleep();
-    const relay = startRelay({ store, publisher, logger, sleep, drainAttempts: 3, maxBackoffMs: 1000 });
+    const relay = startRelay({
+      outbox: pgOutbox(store),
+      publisher,
+      logger,
+      sleep,
+      drainAttempts: 3,
+      maxBackoffMs: 1000,
+    });
     try {
       await expect(relay.drain()).rejects.toThrow('Redis is down');
       expect(relay.lastError).toBe(publisher.failing);
@@ -199,7 +239,7 @@ describe('the relay loop', () => {
     await storeEvents(4);
     const publisher = recordingPublisher();
     const { sleep } = fakeSleep();
-    const relay = startRelay({ store, publisher, logger, sleep });
+    const relay = startRelay({ outbox: pgOutbox(store), publisher, logger, sleep });
     try {
       const first = relay.drain();
       await storeEvents(4);
@@ -218,7 +258,7 @@ describe('rows offered by the run that committed them', () => {
     // Were the outbox read back, the jobs would carry this instead of the committed data.
     await store.pool.query(`UPDATE "${schema}".events SET data = '{"read": "back"}'`);
     const publisher = recordingPublisher();
-    const relay = startRelay({ store, publisher, logger });
+    const relay = startRelay({ outbox: pgOutbox(store), publisher, logger });
     try {
       relay.offer(outbox);
       await relay.drain();
@@ -242,7 +282,7 @@ describe('rows offered by the run that committed them', () => {
     const { outbox } = await storeBatch(8);
     await store.pool.query(`UPDATE "${schema}".events SET data = '{"read": "back"}'`);
     const publisher = recordingPublisher();
-    const relay = startRelay({ store, publisher, logger });
+    const relay = startRelay({ outbox: pgOutbox(store), publisher, logger });
     try {
       relay.offer(outbox);
       relay.kick();
@@ -266,9 +306,9 @@ describe('rows offered by the run that committed them', () => {
   it('are not published again when another relay took them first', async () => {
     const { outbox } = await storeBatch(20);
     const other = recordingPublisher();
-    while ((await publishBatch(store, other, 4)) > 0) {}
+    await drainWith(other, 4);
     const publisher = recordingPublisher();
-    const relay = startRelay({ store, publisher, logger });
+    const relay = startRelay({ outbox: pgOutbox(store), publisher, logger });
     try {
       relay.offer(outbox);
       await relay.drain();
@@ -292,7 +332,7 @@ describe('rows offered by the run that committed them', () => {
       await gate;
       return add(queue, jobs);
     };
-    const relay = startRelay({ store, publisher, logger, batchSize: 3, maxOffered: 3 });
+    const relay = startRelay({ outbox: pgOutbox(store), publisher, logger, batchSize: 3, maxOffered: 3 });
     try {
       relay.offer(first.outbox);
       await waitFor(() => adding, { what: 'the relay to publish the first offer' });
@@ -331,7 +371,7 @@ describe('rows whose event is gone', () => {
     await store.pool.query(`DELETE FROM "${schema}".events WHERE id = $1`, [gone]);
     const publisher = recordingPublisher();
     const { logger: captured, text } = captureLogger({ level: 'error' });
-    const relay = startRelay({ store, publisher, logger: captured });
+    const relay = startRelay({ outbox: pgOutbox(store), publisher, logger: captured });
     try {
       await relay.drain();
       const ids = publisher.added.flatMap((a) => a.jobs.map((j) => j.jobId));
@@ -358,7 +398,7 @@ describe('the relay sweep', () => {
         fire = resolve;
         signal?.addEventListener('abort', () => reject(signal.reason), { once: true });
       });
-    const relay = startRelay({ store, publisher, logger, sleep, sweepMs: 5_000 });
+    const relay = startRelay({ outbox: pgOutbox(store), publisher, logger, sleep, sweepMs: 5_000 });
     try {
       await waitFor(() => idle.length > 0, { what: 'the relay to sleep' });
       // A commit that finished after its 503 went out: stored, and nobody kicks the relay.

@@ -14,6 +14,7 @@ import { jobOptionsFor, routeFor } from '../../../dist/queue/routes.js';
 import { createApplier } from '../../../dist/store/applier.js';
 import { ensureCursor, isStored } from '../../../dist/store/cursor.js';
 import { createStore } from '../../../dist/store/db.js';
+import { pgOutbox } from '../../../dist/store/outbox.js';
 import { catchUp } from '../../../dist/sync/catch-up.js';
 
 const config = loadConfig();
@@ -24,7 +25,7 @@ const publisher = createPublisher({
   prefix: config.queues.prefix,
   jobOptions: jobOptionsFor(config.queues),
 });
-const relay = startRelay({ store, publisher, logger });
+const relay = startRelay({ outbox: pgOutbox(store), publisher, logger });
 const applier = createApplier(store, routeFor(config.queues));
 const client = new ServiceClient({ baseUrl: config.feed.baseUrl, apiKey: config.feed.apiKey });
 const fetchPage = createFeedClient({
