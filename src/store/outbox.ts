@@ -1,3 +1,4 @@
+import type pg from 'pg';
 import { type JobData, outboxJobDataSql } from '../queue/job-data.js';
 import type { Store } from './db.js';
 
@@ -52,10 +53,8 @@ export function pgOutbox(store: Store): Outbox {
       // empty to the planner, which then reads the whole backlog and sorts it. The partial
       // index already yields the rows in seq order; no sort is needed. The statement opens
       // with a comment naming it, for whoever reads pg_stat_activity.
-      const client = await store.pool.connect();
-      try {
-        await client.query('BEGIN; SET LOCAL enable_sort = off');
-        const { rows } = await client.query<RowText>(
+      const rows = await inTransaction(store, 'BEGIN; SET LOCAL enable_sort = off', async (client) => {
+        const res = await client.query<RowText>(
           `/* relay: outbox */ SELECT o.seq, o.source, o.event_id, o.queue, o.job_name,
                   ${outboxJobDataSql('o', 'e')} AS data,
                   (extract(epoch FROM o.created_at) * 1000)::bigint AS committed_ms
@@ -64,27 +63,22 @@ export function pgOutbox(store: Store): Outbox {
             ORDER BY o.seq LIMIT $1`,
           [limit, skip],
         );
-        await client.query('COMMIT');
-        return rows.map((r) => ({
-          seq: r.seq,
-          source: r.source,
-          eventId: r.event_id,
-          queue: r.queue,
-          jobName: r.job_name,
-          data: r.data,
-          committedAt: Number(r.committed_ms),
-        }));
-      } catch (err) {
-        await client.query('ROLLBACK').catch(() => {});
-        throw err;
-      } finally {
-        client.release();
-      }
+        return res.rows;
+      });
+      return rows.map((r) => ({
+        seq: r.seq,
+        source: r.source,
+        eventId: r.event_id,
+        queue: r.queue,
+        jobName: r.job_name,
+        data: r.data,
+        committedAt: Number(r.committed_ms),
+      }));
     },
     async unpublishedOf(seqs) {
       if (seqs.length === 0) return [];
       const { rows } = await store.pool.query<{ seq: string }>(
-        `SELECT seq FROM ${t} WHERE seq = ANY($1::bigint[]) AND published_at IS NULL`,
+        `/* relay: open */ SELECT seq FROM ${t} WHERE seq = ANY($1::bigint[]) AND published_at IS NULL`,
         [seqs],
       );
       return rows.map((r) => r.seq);
@@ -109,6 +103,36 @@ export function pgOutbox(store: Store): Outbox {
       return rows[0]?.seq == null ? null : BigInt(rows[0].seq);
     },
   };
+}
+
+/**
+ * Runs `fn` in a transaction on a client of its own. If Postgres ends the session
+ * meanwhile, a checked-out client without a listener would crash the process, so the
+ * error is kept and thrown instead.
+ */
+export async function inTransaction<T>(
+  store: Store,
+  begin: string,
+  fn: (client: pg.ClientBase) => Promise<T>,
+): Promise<T> {
+  const client = await store.pool.connect();
+  let broken: Error | undefined;
+  const onError = (err: Error): void => {
+    broken = err;
+  };
+  client.on('error', onError);
+  try {
+    await client.query(begin);
+    const value = await fn(client);
+    await client.query('COMMIT');
+    return value;
+  } catch (err) {
+    await client.query('ROLLBACK').catch(() => {});
+    throw broken ?? err;
+  } finally {
+    client.off('error', onError);
+    client.release(broken);
+  }
 }
 
 /** Unpublished outbox rows. */
