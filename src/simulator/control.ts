@@ -26,13 +26,20 @@ function isLoopbackName(host: string): boolean {
 }
 
 /**
- * Admits a request to the control API or the dashboard: a loopback client,
- * and, since a browser may be the client, a loopback Host (no DNS rebinding)
- * and no Origin other than a loopback one (no other site's page posting here).
+ * Admits a request to the control API or the dashboard: a loopback client (any client
+ * when the network is trusted), and, since a browser may be the client, a loopback
+ * Host (no DNS rebinding) and no Origin other than a loopback one (no other site's
+ * page posting here). A trusted network is for a container whose published port is
+ * the host's loopback (Docker Compose): the client is then the bridge's gateway, but
+ * the browser still names localhost.
  */
-export function checkControlRequest(req: IncomingMessage): void {
-  if (!isLoopbackAddress(req.socket.remoteAddress)) {
-    throw new SimError(403, 'forbidden', 'the control API answers loopback clients only');
+export function checkControlRequest(req: IncomingMessage, trustNetwork = false): void {
+  if (!trustNetwork && !isLoopbackAddress(req.socket.remoteAddress)) {
+    throw new SimError(
+      403,
+      'forbidden',
+      "the control API answers loopback clients only (the simulator's --trust-network admits others)",
+    );
   }
   const host = (req.headers.host ?? '').replace(/:\d+$/, '');
   let origin: string | null = null;

@@ -29,6 +29,13 @@ export interface SimulatorOptions {
   random?: () => number;
   /** Timeout of one webhook delivery attempt, in ms. Default 10000. */
   deliveryTimeoutMs?: number;
+  /**
+   * Admit clients from any address to the dashboard and `/_sim` (Host and Origin must
+   * still name this machine). Default false: loopback clients only. For a container
+   * whose port is published on the host's loopback; anyone who reaches the port can
+   * then read the emails sent and change the faults.
+   */
+  trustNetwork?: boolean;
 }
 
 /** Fault knobs. Rates are shares between 0 and 1, drawn per request. */
