@@ -109,10 +109,22 @@ export function controlRoutes(ctx: SimContext): Route[] {
       const body = await readJsonObject(r.req, { requireJson: false });
       const account = selectAccount(ctx, r, body);
       if (body.count === undefined) throw badRequest('missing_field', '"count" is required');
-      account.log.setBacklog(body.count as number);
+      if (body.replace !== undefined && typeof body.replace !== 'boolean') {
+        throw badRequest('invalid_field', '"replace" must be true or false');
+      }
+      // Adding never changes what was served; replacing starts the feed over (benchmarks).
+      const before = account.log.size;
+      if (body.replace === true) account.log.setBacklog(body.count as number);
+      else account.log.addBacklog(body.count as number);
+      const events = account.log.size;
       return {
         status: 200,
-        body: { account: account.id, count: account.log.backlogSize, events: account.log.size },
+        body: {
+          account: account.id,
+          added: body.replace === true ? events : events - before,
+          count: account.log.backlogSize,
+          events,
+        },
       };
     }),
 
