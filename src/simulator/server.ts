@@ -128,6 +128,7 @@ async function handle(
     const routeAccount = account ?? ctx.accounts.default;
     const reply = await match.route.handle({ req, url, params: match.params, account: routeAccount });
     ctx.stats.request(account?.id ?? null, name, reply.status);
+    if (account && method !== 'GET' && reply.status < 300) account.lastActivityAt = ctx.now();
     if (reply.asset) {
       sendAsset(res, reply.asset);
     } else if (match.route.feedBody && reply.status === 200) {
