@@ -31,8 +31,12 @@ export async function startSimChild() {
     origin,
     baseUrl,
     pid: child.pid,
-    /** A synthetic backlog of `count` events, and nothing else, in the feed (of the account of `key`; default the bench's). */
-    setBacklog: (count, key) => control('backlog', key ? { count, key } : { count }),
+    /**
+     * A synthetic backlog of `count` events, and nothing else, in the feed (of the account of
+     * `key`; default the bench's): `replace` starts the feed over, where the default adds to it.
+     */
+    setBacklog: (count, key) =>
+      control('backlog', key ? { count, key, replace: true } : { count, replace: true }),
     setLatency: (latencyMs) => control('faults', { latencyMs }),
     async stop() {
       if (child.exitCode !== null) return;

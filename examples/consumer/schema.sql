@@ -1,4 +1,5 @@
--- The consumer's own tables, in the schema named by APP_SCHEMA (default "app").
+-- The consumer's own tables, in the schema named by APP_SCHEMA (default
+-- "feedsync_example_consumer"), which consumer.ts creates and marks as its own.
 -- consumer.ts runs this file at start; every statement can run again.
 
 -- One row per event handled: the idempotency key. A job that runs twice (a retry, a
@@ -9,11 +10,18 @@ CREATE TABLE IF NOT EXISTS processed_events (
   processed_at timestamptz NOT NULL DEFAULT now()
 );
 
--- The latest known state of each message this application sent, by the service's id.
+-- The latest known state of each message this application sent: by account (the
+-- source, feedsync's cursor key) and the service's id, since two accounts may use
+-- the same ids. The latest event wins; at the same instant the higher rank (sent 1,
+-- delivered 2, bounced or failed 3, complained 4, other types 0), then the event id.
 CREATE TABLE IF NOT EXISTS messages (
-  email_id      text        PRIMARY KEY,
-  last_event    text        NOT NULL,
-  last_event_at timestamptz NOT NULL
+  source          text        COLLATE "C" NOT NULL,
+  email_id        text        COLLATE "C" NOT NULL,
+  last_event      text        NOT NULL,
+  last_event_rank smallint    NOT NULL,
+  last_event_id   text        COLLATE "C" NOT NULL,
+  last_event_at   timestamptz NOT NULL,
+  PRIMARY KEY (source, email_id)
 );
 
 -- Addresses not to mail again: bounced or complained. Recorded, never acted on here.

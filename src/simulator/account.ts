@@ -38,6 +38,12 @@ export class Account {
   readonly log: EventLog;
   readonly emails: Emails;
   readonly webhooks: WebhookRegistry;
+  /**
+   * When its key last changed something through `/api` (an email sent, a webhook
+   * registered, ...), in ms; null before. A worker's reads of the feed do not count:
+   * the dashboard opens on the account a person used last.
+   */
+  lastActivityAt: number | null = null;
   /** Fault knobs set for this account alone, over the simulator-wide ones. */
   private faultPatch: Partial<Faults> = {};
 

@@ -58,14 +58,24 @@ export function backlogEvent(
   startMs: number,
   account: string | null = null,
 ): ServiceEvent {
-  const { slot, emailNumber } = slotAt(position);
+  return backlogEventAt(position, id, startMs + (position - 1) * BACKLOG_STEP_MS, account);
+}
+
+/** Synthetic event number `ordinal` (1-based, its content) with the id and `created_at` given. */
+export function backlogEventAt(
+  ordinal: number,
+  id: string,
+  createdAtMs: number,
+  account: string | null,
+): ServiceEvent {
+  const { slot, emailNumber } = slotAt(ordinal);
   const outcome = OUTCOMES[slot.email]!;
   const number = String(emailNumber).padStart(9, '0');
   const domain = account === null ? 'example.test' : `${account.replace('_', '-')}.example.test`;
   return {
     type: slot.type,
     id,
-    created_at: new Date(startMs + (position - 1) * BACKLOG_STEP_MS).toISOString(),
+    created_at: new Date(createdAtMs).toISOString(),
     data: {
       email_id: account === null ? `em_bl_${number}` : `em_bl_${account}_${number}`,
       from: `backlog@${domain}`,

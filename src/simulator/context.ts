@@ -20,6 +20,8 @@ export class SimContext {
   /** The keys accepted under `/api`. */
   readonly keyPattern: RegExp;
   readonly deliverer: Deliverer;
+  /** The dashboard and `/_sim` admit clients from any address (SimulatorOptions.trustNetwork). */
+  readonly trustNetwork: boolean;
   /** Simulator-wide knobs; an account's own knobs win over them. */
   faults: Faults;
   private emailsSent = 0;
@@ -29,6 +31,7 @@ export class SimContext {
     this.now = opts.now ?? Date.now;
     this.random = opts.random ?? Math.random;
     this.logger = opts.logger ?? pino({ level: 'silent' });
+    this.trustNetwork = opts.trustNetwork ?? false;
     this.faults = mergeFaults({ ...DEFAULT_FAULTS }, opts.faults ?? {});
     this.deliverer = new Deliverer({
       timeScale: opts.timeScale ?? 1,

@@ -26,13 +26,20 @@ function isLoopbackName(host: string): boolean {
 }
 
 /**
- * Admits a request to the control API or the dashboard: a loopback client,
- * and, since a browser may be the client, a loopback Host (no DNS rebinding)
- * and no Origin other than a loopback one (no other site's page posting here).
+ * Admits a request to the control API or the dashboard: a loopback client (any client
+ * when the network is trusted), and, since a browser may be the client, a loopback
+ * Host (no DNS rebinding) and no Origin other than a loopback one (no other site's
+ * page posting here). A trusted network is for a container whose published port is
+ * the host's loopback (Docker Compose): the client is then the bridge's gateway, but
+ * the browser still names localhost.
  */
-export function checkControlRequest(req: IncomingMessage): void {
-  if (!isLoopbackAddress(req.socket.remoteAddress)) {
-    throw new SimError(403, 'forbidden', 'the control API answers loopback clients only');
+export function checkControlRequest(req: IncomingMessage, trustNetwork = false): void {
+  if (!trustNetwork && !isLoopbackAddress(req.socket.remoteAddress)) {
+    throw new SimError(
+      403,
+      'forbidden',
+      "the control API answers loopback clients only (the simulator's --trust-network admits others)",
+    );
   }
   const host = (req.headers.host ?? '').replace(/:\d+$/, '');
   let origin: string | null = null;
@@ -102,10 +109,22 @@ export function controlRoutes(ctx: SimContext): Route[] {
       const body = await readJsonObject(r.req, { requireJson: false });
       const account = selectAccount(ctx, r, body);
       if (body.count === undefined) throw badRequest('missing_field', '"count" is required');
-      account.log.setBacklog(body.count as number);
+      if (body.replace !== undefined && typeof body.replace !== 'boolean') {
+        throw badRequest('invalid_field', '"replace" must be true or false');
+      }
+      // Adding never changes what was served; replacing starts the feed over (benchmarks).
+      const before = account.log.size;
+      if (body.replace === true) account.log.setBacklog(body.count as number);
+      else account.log.addBacklog(body.count as number);
+      const events = account.log.size;
       return {
         status: 200,
-        body: { account: account.id, count: account.log.backlogSize, events: account.log.size },
+        body: {
+          account: account.id,
+          added: body.replace === true ? events : events - before,
+          count: account.log.backlogSize,
+          events,
+        },
       };
     }),
 

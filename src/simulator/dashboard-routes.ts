@@ -13,6 +13,9 @@ const ASSETS = {
   '/': { file: 'index.html', contentType: 'text/html; charset=utf-8' },
   '/dashboard.js': { file: 'dashboard.js', contentType: 'text/javascript; charset=utf-8' },
   '/dashboard.css': { file: 'dashboard.css', contentType: 'text/css; charset=utf-8' },
+  // Browsers ask for /favicon.ico whatever the page links; an SVG answers both.
+  '/favicon.svg': { file: 'favicon.svg', contentType: 'image/svg+xml' },
+  '/favicon.ico': { file: 'favicon.svg', contentType: 'image/svg+xml' },
 } as const;
 
 /**
@@ -41,9 +44,12 @@ export function dashboardRoutes(ctx: SimContext): Route[] {
       })),
     ),
 
+    // `now` and `last_activity_at` on the simulator's clock: the page compares them with a
+    // choice it remembers, whatever the browser's clock says.
     route('GET', '/_sim/accounts', 'control', () => ({
       status: 200,
       body: {
+        now: new Date(ctx.now()).toISOString(),
         data: ctx.accounts.all().map((account) => ({
           id: account.id,
           key_hint: account.keyHint,
@@ -51,6 +57,8 @@ export function dashboardRoutes(ctx: SimContext): Route[] {
           events: account.log.size,
           emails_sent: account.emails.count,
           webhooks: account.webhooks.list().length,
+          last_activity_at:
+            account.lastActivityAt === null ? null : new Date(account.lastActivityAt).toISOString(),
         })),
       },
     })),

@@ -1,5 +1,5 @@
 import type { ServiceEvent } from '../api/types.js';
-import { BACKLOG_STEP_MS, backlogEvent, backlogType } from './backlog.js';
+import { BACKLOG_STEP_MS, backlogEventAt, backlogType } from './backlog.js';
 import { SimError } from './errors.js';
 
 const ID_PREFIX = 'evt_';
@@ -17,14 +17,37 @@ export function positionOfId(id: string): number | null {
   return match ? Number(match[1]) : null;
 }
 
+/** A run of synthetic events, generated on the fly from their ordinal. */
+interface SyntheticRun {
+  /** Feed position of its first event. */
+  start: number;
+  count: number;
+  /** Synthetic ordinal of its first event: the content goes on where the previous run stopped. */
+  ordinal: number;
+  /** `created_at` of its first event, and the gap between two of its events. */
+  startMs: number;
+  stepMs: number;
+}
+
+/** Real events, emitted one by one, that follow one another in the feed. */
+interface RealRun {
+  start: number;
+  events: ServiceEvent[];
+}
+
+type Run = SyntheticRun | RealRun;
+
+const MAX_BACKLOG = 1e11;
+
 /**
- * The feed, in order: the synthetic backlog at positions 1..backlog, then the
- * real events as they were emitted. An id maps back to its position in O(1).
+ * The feed, in order: runs of synthetic backlog events and of real events, as they
+ * were added. An event, once in the feed, never changes (the one exception is
+ * `setBacklog`, before any real event); an id maps back to its position in
+ * O(log runs).
  */
 export class EventLog {
-  private backlog = 0;
-  private backlogStartMs = 0;
-  private readonly real: ServiceEvent[] = [];
+  private runs: Run[] = [];
+  private synthetic = 0;
 
   constructor(
     private readonly now: () => number,
@@ -34,23 +57,50 @@ export class EventLog {
 
   /** Events in the feed, backlog included. */
   get size(): number {
-    return this.backlog + this.real.length;
+    const last = this.runs.at(-1);
+    if (last === undefined) return 0;
+    return last.start - 1 + ('events' in last ? last.events.length : last.count);
   }
 
+  /** Synthetic events in the feed, over every run. */
   get backlogSize(): number {
-    return this.backlog;
+    return this.synthetic;
   }
 
-  /** Replaces the backlog. Its events end just before now, so real events follow in time too. */
+  /**
+   * Replaces the feed with a backlog of `count` events ending just before now, so real
+   * events follow in time too. It rewrites what may have been served, so only before
+   * the first real event: for a test or a benchmark that starts a feed over.
+   */
   setBacklog(count: number): void {
-    if (!Number.isSafeInteger(count) || count < 0 || count > 1e11) {
-      throw new SimError(400, 'invalid_field', '"count" must be a whole number from 0 to 100000000000');
+    checkCount(count);
+    if (this.runs.some((run) => 'events' in run)) {
+      throw new SimError(
+        409,
+        'backlog_locked',
+        'the backlog can only be replaced before the first real event',
+      );
     }
-    if (this.real.length > 0) {
-      throw new SimError(409, 'backlog_locked', 'the backlog can only be set before the first real event');
-    }
-    this.backlog = count;
-    this.backlogStartMs = this.now() - count * BACKLOG_STEP_MS;
+    this.runs = [];
+    this.synthetic = 0;
+    this.addBacklog(count);
+  }
+
+  /**
+   * Adds `count` synthetic events at the end of the feed; what is already there keeps
+   * its ids and `created_at`. The new events end just before now, 100 ms apart, and
+   * none is older than the last event already there (closer together if need be).
+   */
+  addBacklog(count: number): void {
+    checkCount(count);
+    if (count === 0) return;
+    const size = this.size;
+    const lastMs = size === 0 ? Number.NEGATIVE_INFINITY : Date.parse(this.at(size).created_at);
+    const now = this.now();
+    const startMs = Math.max(now - count * BACKLOG_STEP_MS, Math.min(lastMs, now));
+    const stepMs = Math.min(BACKLOG_STEP_MS, (now - startMs) / count);
+    this.runs.push({ start: size + 1, count, ordinal: this.synthetic + 1, startMs, stepMs });
+    this.synthetic += count;
   }
 
   append(type: string, data: Record<string, unknown>): ServiceEvent {
@@ -60,15 +110,19 @@ export class EventLog {
       created_at: new Date(this.now()).toISOString(),
       data,
     };
-    this.real.push(event);
+    const last = this.runs.at(-1);
+    if (last !== undefined && 'events' in last) last.events.push(event);
+    else this.runs.push({ start: this.size + 1, events: [event] });
     return event;
   }
 
   /** The event at `position`, 1..size. */
   at(position: number): ServiceEvent {
-    if (position <= this.backlog)
-      return backlogEvent(position, eventIdAt(position), this.backlogStartMs, this.account);
-    return this.real[position - this.backlog - 1]!;
+    const run = this.runAt(position);
+    const i = position - run.start;
+    if ('events' in run) return run.events[i]!;
+    const createdAtMs = Math.floor(run.startMs + i * run.stepMs);
+    return backlogEventAt(run.ordinal + i, eventIdAt(position), createdAtMs, this.account);
   }
 
   /** The last `count` events of the feed, newest first. */
@@ -79,7 +133,26 @@ export class EventLog {
   }
 
   typeAt(position: number): string {
-    if (position <= this.backlog) return backlogType(position);
-    return this.real[position - this.backlog - 1]!.type;
+    const run = this.runAt(position);
+    const i = position - run.start;
+    return 'events' in run ? run.events[i]!.type : backlogType(run.ordinal + i);
+  }
+
+  /** The run holding `position` (1..size): the last run that starts at or before it. */
+  private runAt(position: number): Run {
+    let lo = 0;
+    let hi = this.runs.length - 1;
+    while (lo < hi) {
+      const mid = (lo + hi + 1) >> 1;
+      if (this.runs[mid]!.start <= position) lo = mid;
+      else hi = mid - 1;
+    }
+    return this.runs[lo]!;
+  }
+}
+
+function checkCount(count: number): void {
+  if (!Number.isSafeInteger(count) || count < 0 || count > MAX_BACKLOG) {
+    throw new SimError(400, 'invalid_field', '"count" must be a whole number from 0 to 100000000000');
   }
 }

@@ -115,7 +115,7 @@ async function handle(
       if (chance(rate5xx, ctx.random)) throw new SimError(503, 'service_unavailable', 'try again later');
     } else if (path === '/_sim' || path.startsWith('/_sim/') || (match && 'route' in match)) {
       // What is left is the control API and the dashboard.
-      checkControlRequest(req);
+      checkControlRequest(req, ctx.trustNetwork);
     }
 
     if (match === null) throw new SimError(404, 'not_found', `no route for ${method} ${path.slice(0, 200)}`);
@@ -128,6 +128,7 @@ async function handle(
     const routeAccount = account ?? ctx.accounts.default;
     const reply = await match.route.handle({ req, url, params: match.params, account: routeAccount });
     ctx.stats.request(account?.id ?? null, name, reply.status);
+    if (account && method !== 'GET' && reply.status < 300) account.lastActivityAt = ctx.now();
     if (reply.asset) {
       sendAsset(res, reply.asset);
     } else if (match.route.feedBody && reply.status === 200) {

@@ -29,6 +29,13 @@ export interface SimulatorOptions {
   random?: () => number;
   /** Timeout of one webhook delivery attempt, in ms. Default 10000. */
   deliveryTimeoutMs?: number;
+  /**
+   * Admit clients from any address to the dashboard and `/_sim` (Host and Origin must
+   * still name this machine). Default false: loopback clients only. For a container
+   * whose port is published on the host's loopback; anyone who reaches the port can
+   * then read the emails sent and change the faults.
+   */
+  trustNetwork?: boolean;
 }
 
 /** Fault knobs. Rates are shares between 0 and 1, drawn per request. */
@@ -82,7 +89,7 @@ export interface SimulatorAccount {
   /** `acct_…`, as in the stats and on the dashboard. */
   readonly id: string;
   stats(): AccountStats;
-  /** Replaces this account's synthetic backlog; only while it has no real event yet. */
+  /** Starts this account's feed over with a synthetic backlog of n events; only while it has no real event yet. */
   setBacklog(n: number): void;
   /** Fault knobs for this account's requests alone, over the simulator-wide ones. */
   setFaults(f: Partial<Faults>): void;
@@ -100,7 +107,7 @@ export interface Simulator {
   stats(): SimulatorStats;
   /** Simulator-wide fault knobs (an account's own knobs win over them). */
   setFaults(f: Partial<Faults>): void;
-  /** Replaces the default account's synthetic backlog; only while it has no real event yet. */
+  /** Starts the default account's feed over with a synthetic backlog of n events; only while it has no real event yet. */
   setBacklog(n: number): void;
   /** The account of this key (made now if new); a RangeError for a key the simulator refuses. */
   account(key: string): SimulatorAccount;

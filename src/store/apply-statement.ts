@@ -142,7 +142,7 @@ WITH input AS (
 ), conf AS (
   INSERT INTO ${s}.conflicts (source, event_id, first_sha256, second_sha256, raw, received_via)
   SELECT $1::text, d.id, ${sha(version('f', 'f.created_at'))}, ${sha(version('d', 'd.created_at'))},
-    ${version('d', 'd.created_at')}, $2::text
+    (${version('d', 'd.created_at')})::jsonb, $2::text
   FROM seen d CROSS JOIN LATERAL (
     -- The version kept: the stored one, else (a repeat within the batch) the batch's first.
     SELECT e.id, e.type, e.created_at, e.data FROM ${s}.events e WHERE e.source = $1::text AND e.id = d.id

@@ -80,8 +80,8 @@ export interface ConflictsTable {
   /** Lowercase hex SHA-256 of the kept version and of this one. */
   first_sha256: string;
   second_sha256: string;
-  /** This version: {id, type, created_at (UTC), data} as jsonb prints it. */
-  raw: string;
+  /** This version: {id, type, created_at (UTC), data}; the hashes are of `raw::text`. */
+  raw: unknown;
   received_via: 'feed' | 'webhook';
   received_at: DefaultTimestamp;
 }

@@ -45,7 +45,15 @@ describe('docker-compose.yml', () => {
   });
 
   it('runs each feedsync command through the image entrypoint', () => {
-    expect(service('simulator').command).toEqual(['simulator', '--port', '4010', '--host', '0.0.0.0']);
+    expect(service('simulator').command).toEqual([
+      'simulator',
+      '--port',
+      '4010',
+      '--host',
+      '0.0.0.0',
+      // The host's browser arrives through Docker's bridge, not loopback.
+      '--trust-network',
+    ]);
     expect(service('migrate').command).toEqual(['migrate']);
     expect(service('worker').command).toEqual(['sync', '--watch']);
   });

@@ -50,12 +50,74 @@ describe('the cronjob overlay', () => {
   });
 });
 
+/** The namespaces (by name label) admitted to each port of a policy's ingress rules; never "any pod" or an address block. */
+function ingressSources(policy: INetworkPolicy['spec']) {
+  return (policy?.ingress ?? []).map((rule) => ({
+    from: rule.from?.map((peer) => {
+      expect(peer.podSelector).toBeUndefined();
+      expect(peer.ipBlock).toBeUndefined();
+      return peer.namespaceSelector?.matchLabels?.['kubernetes.io/metadata.name'];
+    }),
+    ports: rule.ports?.map((p) => `${p.port}/${p.protocol}`),
+  }));
+}
+
 describe('the deployment overlay', () => {
   const objects = render('deployment');
   const deployment = one<IDeployment>(objects, 'Deployment', 'feedsync').spec!;
   const pod = deployment.template.spec!;
   const container = pod.containers[0]!;
   const config = one<IConfigMap>(objects, 'ConfigMap', 'feedsync-config').data ?? {};
+
+  it('serves one account in one replica that drains before the next starts', () => {
+    // One source is paged by one run at a time: a second replica would only wait on its lock.
+    expect(deployment.replicas).toBe(1);
+    expect(deployment.strategy).toEqual({ type: 'Recreate' });
+    expect(deployment.template.metadata?.labels).toMatchObject(deployment.selector.matchLabels ?? {});
+    expect(pod.containers).toHaveLength(1);
+    expect(container.args).toEqual(['sync', '--watch']);
+  });
+
+  it("reads the account's key from feedsync-secrets, as the CronJob does, and no sources file", () => {
+    expect(container.envFrom).toEqual([{ configMapRef: { name: 'feedsync-config' } }]);
+    expect(container.env ?? []).toEqual([]);
+    expect(config.FEED_SOURCE).toBe('default');
+    const secrets = pod.volumes?.find((v) => v.secret?.secretName === 'feedsync-secrets');
+    const mount = container.volumeMounts?.find((m) => m.name === secrets?.name)?.mountPath;
+    expect(config.FEED_API_KEY_FILE).toBe(`${mount}/feed-api-key`);
+    // No placeholder accounts for a user with one: no sources file, no second Secret.
+    expect(objects.filter((o) => o.metadata.name === 'feedsync-sources')).toEqual([]);
+    expect(objects.filter((o) => o.metadata.name === 'feedsync-source-keys')).toEqual([]);
+    expect(objects.filter((o) => o.kind === 'PodDisruptionBudget')).toEqual([]);
+  });
+
+  it('serves the metrics port that METRICS_PORT names, and probes it', () => {
+    expect(container.ports).toEqual([{ name: 'metrics', containerPort: 9464, protocol: 'TCP' }]);
+    expect(String(container.ports?.[0]?.containerPort)).toBe(config.METRICS_PORT);
+    expect(container.livenessProbe?.httpGet).toEqual({ path: '/healthz', port: 'metrics' });
+    expect(container.readinessProbe?.httpGet).toEqual({ path: '/readyz', port: 'metrics' });
+  });
+
+  it('waits longer than the 30 s drain before killing the pod', () => {
+    expect(pod.terminationGracePeriodSeconds).toBe(45);
+  });
+
+  it('removes the CronJob, keeps the migrate Job', () => {
+    expect(objects.filter((o) => o.kind === 'CronJob')).toEqual([]);
+    expect(objects.filter((o) => o.kind === 'Job').map((o) => o.metadata.name)).toEqual(['feedsync-migrate']);
+  });
+
+  it("admits only Prometheus's namespace, to the metrics port only, as the webhooks overlay does", () => {
+    const policy = one<INetworkPolicy>(objects, 'NetworkPolicy', 'feedsync').spec;
+    expect(ingressSources(policy)).toEqual([{ from: ['monitoring'], ports: ['9464/TCP'] }]);
+  });
+});
+
+describe('the many-accounts overlay', () => {
+  const objects = render('many-accounts');
+  const deployment = one<IDeployment>(objects, 'Deployment', 'feedsync').spec!;
+  const pod = deployment.template.spec!;
+  const container = pod.containers[0]!;
 
   it('runs three replicas that share the sources, rolling one at a time, spread over nodes', () => {
     expect(deployment.replicas).toBe(3);
@@ -87,6 +149,10 @@ describe('the deployment overlay', () => {
       sources.map((s) => `${mountOf(keysVolume!.name)}/${s.source}`),
     );
     expect(Object.keys(keys).sort()).toEqual(sources.map((s) => s.source).sort());
+    // The one-account mounts stay: the Secret for the database and Redis, and /tmp.
+    expect(container.volumeMounts?.map((m) => m.name).sort()).toEqual(
+      ['secrets', 'source-keys', 'sources', 'tmp'].sort(),
+    );
   });
 
   it('has requests sized for SYNC_CONCURRENCY and a PodDisruptionBudget that lets one replica go at a time', () => {
@@ -100,25 +166,11 @@ describe('the deployment overlay', () => {
     expect(budget.selector?.matchLabels).toEqual(deployment.selector.matchLabels);
   });
 
-  it('serves the metrics port that METRICS_PORT names, and probes it', () => {
-    expect(container.ports).toEqual([{ name: 'metrics', containerPort: 9464, protocol: 'TCP' }]);
-    expect(String(container.ports?.[0]?.containerPort)).toBe(config.METRICS_PORT);
-    expect(container.livenessProbe?.httpGet).toEqual({ path: '/healthz', port: 'metrics' });
+  it("keeps the deployment overlay's probes, CronJob removal and metrics rule", () => {
     expect(container.readinessProbe?.httpGet).toEqual({ path: '/readyz', port: 'metrics' });
-  });
-
-  it('waits longer than the 30 s drain before killing the pod', () => {
-    expect(pod.terminationGracePeriodSeconds).toBe(45);
-  });
-
-  it('removes the CronJob, keeps the migrate Job', () => {
     expect(objects.filter((o) => o.kind === 'CronJob')).toEqual([]);
-    expect(objects.filter((o) => o.kind === 'Job').map((o) => o.metadata.name)).toEqual(['feedsync-migrate']);
-  });
-
-  it('opens ingress to the metrics port only', () => {
-    const ingress = one<INetworkPolicy>(objects, 'NetworkPolicy', 'feedsync').spec?.ingress;
-    expect(ingress).toEqual([{ ports: [{ port: 9464, protocol: 'TCP' }] }]);
+    const policy = one<INetworkPolicy>(objects, 'NetworkPolicy', 'feedsync').spec;
+    expect(ingressSources(policy)).toEqual([{ from: ['monitoring'], ports: ['9464/TCP'] }]);
   });
 });
 
@@ -174,15 +226,7 @@ describe('the webhooks overlay', () => {
     const policy = one<INetworkPolicy>(objects, 'NetworkPolicy', 'feedsync-webhooks').spec!;
     expect(selects(policy.podSelector.matchLabels, podLabels)).toBe(true);
     expect(policy.policyTypes).toEqual(['Ingress']);
-    const rules = (policy.ingress ?? []).map((rule) => ({
-      from: rule.from?.map((peer) => {
-        // A namespace, never "any pod" or an address block.
-        expect(peer.podSelector).toBeUndefined();
-        expect(peer.ipBlock).toBeUndefined();
-        return peer.namespaceSelector?.matchLabels?.['kubernetes.io/metadata.name'];
-      }),
-      ports: rule.ports?.map((p) => `${p.port}/${p.protocol}`),
-    }));
+    const rules = ingressSources(policy);
     expect(rules).toEqual([
       { from: ['ingress-nginx'], ports: ['8080/TCP'] },
       { from: ['monitoring'], ports: ['9464/TCP'] },

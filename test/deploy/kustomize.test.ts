@@ -66,9 +66,42 @@ describe('renderKustomization', () => {
     refuse(
       {
         'kustomization.yaml': `${KUSTOMIZATION}resources: [c.yaml]\npatches:\n  - path: p.yaml\n`,
-        'p.yaml': 'apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\nspec:\n  volumes: []\n',
+        'p.yaml': 'apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\nspec:\n  ports: []\n',
       },
       /merges this list/,
     );
+  });
+
+  it("merges lists keyed by name as kubectl does: the patch's items first, merged by name, then the rest", () => {
+    const pod = (spec: string) => `apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\nspec:\n${spec}`;
+    const dir = folder({
+      'kustomization.yaml': `${KUSTOMIZATION}resources: [pod.yaml]\npatches:\n  - path: p.yaml\n`,
+      'pod.yaml': pod(
+        '  containers:\n    - name: a\n      image: x\n      env: [{name: A, value: "1"}, {name: C, value: "4"}]\n' +
+          '  volumes: [{name: tmp, emptyDir: {}}]\n',
+      ),
+      'p.yaml': pod(
+        '  containers:\n    - name: a\n      env: [{name: B, value: "2"}, {name: A, value: "3"}]\n' +
+          '  volumes: [{name: keys, secret: {secretName: k}}]\n',
+      ),
+    });
+    const [rendered] = renderKustomization(dir);
+    expect(rendered?.spec).toEqual({
+      containers: [
+        {
+          name: 'a',
+          image: 'x',
+          env: [
+            { name: 'B', value: '2' },
+            { name: 'A', value: '3' },
+            { name: 'C', value: '4' },
+          ],
+        },
+      ],
+      volumes: [
+        { name: 'keys', secret: { secretName: 'k' } },
+        { name: 'tmp', emptyDir: {} },
+      ],
+    });
   });
 });

@@ -19,21 +19,21 @@ export interface K8sObject {
 const SUPPORTED_FIELDS = new Set(['apiVersion', 'kind', 'resources', 'patches', 'configMapGenerator']);
 
 /**
- * Lists that kubectl's strategic merge combines item by item (by name, port, ...).
- * This renderer only replaces lists, so a patch that sets one of these is refused
+ * Lists that kubectl's strategic merge combines item by item. Those keyed by `name`
+ * are merged here as kubectl does (the patch's items first, in its order, each merged
+ * into the item of the same name; then the other items); the others are refused
  * rather than rendered differently from kubectl.
  */
-const MERGED_LISTS = new Set([
+const LISTS_BY_NAME = new Set([
   'containers',
   'initContainers',
   'ephemeralContainers',
   'volumes',
   'volumeMounts',
   'env',
-  'ports',
   'imagePullSecrets',
-  'finalizers',
 ]);
+const OTHER_MERGED_LISTS = new Set(['ports', 'finalizers']);
 
 /**
  * Renders a kustomization directory the way `kubectl kustomize` does, for the subset
@@ -163,12 +163,31 @@ function merge(target: unknown, patch: unknown, where: string): unknown {
       delete out[key];
       continue;
     }
-    if (Array.isArray(value) && MERGED_LISTS.has(key)) {
+    if (Array.isArray(value) && LISTS_BY_NAME.has(key)) {
+      out[key] = mergeByName(out[key], value, `${where}.${key}`);
+      continue;
+    }
+    if (Array.isArray(value) && OTHER_MERGED_LISTS.has(key)) {
       throw new Error(`${where}.${key}: kubectl merges this list by key; patch it another way`);
     }
     out[key] = merge(out[key], value, `${where}.${key}`);
   }
   return out;
+}
+
+function mergeByName(target: unknown, patch: unknown[], where: string): unknown[] {
+  const nameOf = (item: unknown) => {
+    if (!isMap(item) || typeof item.name !== 'string') throw new Error(`${where}: an item has no name`);
+    return item.name;
+  };
+  const existing = new Map((Array.isArray(target) ? target : []).map((item) => [nameOf(item), item]));
+  const patched = patch.map((item) => {
+    const name = nameOf(item);
+    const old = existing.get(name);
+    existing.delete(name);
+    return old === undefined ? structuredClone(item) : merge(old, item, `${where}[${name}]`);
+  });
+  return [...patched, ...existing.values()];
 }
 
 function isMap(value: unknown): value is Record<string, unknown> {

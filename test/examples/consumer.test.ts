@@ -112,11 +112,71 @@ describe('examples/consumer', () => {
       expect(await processed()).toBe(jobs);
       expect(await count(`"${appSchema}".suppressed_addresses`)).toBe(4);
       expect(await count(`"${appSchema}".messages`)).toBe(20);
+
+      // Another account (source) with the same email id, and a retried email.sent of the
+      // same instant as its email.delivered, arriving after it.
+      const queue = new Queue('email-events', { connection: { url: TEST_REDIS_URL }, prefix });
+      const at = '2026-01-01T00:00:00.000000Z';
+      const job = (id: string, type: string, emailId: string) =>
+        queue.add(
+          type,
+          { source: 'other', id, type, created_at: at, data: { email_id: emailId } },
+          {
+            jobId: `other/${id}`,
+          },
+        );
+      try {
+        await job('evt_000000000001', 'email.sent', 'em_bl_000000001');
+        await job('evt_000000000003', 'email.delivered', 'em_tie');
+        await waitFor(async () => (await processed()) === jobs + 2, { timeoutMs: 45_000, what: 'two jobs' });
+        await job('evt_000000000002', 'email.sent', 'em_tie');
+        await waitFor(async () => (await processed()) === jobs + 3, { timeoutMs: 45_000, what: 'the retry' });
+      } finally {
+        await queue.close();
+      }
+      const messages = await db.query(
+        `SELECT source, email_id, last_event FROM "${appSchema}".messages
+          WHERE email_id IN ('em_bl_000000001', 'em_tie') ORDER BY source, email_id`,
+      );
+      expect(messages.rows).toEqual([
+        { source: 'default', email_id: 'em_bl_000000001', last_event: 'email.delivered' },
+        { source: 'other', email_id: 'em_bl_000000001', last_event: 'email.sent' },
+        { source: 'other', email_id: 'em_tie', last_event: 'email.delivered' },
+      ]);
     } finally {
       consumer.signal('SIGTERM');
       const exit = await consumer.waitExit(20_000);
       expect(exit.code, exit.stderr).toBe(0);
     }
-    expect(consumer.stdout()).toContain(`(prefix ${prefix}) into schema ${appSchema}`);
+    const lines = consumer.stdout().trim().split('\n');
+    expect(lines[0]).toMatch(
+      new RegExp(`\\(prefix ${prefix}\\) into 127\\.0\\.0\\.1:5432/\\w+, schema ${appSchema}$`),
+    );
+    // A line per job run (every job twice, then the three above), and never an address.
+    const perJob = lines.filter((line) =>
+      /^\S+\/evt_\w+ [a-z.]+( em_\w+)?: (recorded|seen before, unchanged)$/.test(line),
+    );
+    expect(perJob).toHaveLength(2 * jobs + 3);
+    expect(perJob.filter((line) => line.endsWith('seen before, unchanged'))).toHaveLength(jobs);
+    expect(consumer.stdout()).not.toContain('@');
   }, 180_000);
+
+  it('refuses a schema that holds tables it did not make, and writes nothing there', async () => {
+    const before = await count(`pg_tables WHERE schemaname = '${schema}'`);
+    const run = await runNode(
+      [`${EXAMPLE}dist/consumer.js`],
+      {
+        REDIS_URL: TEST_REDIS_URL,
+        QUEUE_PREFIX: prefix,
+        APP_DATABASE_URL: TEST_DATABASE_URL,
+        APP_SCHEMA: schema,
+      },
+      60_000,
+    );
+    expect(run.code).toBe(2);
+    expect(run.stderr.trim().split('\n')).toEqual([
+      `APP_SCHEMA: schema ${schema} already holds tables that this example did not make; name a new or an empty one`,
+    ]);
+    expect(await count(`pg_tables WHERE schemaname = '${schema}'`)).toBe(before);
+  }, 90_000);
 });

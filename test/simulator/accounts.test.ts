@@ -108,17 +108,18 @@ describe('one account per API key', () => {
 });
 
 describe('the control API names an account by key or id', () => {
-  it('sets the backlog of the account a key names, and of the default one without', async () => {
+  it('adds to the backlog of the account a key names, and of the default one without', async () => {
     const key = 'sim_test_backlog_only';
     const set = await call(sim(), 'POST', '/_sim/backlog', { key: null, body: { key, count: 3 } });
     expect(set.status).toBe(200);
-    expect(set.body).toEqual({ account: sim().account(key).id, count: 3, events: 3 });
-    expect(await feed(key)).toHaveLength(3);
+    const total = BACKLOG + 3;
+    expect(set.body).toEqual({ account: sim().account(key).id, added: 3, count: total, events: total });
+    expect(await feed(key)).toHaveLength(total);
     const byId = await call(sim(), 'POST', '/_sim/backlog', {
       key: null,
       body: { account: sim().account(key).id, count: 5 },
     });
-    expect(byId.body.events).toBe(5);
+    expect(byId.body.events).toBe(total + 5);
     expect((await feed(TEST_API_KEY)).length).toBeGreaterThan(5);
   });
 

@@ -27,9 +27,26 @@ describe('the dashboard’s endpoints', () => {
       events: 3,
       emails_sent: 0,
       webhooks: 0,
+      last_activity_at: null,
     });
     expect(res.body.data).toHaveLength(2);
+    // The simulator's clock, which the page compares last_activity_at and its own choice with.
+    expect(Math.abs(Date.parse(res.body.now) - Date.now())).toBeLessThan(60_000);
     expect(JSON.stringify(res.body)).not.toContain('second_account');
+  });
+
+  it("dates an account's last change through the API, not its reads", async () => {
+    const key = 'sim_test_activity_account_03';
+    const activity = async () =>
+      (await get('/_sim/accounts')).body.data.find((a: { id: string }) => a.id === sim().account(key).id)
+        ?.last_activity_at;
+    expect((await call(sim(), 'GET', '/api/events', { key })).status).toBe(200);
+    expect(await activity()).toBeNull();
+    const refused = await call(sim(), 'POST', '/api/emails', { key, body: {} });
+    expect(refused.status).toBe(400);
+    expect(await activity()).toBeNull();
+    await call(sim(), 'POST', '/api/emails', { key, body: { ...EMAIL, to: ['a@x.test'] } });
+    expect(Date.parse(await activity())).toBeGreaterThan(Date.now() - 60_000);
   });
 
   it('keeps the last 50 emails, newest first, each with its events', async () => {

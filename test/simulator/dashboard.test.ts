@@ -52,7 +52,8 @@ describe('the dashboard in a real browser', () => {
       body: { ...EMAIL, subject: 'Elsewhere', to: ['grace@example.test'] },
     });
 
-    await page.goto(`${sim().origin}/`);
+    // Named in the address: the page would otherwise open on the account that sent last.
+    await page.goto(`${sim().origin}/#${sim().account(TEST_API_KEY).id}`);
     const card = page.locator(`[data-webhook="${webhookId}"]`);
     await card.waitFor(WAIT);
     expect(await card.locator('.webhook-url').textContent()).toBe(receiver.url);

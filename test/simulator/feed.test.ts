@@ -186,22 +186,76 @@ describe('synthetic backlog', () => {
     }
   });
 
-  it('is replaced through /_sim/backlog only before the first real event', async () => {
-    const fresh = await startTestSimulator();
+  it('grows through /_sim/backlog {count}, never changing what was served', async () => {
+    let now = Date.parse('2026-01-01T00:00:00Z');
+    const fresh = await startTestSimulator({ now: () => now });
+    const all = async () => (await call(fresh, 'GET', '/api/events?limit=1000')).body.data;
     try {
-      const set = await call(fresh, 'POST', '/_sim/backlog', { body: { count: 50 } });
-      expect(set.body).toEqual({ account: fresh.account(TEST_API_KEY).id, count: 50, events: 50 });
-      expect((await call(fresh, 'GET', '/api/events?limit=1000')).body.data).toHaveLength(50);
-      fresh.setBacklog(10);
-      expect(fresh.stats().events).toBe(10);
+      const first = await call(fresh, 'POST', '/_sim/backlog', { body: { count: 50 } });
+      expect(first.body).toEqual({
+        account: fresh.account(TEST_API_KEY).id,
+        added: 50,
+        count: 50,
+        events: 50,
+      });
+      const served = await all();
+      expect(served).toHaveLength(50);
+
+      // A real event, then more backlog: all of it after what was served, which is left as it was.
+      now += 1_000;
+      fresh.emitContactEvent('contact.subscribed', 'a@example.test');
+      now += 60_000;
+      const more = await call(fresh, 'POST', '/_sim/backlog', { body: { count: 30 } });
+      expect(more.status).toBe(200);
+      expect(more.body).toMatchObject({ added: 30, count: 80, events: 81 });
+      const feed = await all();
+      expect(feed.slice(0, 50)).toEqual(served);
+      expect(feed[50].type).toBe('contact.subscribed');
+      expect(feed.map((e: { id: string }) => e.id)).toEqual(
+        Array.from({ length: 81 }, (_, i) => eventIdAt(i + 1)),
+      );
+      // The added events go on the backlog's content (new emails) and keep time in order.
+      const times = feed.map((e: { created_at: string }) => Date.parse(e.created_at));
+      expect([...times].sort((x, y) => x - y)).toEqual(times);
+      expect(times.at(-1)).toBeLessThanOrEqual(now);
+      const emails = new Set(feed.slice(51).map((e: { data: { email_id: string } }) => e.data.email_id));
+      for (const e of feed.slice(0, 50))
+        expect(emails.has(e.data.email_id) && e.type === 'email.sent').toBe(false);
+      // A cursor handed out before the addition still pages on.
+      const after = await call(fresh, 'GET', `/api/events?after=${eventIdAt(50)}&limit=5`);
+      expect(after.body.data.map((e: { id: string }) => e.id)).toEqual([51, 52, 53, 54, 55].map(eventIdAt));
+
+      // Added right after a real event: no event older than it, squeezed in between.
+      const squeezed = await call(fresh, 'POST', '/_sim/backlog', { body: { count: 1_000 } });
+      expect(squeezed.body.events).toBe(1_081);
+      const tail = (await call(fresh, 'GET', `/api/events?after=${eventIdAt(80)}&limit=1000`)).body.data;
+      const tailTimes = tail.map((e: { created_at: string }) => Date.parse(e.created_at));
+      expect([...tailTimes].sort((x, y) => x - y)).toEqual(tailTimes);
+      expect(tailTimes.at(-1)).toBeLessThanOrEqual(now);
 
       const bad = await call(fresh, 'POST', '/_sim/backlog', { body: { count: -1 } });
       expect(bad.status).toBe(400);
       const missing = await call(fresh, 'POST', '/_sim/backlog', { body: {} });
       expect(missing.body.error.code).toBe('missing_field');
+      const badReplace = await call(fresh, 'POST', '/_sim/backlog', { body: { count: 1, replace: 'yes' } });
+      expect(badReplace.body.error.code).toBe('invalid_field');
+    } finally {
+      await fresh.close();
+    }
+  });
+
+  it('is replaced ({count, replace: true}, or setBacklog) only before the first real event', async () => {
+    const fresh = await startTestSimulator();
+    try {
+      await call(fresh, 'POST', '/_sim/backlog', { body: { count: 50 } });
+      const set = await call(fresh, 'POST', '/_sim/backlog', { body: { count: 20, replace: true } });
+      expect(set.body).toMatchObject({ added: 20, count: 20, events: 20 });
+      expect((await call(fresh, 'GET', '/api/events?limit=1000')).body.data).toHaveLength(20);
+      fresh.setBacklog(10);
+      expect(fresh.stats().events).toBe(10);
 
       fresh.emitContactEvent('contact.unsubscribed', 'a@example.test');
-      const locked = await call(fresh, 'POST', '/_sim/backlog', { body: { count: 5 } });
+      const locked = await call(fresh, 'POST', '/_sim/backlog', { body: { count: 5, replace: true } });
       expect(locked.status).toBe(409);
       expect(locked.body.error.code).toBe('backlog_locked');
       expect(() => fresh.setBacklog(5)).toThrow(/before the first real event/);

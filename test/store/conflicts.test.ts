@@ -31,7 +31,8 @@ interface ConflictRow {
 
 async function conflictsOf(source: string): Promise<ConflictRow[]> {
   const { rows } = await box.store.pool.query<ConflictRow>(
-    `SELECT event_id, first_sha256, second_sha256, raw, received_via FROM "${box.schema}".conflicts
+    // raw is jsonb; its text, which the hashes are of, is what jsonb prints.
+    `SELECT event_id, first_sha256, second_sha256, raw::text AS raw, received_via FROM "${box.schema}".conflicts
       WHERE source = $1 ORDER BY id`,
     [source],
   );
@@ -71,6 +72,12 @@ describe('an id that comes back with other content', () => {
     expect(a.second_sha256).toBe(sha(a.raw));
     expect(b.first_sha256).toBe(a.first_sha256);
     expect(b.second_sha256).not.toBe(a.second_sha256);
+    // raw is jsonb: an operator reads its fields in SQL.
+    const { rows: fields } = await box.store.pool.query(
+      `SELECT raw->>'created_at' AS created_at, raw->'data' AS data FROM "${box.schema}".conflicts
+        WHERE source = 'mixed' ORDER BY id LIMIT 1`,
+    );
+    expect(fields).toEqual([{ created_at: '2024-05-01T10:00:00.000000Z', data: second.data }]);
     // The first version stands everywhere: event, projection, outbox.
     const { rows: kept } = await box.store.pool.query(
       `SELECT e.data, s.status, s.recipients FROM "${box.schema}".events e

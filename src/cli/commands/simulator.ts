@@ -14,6 +14,7 @@ interface SimulatorFlags {
   slowBodyMs?: number;
   truncateRate?: number;
   hangRate?: number;
+  trustNetwork: boolean;
   logLevel: string;
 }
 
@@ -84,6 +85,12 @@ export function simulatorCommand(): Command {
       .option('--slow-body-ms <ms>', 'drip each /events body out over this many ms', ms)
       .option('--truncate-rate <share>', 'share (0..1) of /events bodies cut short', share)
       .option('--hang-rate <share>', 'share (0..1) of /events responses that never finish', share)
+      .option(
+        '--trust-network',
+        'admit clients from any address to the dashboard and /_sim (Docker Compose): whoever reaches ' +
+          'the port reads the emails sent and sets the faults (default: loopback clients only)',
+        false,
+      )
       .addOption(
         new Option('--log-level <level>', 'requests are logged at debug')
           .choices(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'])
@@ -124,6 +131,7 @@ async function runSimulator(flags: SimulatorFlags): Promise<number> {
       backlog: flags.backlog,
       faults,
       logger: logger.child({ module: 'simulator' }),
+      trustNetwork: flags.trustNetwork,
       ...(flags.keyPrefix === undefined ? {} : { keyPrefix: flags.keyPrefix }),
     });
   } catch (err) {
@@ -139,7 +147,7 @@ async function runSimulator(flags: SimulatorFlags): Promise<number> {
       `Simulator listening at ${sim.baseUrl}`,
       `Example key: ${key}`,
       `  export FEED_BASE_URL=${sim.baseUrl} FEED_API_KEY=${key}`,
-      `Dashboard:   ${sim.origin}/ (webhooks, deliveries, emails, events; loopback only)`,
+      `Dashboard:   ${sim.origin}/ (webhooks, deliveries, emails, events; ${flags.trustNetwork ? 'clients from any address: --trust-network' : 'loopback only'})`,
       `Control API: ${sim.origin}/_sim/stats (Ctrl-C to stop)`,
     ].join('\n'),
   );

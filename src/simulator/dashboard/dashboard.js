@@ -3,8 +3,12 @@
 // subjects and addresses come from whoever called the API.
 
 const REFRESH_MS = 2000;
+const CHOICE_KEY = 'simulator.account';
 const $ = (id) => document.getElementById(id);
+/** The account shown: at first the one the address names (#acct_…), if any. */
 let account = location.hash.slice(1) || null;
+/** The simulator's time at the latest refresh: a choice is remembered with it. */
+let simulatorNow = null;
 let busy = false;
 /** Only the latest refresh draws: an older one finishing late would show stale rows. */
 let generation = 0;
@@ -176,9 +180,42 @@ function emptyRow(columns, text) {
   return el('tr', {}, el('td', { colspan: columns, class: 'empty' }, text));
 }
 
+/** The account last picked on this page, and the simulator's time then: `{id, at}` or null. */
+function rememberedChoice() {
+  try {
+    const choice = JSON.parse(localStorage.getItem(CHOICE_KEY) ?? 'null');
+    return typeof choice?.id === 'string' && typeof choice?.at === 'string' ? choice : null;
+  } catch {
+    return null;
+  }
+}
+
+function rememberChoice(id) {
+  try {
+    localStorage.setItem(CHOICE_KEY, JSON.stringify({ id, at: simulatorNow ?? '' }));
+  } catch {
+    // Storage refused (a private window's quota): the page still works, it only forgets.
+  }
+}
+
+/**
+ * The account to open on: the one used last, whether picked here (remembered) or
+ * changed through the API with its key (an email sent, a webhook registered); else
+ * the default one. Times are the simulator's, so the browser's clock does not matter.
+ */
+function openingAccount(accounts) {
+  const active = accounts
+    .filter((a) => a.last_activity_at)
+    .sort((a, b) => b.last_activity_at.localeCompare(a.last_activity_at))[0];
+  const choice = rememberedChoice();
+  const chosen = choice && accounts.find((a) => a.id === choice.id);
+  if (chosen && (!active || choice.at >= active.last_activity_at)) return chosen.id;
+  return (active ?? accounts.find((a) => a.default) ?? accounts[0]).id;
+}
+
 function drawAccounts(accounts) {
   const select = $('account');
-  if (!accounts.some((a) => a.id === account)) account = (accounts.find((a) => a.default) ?? accounts[0]).id;
+  if (!accounts.some((a) => a.id === account)) account = openingAccount(accounts);
   select.replaceChildren(
     ...accounts.map((a) =>
       el('option', { value: a.id }, `${a.key_hint}${a.default ? ' (default)' : ''} · ${a.id}`),
@@ -195,8 +232,9 @@ function drawAccounts(accounts) {
 
 async function refresh() {
   const mine = ++generation;
-  const accounts = (await api('GET', '/_sim/accounts')).data;
+  const { data: accounts, now } = await api('GET', '/_sim/accounts');
   if (mine !== generation) return;
+  simulatorNow = now;
   drawAccounts(accounts);
   const base = `/_sim/accounts/${encodeURIComponent(account)}`;
   const [webhooks, emails, events] = await Promise.all([
@@ -248,7 +286,9 @@ async function tick() {
 
 $('account').addEventListener('change', (e) => {
   account = e.target.value;
-  history.replaceState(null, '', `#${account}`);
+  rememberChoice(account);
+  // The choice is remembered; an #acct_… left in the address would win over later use.
+  if (location.hash) history.replaceState(null, '', location.pathname);
   $('flash').hidden = true;
   void tick();
 });
