@@ -1,8 +1,9 @@
 import { createRequire } from 'node:module';
 import type { Queue } from 'bullmq';
 import { connectRedis, type RedisConnection } from '../redis/connect.js';
+import { withDeadline } from '../redis/deadline.js';
 import { toRedisError } from '../redis/errors.js';
-import { waitForReplicas } from '../redis/replicas.js';
+import { planWait, type WaitPlan, waitForReplicas } from '../redis/replicas.js';
 import type { RedisSettings } from '../redis/settings.js';
 import type { JobOptions } from './routes.js';
 
@@ -42,7 +43,11 @@ export interface PublisherOptions {
   prefix: string;
   /** Retention, attempts and backoff of every added job (`jobOptionsFor(config.queues)`). */
   jobOptions: JobOptions;
-  /** Max wait for connecting or for one Redis command. Default 5 s. */
+  /**
+   * Max wait for connecting, or for one Redis command. Default 5 s. A call waits at
+   * most this for its connection and twice this for its commands, then rejects with
+   * a RedisError: no call hangs, whatever state Redis is in.
+   */
   timeoutMs?: number;
 }
 
@@ -58,14 +63,25 @@ const RETRY_PAGE = 500;
  */
 export function createPublisher(opts: PublisherOptions): Publisher {
   const timeoutMs = opts.timeoutMs ?? 5_000;
-  type Conn = { redis: Promise<RedisConnection>; queues: Map<string, Queue>; Queue: typeof Queue };
+  type Conn = {
+    redis: Promise<RedisConnection>;
+    queues: Map<string, Queue>;
+    Queue: typeof Queue;
+    /** REDIS_WAIT_REPLICAS as resolved for this connection, made on its first addBulk. */
+    plan: Promise<WaitPlan> | null;
+  };
   let conn: Conn | null = null;
 
   /** Drops `which` (the current connection by default) so that the next call connects afresh. */
   const reset = async (which: Conn | null = conn): Promise<void> => {
     if (!which) return;
     if (conn === which) conn = null;
-    await Promise.allSettled([...which.queues.values()].map((q) => q.close()));
+    // Bounded too: a queue's close must not hold up a shutdown while Redis is failing over.
+    await withDeadline(
+      Promise.allSettled([...which.queues.values()].map((q) => q.close())),
+      timeoutMs,
+      'closing the queues',
+    ).catch(() => {});
     (await which.redis.catch(() => null))?.disconnect();
   };
   const withConnection = async <T>(fn: (c: Conn, redis: RedisConnection) => Promise<T>): Promise<T> => {
@@ -75,12 +91,13 @@ export function createPublisher(opts: PublisherOptions): Publisher {
       // connecting would fail at once (no offline queue) and tear it down for all.
       const redis = connectRedis(opts.redis, { timeoutMs, prefix: opts.prefix });
       redis.catch(() => {});
-      conn = { redis, queues: new Map(), Queue };
+      conn = { redis, queues: new Map(), Queue, plan: null };
     }
     const current = conn;
     try {
+      // connectRedis is bounded by timeoutMs itself (a cluster in cluster_state:fail included).
       const redis = await current.redis;
-      return await withTimeout(fn(current, redis), timeoutMs * 2);
+      return await withDeadline(fn(current, redis), timeoutMs * 2, 'a Redis call');
     } catch (err) {
       // Only the connection this call used: a newer one may already serve other calls.
       await reset(current);
@@ -116,9 +133,9 @@ export function createPublisher(opts: PublisherOptions): Publisher {
               .map((j) => ({ name: j.name, data: j.data, opts: { jobId: j.jobId } })),
           );
         }
+        c.plan ??= planWait(redis, opts.redis.waitReplicas, opts.prefix);
         // Half the budget: WAIT must answer before the command timeout ends it.
-        if (opts.redis.waitReplicas > 0)
-          await waitForReplicas(redis, opts.redis.waitReplicas, Math.floor(timeoutMs / 2));
+        await waitForReplicas(redis, await c.plan, Math.floor(timeoutMs / 2));
       }),
     present: (name, jobIds) =>
       withConnection(async (c, redis) => {
@@ -169,12 +186,4 @@ export function createPublisher(opts: PublisherOptions): Publisher {
       ),
     close: () => reset(),
   };
-}
-
-function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`Redis did not answer within ${ms} ms`)), ms);
-  });
-  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
 }

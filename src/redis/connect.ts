@@ -1,6 +1,7 @@
 import { createRequire } from 'node:module';
 import type { Cluster, Redis, RedisOptions } from 'ioredis';
 import { ConfigError } from '../errors.js';
+import { withDeadline } from './deadline.js';
 import { hashTagOf, missingHashTagError, type RedisNode, type RedisSettings } from './settings.js';
 
 // ioredis is loaded on first use: a run with nothing to publish starts without it.
@@ -34,18 +35,47 @@ export function nodeName(node: RedisNode): string {
  * Connects as the settings say: through the Sentinels to their master; to a cluster
  * when REDIS_CLUSTER=true or when the first reachable seed says `cluster_enabled:1`;
  * else to the one server. Every form fails fast (no offline queue, no reconnect loop
- * of ioredis's own): the caller drops a failed connection and connects afresh.
+ * of ioredis's own): the caller drops a failed connection and connects afresh. The
+ * whole of it is bounded by `timeoutMs`: a cluster between a master's death and its
+ * replica's promotion, or Sentinels that name no master yet, end it with a
+ * REDIS_TIMEOUT error and leave no client behind.
  */
 export async function connectRedis(settings: RedisSettings, opts: ConnectOptions): Promise<RedisConnection> {
+  const opened: { disconnect(): void }[] = [];
+  const attempt = connectAny(settings, opts, (client) => {
+    opened.push(client);
+  });
+  try {
+    return await withDeadline(attempt, opts.timeoutMs, 'connecting');
+  } catch (err) {
+    for (const client of opened) client.disconnect();
+    // A connect that settles after the deadline is dropped as it arrives.
+    attempt.then(
+      (late) => late.disconnect(),
+      () => {},
+    );
+    throw err;
+  }
+}
+
+type Track = (client: { disconnect(): void }) => void;
+
+async function connectAny(
+  settings: RedisSettings,
+  opts: ConnectOptions,
+  track: Track,
+): Promise<RedisConnection> {
   if (settings.sentinel) {
     const redis = sentinelClient(settings, opts.timeoutMs);
+    track(redis);
     await connectOrSayWhy(redis);
     return single('sentinel', redis);
   }
-  if (settings.cluster === true) return clusterConnection(settings, opts);
+  if (settings.cluster === true) return clusterConnection(settings, opts, track);
   let lastError: unknown;
   for (const node of settings.nodes) {
     const redis = nodeClient(settings, node, opts.timeoutMs);
+    track(redis);
     try {
       await connectOrSayWhy(redis);
       if (settings.cluster === false) return single('standalone', redis);
@@ -59,7 +89,7 @@ export async function connectRedis(settings: RedisSettings, opts: ConnectOptions
         return single('standalone', redis);
       }
       redis.disconnect();
-      return clusterConnection(settings, opts);
+      return clusterConnection(settings, opts, track);
     } catch (err) {
       redis.disconnect();
       if (err instanceof ConfigError) throw err;
@@ -73,7 +103,11 @@ function single(mode: RedisMode, redis: Redis): RedisConnection {
   return { mode, client: redis, masters: () => [redis], disconnect: () => redis.disconnect() };
 }
 
-async function clusterConnection(settings: RedisSettings, opts: ConnectOptions): Promise<RedisConnection> {
+async function clusterConnection(
+  settings: RedisSettings,
+  opts: ConnectOptions,
+  track: Track,
+): Promise<RedisConnection> {
   if (opts.prefix !== undefined && hashTagOf(opts.prefix) === null) throw missingHashTagError(opts.prefix);
   if (settings.db !== 0) {
     throw new ConfigError('REDIS_URL: a Redis Cluster has only database 0; remove the /<db> from the URL');
@@ -100,6 +134,7 @@ async function clusterConnection(settings: RedisSettings, opts: ConnectOptions):
   );
   cluster.on('error', () => {});
   cluster.on('node error', () => {});
+  track(cluster);
   try {
     await cluster.connect();
   } catch (err) {
