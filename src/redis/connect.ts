@@ -1,6 +1,6 @@
 import { createRequire } from 'node:module';
 import type { Cluster, Redis, RedisOptions } from 'ioredis';
-import { ConfigError } from '../errors.js';
+import { ConfigError, RedisError } from '../errors.js';
 import { withDeadline } from './deadline.js';
 import { hashTagOf, missingHashTagError, type RedisNode, type RedisSettings } from './settings.js';
 
@@ -136,7 +136,7 @@ async function clusterConnection(
   cluster.on('node error', () => {});
   track(cluster);
   try {
-    await cluster.connect();
+    await Promise.race([cluster.connect(), readyCheckFailed(cluster)]);
   } catch (err) {
     cluster.disconnect();
     throw err;
@@ -147,6 +147,36 @@ async function clusterConnection(
     masters: () => cluster.nodes('master'),
     disconnect: () => cluster.disconnect(),
   };
+}
+
+/**
+ * Rejects when a Cluster ends while connecting. Once it has the slots, ioredis checks
+ * `CLUSTER INFO`; on `cluster_state:fail` (a master dead and no replica promoted yet)
+ * it drops the connection and, with no retry strategy, ends without settling
+ * connect(). Told here at once, the relay's next attempt comes sooner than the deadline.
+ */
+function readyCheckFailed(cluster: Cluster): Promise<never> {
+  let reachedNodes = false;
+  cluster.once('connect', () => {
+    reachedNodes = true;
+  });
+  const failed = new Promise<never>((_, reject) => {
+    cluster.once('end', () =>
+      reject(
+        reachedNodes
+          ? new RedisError(
+              'Redis: the cluster is down (CLUSTER INFO does not say cluster_state:ok: a master is unreachable and no replica has taken over yet)',
+              { code: 'CLUSTERDOWN', command: 'cluster' },
+            )
+          : new RedisError('Redis: none of the cluster nodes answered', {
+              code: 'CLUSTERDOWN',
+              command: null,
+            }),
+      ),
+    );
+  });
+  failed.catch(() => {});
+  return failed;
 }
 
 /** The options every connection shares: fail fast, TLS, credentials. */
