@@ -31,8 +31,7 @@ function envOf(box: Sandbox): Record<string, string> {
       {
         REDIS_SENTINELS: `127.0.0.1:${set.sentinel.port}`,
         REDIS_SENTINEL_NAME: set.name,
-        // Jobs count as published once the replica holds them: the failover loses none.
-        REDIS_WAIT_REPLICAS: '1',
+        // REDIS_WAIT_REPLICAS unset: under Sentinel a batch counts as published once the replica holds it.
       },
     ),
   };
@@ -83,5 +82,10 @@ describe('Redis Sentinel', () => {
     expect(redis?.status).toBe('ok');
     expect(redis?.message).toContain(`sentinel: the master "${set.name}" through Sentinel`);
     expect(report.checks.find((c) => c.name === 'redis-maxmemory-policy')?.status).toBe('ok');
+    const wait = report.checks.find((c) => c.name === 'redis-wait-replicas');
+    expect(wait?.status).toBe('ok');
+    expect(wait?.message).toMatch(
+      /^1 \(the default under Sentinel, whose failover promotes a replica; the master has 1 replica\)/,
+    );
   }, 60_000);
 });
