@@ -55,6 +55,8 @@ export interface PublisherOptions {
 const PIPELINE_JOBS = 250;
 /** Failed jobs read and retried per round. */
 const RETRY_PAGE = 500;
+/** How long a connection keeps its resolved REDIS_WAIT_REPLICAS before it asks the master again. */
+const PLAN_TTL_MS = 60_000;
 
 /**
  * BullMQ queues on one fail-fast connection, made on first use. Any failure drops
@@ -67,8 +69,8 @@ export function createPublisher(opts: PublisherOptions): Publisher {
     redis: Promise<RedisConnection>;
     queues: Map<string, Queue>;
     Queue: typeof Queue;
-    /** REDIS_WAIT_REPLICAS as resolved for this connection, made on its first addBulk. */
-    plan: Promise<WaitPlan> | null;
+    /** REDIS_WAIT_REPLICAS as resolved for this connection, and when (made on its first addBulk). */
+    plan: { value: Promise<WaitPlan>; at: number } | null;
   };
   let conn: Conn | null = null;
 
@@ -133,9 +135,12 @@ export function createPublisher(opts: PublisherOptions): Publisher {
               .map((j) => ({ name: j.name, data: j.data, opts: { jobId: j.jobId } })),
           );
         }
-        c.plan ??= planWait(redis, opts.redis.waitReplicas, opts.prefix);
+        // Made again now and then: a long-lived connection (sync --watch) sees a replica added since.
+        if (!c.plan || Date.now() - c.plan.at > PLAN_TTL_MS) {
+          c.plan = { value: planWait(redis, opts.redis.waitReplicas, opts.prefix), at: Date.now() };
+        }
         // Half the budget: WAIT must answer before the command timeout ends it.
-        await waitForReplicas(redis, await c.plan, Math.floor(timeoutMs / 2));
+        await waitForReplicas(redis, await c.plan.value, Math.floor(timeoutMs / 2));
       }),
     present: (name, jobIds) =>
       withConnection(async (c, redis) => {
