@@ -119,7 +119,8 @@ it('20. Sentinel failover in the middle of a run: a run that exits 0 has every j
         '`SENTINEL FAILOVER` once a third of them are published; runs again while a run exits 1; every job id ' +
         'compared with the events table on the master the Sentinels name at the end. ' +
         `(b) The same with ${UNWAITED_EVENTS.toLocaleString('en-US')} events and \`REDIS_WAIT_REPLICAS=0\` (the ` +
-        'failover back), then `feedsync requeue --since <a second before the failover>`.',
+        'failover back), then `feedsync requeue --since <a second before the failover>`. (c) Without a failover, ' +
+        'runs of the same events with the default and with `REDIS_WAIT_REPLICAS=0`, alternating, for the cost of the wait.',
     },
     async (rec) => {
       rec.injectedWhat = 'Sentinel failovers';
@@ -138,6 +139,22 @@ it('20. Sentinel failover in the middle of a run: a run that exits 0 has every j
       expect(requeued.code, requeued.stderr).toBe(0);
       const fateBAfter = await b.fate();
 
+      // (c) What the wait costs without a failover: runs side by side, alternating.
+      const simC = await sims.start(EVENTS, 1);
+      const costs: Record<'waited' | 'unwaited', number[]> = { waited: [], unwaited: [] };
+      let costFailures = 0;
+      for (const kind of ['waited', 'unwaited', 'unwaited', 'waited'] as const) {
+        // The old master of (b) rejoins as a replica by a full resync: the cost of the wait is measured after it.
+        await replicaReady();
+        const box = await sandbox(`sentinel_cost_${kind}`);
+        const extra: Record<string, string> = kind === 'unwaited' ? { REDIS_WAIT_REPLICAS: '0' } : {};
+        const t0 = performance.now();
+        const res = await runCli(['sync', '--once', '--migrate'], envOf(box, simC, extra), RUN_BOUND_MS);
+        costs[kind].push(Math.round(performance.now() - t0));
+        costFailures += relayFailures(`${res.stdout}${res.stderr}`).failures;
+        expect(res.code, res.stderr).toBe(0);
+      }
+
       rec.checked = fateA.served + fateB.served;
       rec.lost = fateA.lost + fateBAfter.lost;
       rec.duplicated = fateA.duplicated + fateBAfter.duplicated;
@@ -155,6 +172,11 @@ it('20. Sentinel failover in the middle of a run: a run that exits 0 has every j
         ['(b) exit codes of the runs, in order', b.runs.map((r) => r.code ?? 'signal').join(', ')],
         ['(b) jobs missing on the new master after the runs (the loss window)', fateB.jobsMissing],
         ['(b) jobs missing after requeue --since', fateBAfter.jobsMissing],
+        [
+          `(c) no failover, ${EVENTS.toLocaleString('en-US')} events: runs with the wait / with REDIS_WAIT_REPLICAS=0`,
+          `${costs.waited.join(' and ')} ms / ${costs.unwaited.join(' and ')} ms`,
+        ],
+        ['(c) relay failures in those runs', costFailures],
       ];
 
       expect(fateA).toMatchObject({ lost: 0, duplicated: 0, strangers: 0, unpublished: 0, jobs: EVENTS });
