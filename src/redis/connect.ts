@@ -68,7 +68,9 @@ async function connectAny(
   if (settings.sentinel) {
     const redis = sentinelClient(settings, opts.timeoutMs);
     track(redis);
-    await connectOrSayWhy(redis);
+    await connectOrSayWhy(redis).catch((err: unknown) => {
+      throw noMasterNamed(settings.sentinel!.name, err);
+    });
     return single('sentinel', redis);
   }
   if (settings.cluster === true) return clusterConnection(settings, opts, track);
@@ -223,6 +225,21 @@ async function connectOrSayWhy(redis: Redis): Promise<void> {
   } finally {
     redis.off('error', onError);
   }
+}
+
+/**
+ * ioredis says "All sentinels are unreachable" also when they answered but named no
+ * master (an unknown REDIS_SENTINEL_NAME, or none elected yet): say what was asked.
+ */
+function noMasterNamed(name: string, err: unknown): unknown {
+  const message = err instanceof Error ? err.message : '';
+  const m = /^All sentinels are unreachable and retry is disabled\.(?: Last error: (.*))?$/s.exec(message);
+  if (!m) return err;
+  const last = m[1] ? ` (the last said: ${m[1].replace(/ undefined$/, '')})` : '';
+  return new RedisError(
+    `Redis: no Sentinel of REDIS_SENTINELS gave the address of the master "${name}" (REDIS_SENTINEL_NAME)${last}`,
+    { code: 'REDIS_NO_MASTER', command: null },
+  );
 }
 
 function sentinelClient(settings: RedisSettings, timeoutMs: number): Redis {
