@@ -37,8 +37,8 @@ export function nodeName(node: RedisNode): string {
  * else to the one server. Every form fails fast (no offline queue, no reconnect loop
  * of ioredis's own): the caller drops a failed connection and connects afresh. The
  * whole of it is bounded by `timeoutMs`: a cluster between a master's death and its
- * replica's promotion, or Sentinels that name no master yet, end it with a
- * REDIS_TIMEOUT error and leave no client behind.
+ * replica's promotion, Sentinels that name no master yet, or a server that never
+ * answers end it with an error (REDIS_TIMEOUT at the latest) and leave no client behind.
  */
 export async function connectRedis(settings: RedisSettings, opts: ConnectOptions): Promise<RedisConnection> {
   const opened: { disconnect(): void }[] = [];
