@@ -1,5 +1,6 @@
 import { createRequire } from 'node:module';
 import type { Queue } from 'bullmq';
+import { RedisError } from '../errors.js';
 import { connectRedis, type RedisConnection } from '../redis/connect.js';
 import { withDeadline } from '../redis/deadline.js';
 import { toRedisError } from '../redis/errors.js';
@@ -49,6 +50,13 @@ export interface PublisherOptions {
    * a RedisError: no call hangs, whatever state Redis is in.
    */
   timeoutMs?: number;
+  /**
+   * Aborted on the first SIGTERM. From then on, once a call has failed, no connection
+   * is made again: calls reject at once (REDIS_STOPPING), so a drain against a Redis
+   * that stopped answering ends within its backoffs, not a connection bound per
+   * attempt. A connection that works keeps serving, so a healthy drain still finishes.
+   */
+  stopping?: AbortSignal;
 }
 
 /** Jobs per Redis pipeline (one BullMQ addBulk call). */
@@ -73,6 +81,8 @@ export function createPublisher(opts: PublisherOptions): Publisher {
     plan: { value: Promise<WaitPlan>; at: number } | null;
   };
   let conn: Conn | null = null;
+  /** The last call failed: while stopping, no new connection is tried. */
+  let failing = false;
 
   /** Drops `which` (the current connection by default) so that the next call connects afresh. */
   const reset = async (which: Conn | null = conn): Promise<void> => {
@@ -87,6 +97,12 @@ export function createPublisher(opts: PublisherOptions): Publisher {
     (await which.redis.catch(() => null))?.disconnect();
   };
   const withConnection = async <T>(fn: (c: Conn, redis: RedisConnection) => Promise<T>): Promise<T> => {
+    if (!conn && failing && opts.stopping?.aborted) {
+      throw new RedisError('Redis: stopping, and the last Redis call failed: not connecting again', {
+        code: 'REDIS_STOPPING',
+        command: null,
+      });
+    }
     if (!conn) {
       const { Queue } = require('bullmq') as typeof import('bullmq');
       // Every caller waits on the same connect: a command on a connection still
@@ -99,8 +115,11 @@ export function createPublisher(opts: PublisherOptions): Publisher {
     try {
       // connectRedis is bounded by timeoutMs itself (a cluster in cluster_state:fail included).
       const redis = await current.redis;
-      return await withDeadline(fn(current, redis), timeoutMs * 2, 'a Redis call');
+      const result = await withDeadline(fn(current, redis), timeoutMs * 2, 'a Redis call');
+      failing = false;
+      return result;
     } catch (err) {
+      failing = true;
       // Only the connection this call used: a newer one may already serve other calls.
       await reset(current);
       // ioredis's errors hold the command's arguments (job data): only their message goes on.

@@ -65,6 +65,38 @@ describe('every Redis call is bounded', () => {
   }, 30_000);
 });
 
+describe('stopping (the first SIGTERM)', () => {
+  it('after a failed call, no connection is made again; a working connection keeps serving', async () => {
+    const stopping = new AbortController();
+    const broken = createPublisher({
+      redis: parseRedisSettings({ REDIS_URL: `redis://127.0.0.1:${silentPort}` }),
+      prefix,
+      jobOptions: TEST_JOB_OPTIONS,
+      timeoutMs: 300,
+      stopping: stopping.signal,
+    });
+    const healthy = createPublisher({
+      redis: parseRedisSettings({ REDIS_URL: TEST_REDIS_URL }),
+      prefix,
+      jobOptions: TEST_JOB_OPTIONS,
+      stopping: stopping.signal,
+    });
+    try {
+      await expect(broken.addBulk('q', JOB)).rejects.toMatchObject({ code: 'REDIS_TIMEOUT' });
+      await healthy.addBulk('q', JOB);
+      stopping.abort();
+      const connectsBefore = sockets.size;
+      await expect(broken.addBulk('q', JOB)).rejects.toMatchObject({ code: 'REDIS_STOPPING' });
+      expect(sockets.size).toBe(connectsBefore);
+      await healthy.addBulk('q', JOB);
+      expect(await healthy.counts('q')).toMatchObject({ waiting: 1 });
+    } finally {
+      await broken.close();
+      await healthy.close();
+    }
+  }, 30_000);
+});
+
 describe('REDIS_WAIT_REPLICAS', () => {
   it('unset on a lone server: 0, with the reason', async () => {
     const connection = await connectRedis(parseRedisSettings({ REDIS_URL: TEST_REDIS_URL }), {
