@@ -60,7 +60,7 @@ export interface Config {
   /**
    * REDIS_URL (default `redis://127.0.0.1:6379`; several seed nodes comma-separated),
    * REDIS_CLUSTER (true, false; unset: ask the server), REDIS_SENTINELS,
-   * REDIS_SENTINEL_NAME and REDIS_WAIT_REPLICAS (default 0).
+   * REDIS_SENTINEL_NAME and REDIS_WAIT_REPLICAS (unset: chosen by the set-up found).
    */
   readonly redis: RedisSettings;
   readonly queues: {

@@ -39,6 +39,7 @@ export async function runSources(
     redis: config.redis,
     prefix: config.queues.prefix,
     jobOptions: jobOptionsFor(config.queues),
+    stopping: shutdown.signal,
   });
   const metrics = createMetrics(dbGauges(store, names), names);
   const relay = startRelay({

@@ -5,12 +5,13 @@ import { createPublisher } from '../queue/publisher.js';
 import { jobOptionsFor } from '../queue/routes.js';
 import { connectRedis, type RedisConnection } from '../redis/connect.js';
 import { toRedisError } from '../redis/errors.js';
+import { planWait } from '../redis/replicas.js';
 import type { RedisSettings } from '../redis/settings.js';
 import { type Check, check } from './report.js';
 
 /**
  * Redis answers (and in which mode), every master evicts nothing (BullMQ needs
- * noeviction), and the queues' counts.
+ * noeviction), how many replicas a batch of jobs waits for, and the queues' counts.
  */
 export async function redisChecks(config: Config, timeoutMs: number): Promise<Check[]> {
   const where = describeTarget(config.redis);
@@ -20,6 +21,7 @@ export async function redisChecks(config: Config, timeoutMs: number): Promise<Ch
   } catch (err) {
     const skipped = (why: string) => [
       check('redis-maxmemory-policy', 'skip', `not checked: ${why}`),
+      check('redis-wait-replicas', 'skip', `not checked: ${why}`),
       check('queues', 'skip', `not checked: ${why}`),
     ];
     if (err instanceof ConfigError) {
@@ -55,6 +57,7 @@ export async function redisChecks(config: Config, timeoutMs: number): Promise<Ch
       ),
     );
     checks.push(await policyCheck(connection));
+    checks.push(await waitCheck(connection, config));
   } finally {
     connection.disconnect();
   }
@@ -139,4 +142,47 @@ async function policyCheck(connection: RedisConnection): Promise<Check> {
     'ok',
     cluster ? `noeviction on all ${masters.length} masters` : 'noeviction',
   );
+}
+
+/** REDIS_WAIT_REPLICAS as this set-up resolves it, why, and what it costs or risks. */
+async function waitCheck(connection: RedisConnection, config: Config): Promise<Check> {
+  const name = 'redis-wait-replicas';
+  let plan: Awaited<ReturnType<typeof planWait>>;
+  try {
+    plan = await planWait(connection, config.redis.waitReplicas, config.queues.prefix);
+  } catch (err) {
+    return check(
+      name,
+      'warn',
+      `cannot tell the queues' master and its replicas (${toRedisError(err).message})`,
+    );
+  }
+  const { replicas: n, connectedReplicas: have } = plan;
+  const requeue =
+    'after a failover that was not waited on, run "feedsync requeue --since <a time before the failover>" (docs/RUNBOOK.md)';
+  if (n === 0) {
+    const failsOver = connection.mode === 'sentinel' || (have !== null && have > 0);
+    return failsOver
+      ? check(
+          name,
+          'warn',
+          `0 (${plan.why}): jobs are not waited on, so a failover may lose those published in its last moments`,
+          `unset REDIS_WAIT_REPLICAS to wait for 1 replica; ${requeue}`,
+        )
+      : check(name, 'ok', `0 (${plan.why}): no WAIT`);
+  }
+  const waits = `a batch of jobs counts as published once ${n === 1 ? '1 replica holds' : `${n} replicas hold`} it, so a failover loses none`;
+  const cost =
+    'it costs a WAIT round trip per batch, and while fewer replicas answer, publishing pauses and a once run exits 1, the jobs left in the outbox for the next';
+  if (have !== null && have < n) {
+    return check(
+      name,
+      'warn',
+      `${n} (${plan.why}): ${waits}, but only ${have} ${have === 1 ? 'is' : 'are'} connected now, so publishing fails until ${n} answer`,
+      plan.configured
+        ? `restore the replicas, or lower REDIS_WAIT_REPLICAS (0 risks losing jobs in a failover; ${requeue})`
+        : 'restore the replica (check the master\'s "INFO replication"); set REDIS_WAIT_REPLICAS=0 only to publish at the risk of a loss in a failover',
+    );
+  }
+  return check(name, 'ok', `${n} (${plan.why}): ${waits}; ${cost}`);
 }

@@ -1,8 +1,10 @@
 import { createRequire } from 'node:module';
 import type { Queue } from 'bullmq';
+import { RedisError } from '../errors.js';
 import { connectRedis, type RedisConnection } from '../redis/connect.js';
+import { withDeadline } from '../redis/deadline.js';
 import { toRedisError } from '../redis/errors.js';
-import { waitForReplicas } from '../redis/replicas.js';
+import { planWait, type WaitPlan, waitForReplicas } from '../redis/replicas.js';
 import type { RedisSettings } from '../redis/settings.js';
 import type { JobOptions } from './routes.js';
 
@@ -42,14 +44,27 @@ export interface PublisherOptions {
   prefix: string;
   /** Retention, attempts and backoff of every added job (`jobOptionsFor(config.queues)`). */
   jobOptions: JobOptions;
-  /** Max wait for connecting or for one Redis command. Default 5 s. */
+  /**
+   * Max wait for connecting, or for one Redis command. Default 5 s. A call waits at
+   * most this for its connection and twice this for its commands, then rejects with
+   * a RedisError: no call hangs, whatever state Redis is in.
+   */
   timeoutMs?: number;
+  /**
+   * Aborted on the first SIGTERM. From then on, once a call has failed, no connection
+   * is made again: calls reject at once (REDIS_STOPPING), so a drain against a Redis
+   * that stopped answering ends within its backoffs, not a connection bound per
+   * attempt. A connection that works keeps serving, so a healthy drain still finishes.
+   */
+  stopping?: AbortSignal;
 }
 
 /** Jobs per Redis pipeline (one BullMQ addBulk call). */
 const PIPELINE_JOBS = 250;
 /** Failed jobs read and retried per round. */
 const RETRY_PAGE = 500;
+/** How long a connection keeps its resolved REDIS_WAIT_REPLICAS before it asks the master again. */
+const PLAN_TTL_MS = 60_000;
 
 /**
  * BullMQ queues on one fail-fast connection, made on first use. Any failure drops
@@ -58,30 +73,53 @@ const RETRY_PAGE = 500;
  */
 export function createPublisher(opts: PublisherOptions): Publisher {
   const timeoutMs = opts.timeoutMs ?? 5_000;
-  type Conn = { redis: Promise<RedisConnection>; queues: Map<string, Queue>; Queue: typeof Queue };
+  type Conn = {
+    redis: Promise<RedisConnection>;
+    queues: Map<string, Queue>;
+    Queue: typeof Queue;
+    /** REDIS_WAIT_REPLICAS as resolved for this connection, and when (made on its first addBulk). */
+    plan: { value: Promise<WaitPlan>; at: number } | null;
+  };
   let conn: Conn | null = null;
+  /** The last call failed: while stopping, no new connection is tried. */
+  let failing = false;
 
   /** Drops `which` (the current connection by default) so that the next call connects afresh. */
   const reset = async (which: Conn | null = conn): Promise<void> => {
     if (!which) return;
     if (conn === which) conn = null;
-    await Promise.allSettled([...which.queues.values()].map((q) => q.close()));
+    // Bounded too: a queue's close must not hold up a shutdown while Redis is failing over.
+    await withDeadline(
+      Promise.allSettled([...which.queues.values()].map((q) => q.close())),
+      timeoutMs,
+      'closing the queues',
+    ).catch(() => {});
     (await which.redis.catch(() => null))?.disconnect();
   };
   const withConnection = async <T>(fn: (c: Conn, redis: RedisConnection) => Promise<T>): Promise<T> => {
+    if (!conn && failing && opts.stopping?.aborted) {
+      throw new RedisError('Redis: stopping, and the last Redis call failed: not connecting again', {
+        code: 'REDIS_STOPPING',
+        command: null,
+      });
+    }
     if (!conn) {
       const { Queue } = require('bullmq') as typeof import('bullmq');
       // Every caller waits on the same connect: a command on a connection still
       // connecting would fail at once (no offline queue) and tear it down for all.
       const redis = connectRedis(opts.redis, { timeoutMs, prefix: opts.prefix });
       redis.catch(() => {});
-      conn = { redis, queues: new Map(), Queue };
+      conn = { redis, queues: new Map(), Queue, plan: null };
     }
     const current = conn;
     try {
+      // connectRedis is bounded by timeoutMs itself (a cluster in cluster_state:fail included).
       const redis = await current.redis;
-      return await withTimeout(fn(current, redis), timeoutMs * 2);
+      const result = await withDeadline(fn(current, redis), timeoutMs * 2, 'a Redis call');
+      failing = false;
+      return result;
     } catch (err) {
+      failing = true;
       // Only the connection this call used: a newer one may already serve other calls.
       await reset(current);
       // ioredis's errors hold the command's arguments (job data): only their message goes on.
@@ -116,9 +154,12 @@ export function createPublisher(opts: PublisherOptions): Publisher {
               .map((j) => ({ name: j.name, data: j.data, opts: { jobId: j.jobId } })),
           );
         }
+        // Made again now and then: a long-lived connection (sync --watch) sees a replica added since.
+        if (!c.plan || Date.now() - c.plan.at > PLAN_TTL_MS) {
+          c.plan = { value: planWait(redis, opts.redis.waitReplicas, opts.prefix), at: Date.now() };
+        }
         // Half the budget: WAIT must answer before the command timeout ends it.
-        if (opts.redis.waitReplicas > 0)
-          await waitForReplicas(redis, opts.redis.waitReplicas, Math.floor(timeoutMs / 2));
+        await waitForReplicas(redis, await c.plan.value, Math.floor(timeoutMs / 2));
       }),
     present: (name, jobIds) =>
       withConnection(async (c, redis) => {
@@ -169,12 +210,4 @@ export function createPublisher(opts: PublisherOptions): Publisher {
       ),
     close: () => reset(),
   };
-}
-
-function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`Redis did not answer within ${ms} ms`)), ms);
-  });
-  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
 }

@@ -1,6 +1,7 @@
 import { createRequire } from 'node:module';
 import type { Cluster, Redis, RedisOptions } from 'ioredis';
-import { ConfigError } from '../errors.js';
+import { ConfigError, RedisError } from '../errors.js';
+import { withDeadline } from './deadline.js';
 import { hashTagOf, missingHashTagError, type RedisNode, type RedisSettings } from './settings.js';
 
 // ioredis is loaded on first use: a run with nothing to publish starts without it.
@@ -34,18 +35,49 @@ export function nodeName(node: RedisNode): string {
  * Connects as the settings say: through the Sentinels to their master; to a cluster
  * when REDIS_CLUSTER=true or when the first reachable seed says `cluster_enabled:1`;
  * else to the one server. Every form fails fast (no offline queue, no reconnect loop
- * of ioredis's own): the caller drops a failed connection and connects afresh.
+ * of ioredis's own): the caller drops a failed connection and connects afresh. The
+ * whole of it is bounded by `timeoutMs`: a cluster between a master's death and its
+ * replica's promotion, Sentinels that name no master yet, or a server that never
+ * answers end it with an error (REDIS_TIMEOUT at the latest) and leave no client behind.
  */
 export async function connectRedis(settings: RedisSettings, opts: ConnectOptions): Promise<RedisConnection> {
+  const opened: { disconnect(): void }[] = [];
+  const attempt = connectAny(settings, opts, (client) => {
+    opened.push(client);
+  });
+  try {
+    return await withDeadline(attempt, opts.timeoutMs, 'connecting');
+  } catch (err) {
+    for (const client of opened) client.disconnect();
+    // A connect that settles after the deadline is dropped as it arrives.
+    attempt.then(
+      (late) => late.disconnect(),
+      () => {},
+    );
+    throw err;
+  }
+}
+
+type Track = (client: { disconnect(): void }) => void;
+
+async function connectAny(
+  settings: RedisSettings,
+  opts: ConnectOptions,
+  track: Track,
+): Promise<RedisConnection> {
   if (settings.sentinel) {
     const redis = sentinelClient(settings, opts.timeoutMs);
-    await connectOrSayWhy(redis);
+    track(redis);
+    await connectOrSayWhy(redis).catch((err: unknown) => {
+      throw noMasterNamed(settings.sentinel!.name, err);
+    });
     return single('sentinel', redis);
   }
-  if (settings.cluster === true) return clusterConnection(settings, opts);
+  if (settings.cluster === true) return clusterConnection(settings, opts, track);
   let lastError: unknown;
   for (const node of settings.nodes) {
     const redis = nodeClient(settings, node, opts.timeoutMs);
+    track(redis);
     try {
       await connectOrSayWhy(redis);
       if (settings.cluster === false) return single('standalone', redis);
@@ -59,7 +91,7 @@ export async function connectRedis(settings: RedisSettings, opts: ConnectOptions
         return single('standalone', redis);
       }
       redis.disconnect();
-      return clusterConnection(settings, opts);
+      return clusterConnection(settings, opts, track);
     } catch (err) {
       redis.disconnect();
       if (err instanceof ConfigError) throw err;
@@ -73,7 +105,11 @@ function single(mode: RedisMode, redis: Redis): RedisConnection {
   return { mode, client: redis, masters: () => [redis], disconnect: () => redis.disconnect() };
 }
 
-async function clusterConnection(settings: RedisSettings, opts: ConnectOptions): Promise<RedisConnection> {
+async function clusterConnection(
+  settings: RedisSettings,
+  opts: ConnectOptions,
+  track: Track,
+): Promise<RedisConnection> {
   if (opts.prefix !== undefined && hashTagOf(opts.prefix) === null) throw missingHashTagError(opts.prefix);
   if (settings.db !== 0) {
     throw new ConfigError('REDIS_URL: a Redis Cluster has only database 0; remove the /<db> from the URL');
@@ -100,8 +136,9 @@ async function clusterConnection(settings: RedisSettings, opts: ConnectOptions):
   );
   cluster.on('error', () => {});
   cluster.on('node error', () => {});
+  track(cluster);
   try {
-    await cluster.connect();
+    await Promise.race([cluster.connect(), readyCheckFailed(cluster)]);
   } catch (err) {
     cluster.disconnect();
     throw err;
@@ -112,6 +149,36 @@ async function clusterConnection(settings: RedisSettings, opts: ConnectOptions):
     masters: () => cluster.nodes('master'),
     disconnect: () => cluster.disconnect(),
   };
+}
+
+/**
+ * Rejects when a Cluster ends while connecting. Once it has the slots, ioredis checks
+ * `CLUSTER INFO`; on `cluster_state:fail` (a master dead and no replica promoted yet)
+ * it drops the connection and, with no retry strategy, ends without settling
+ * connect(). Told here at once, the relay's next attempt comes sooner than the deadline.
+ */
+function readyCheckFailed(cluster: Cluster): Promise<never> {
+  let reachedNodes = false;
+  cluster.once('connect', () => {
+    reachedNodes = true;
+  });
+  const failed = new Promise<never>((_, reject) => {
+    cluster.once('end', () =>
+      reject(
+        reachedNodes
+          ? new RedisError(
+              'Redis: the cluster is down (CLUSTER INFO does not say cluster_state:ok: a master is unreachable and no replica has taken over yet)',
+              { code: 'CLUSTERDOWN', command: 'cluster' },
+            )
+          : new RedisError('Redis: none of the cluster nodes answered', {
+              code: 'CLUSTERDOWN',
+              command: null,
+            }),
+      ),
+    );
+  });
+  failed.catch(() => {});
+  return failed;
 }
 
 /** The options every connection shares: fail fast, TLS, credentials. */
@@ -158,6 +225,21 @@ async function connectOrSayWhy(redis: Redis): Promise<void> {
   } finally {
     redis.off('error', onError);
   }
+}
+
+/**
+ * ioredis says "All sentinels are unreachable" also when they answered but named no
+ * master (an unknown REDIS_SENTINEL_NAME, or none elected yet): say what was asked.
+ */
+function noMasterNamed(name: string, err: unknown): unknown {
+  const message = err instanceof Error ? err.message : '';
+  const m = /^All sentinels are unreachable and retry is disabled\.(?: Last error: (.*))?$/s.exec(message);
+  if (!m) return err;
+  const last = m[1] ? ` (the last said: ${m[1].replace(/ undefined$/, '')})` : '';
+  return new RedisError(
+    `Redis: no Sentinel of REDIS_SENTINELS gave the address of the master "${name}" (REDIS_SENTINEL_NAME)${last}`,
+    { code: 'REDIS_NO_MASTER', command: null },
+  );
 }
 
 function sentinelClient(settings: RedisSettings, timeoutMs: number): Redis {

@@ -24,9 +24,11 @@ export interface RedisSettings {
   readonly sentinel: SentinelSettings | null;
   /**
    * REDIS_WAIT_REPLICAS: replicas that must hold a batch of jobs (Redis WAIT) before its
-   * outbox rows count as published, so a failover to one of them loses none. Default 0.
+   * outbox rows count as published, so a failover to one of them loses none. Null when
+   * unset: resolved per connection (1 under Sentinel and where the queues' master has a
+   * replica, else 0; see planWait in replicas.ts).
    */
-  readonly waitReplicas: number;
+  readonly waitReplicas: number | null;
 }
 
 export interface SentinelSettings {
@@ -103,7 +105,7 @@ export function parseRedisSettings(env: RedisEnv): RedisSettings {
     db,
     cluster,
     sentinel: parseSentinel(env, tls, entries.length, cluster),
-    waitReplicas: env.REDIS_WAIT_REPLICAS ?? 0,
+    waitReplicas: env.REDIS_WAIT_REPLICAS ?? null,
   };
 }
 

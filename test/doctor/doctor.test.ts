@@ -59,6 +59,7 @@ describe('feedsync doctor', () => {
       feed: 'ok',
       redis: 'ok',
       'redis-maxmemory-policy': 'ok',
+      'redis-wait-replicas': 'ok',
       queues: 'ok',
     });
     expect(report.ok).toBe(true);

@@ -118,6 +118,16 @@ describe('Redis Cluster', () => {
         message: 'noeviction on all 3 masters',
       });
       expect(good('queues')?.status).toBe('ok');
+      // Masters without replicas: nothing to fail over to, nothing to wait for.
+      expect(good('redis-wait-replicas')).toMatchObject({
+        status: 'ok',
+        message: expect.stringMatching(
+          /^0 \(the default: the master holding the queues' slot \d+ has 0 replicas/,
+        ),
+      });
+      const forced = (await diagnose({ REDIS_WAIT_REPLICAS: '1' }))('redis-wait-replicas');
+      expect(forced?.status).toBe('warn');
+      expect(forced?.message).toContain('but only 0 are connected now');
 
       const evicting = cluster.nodes[2]!;
       await command(evicting.port, ['CONFIG', 'SET', 'maxmemory-policy', 'allkeys-lru']);

@@ -1,6 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config.js';
 import { runDoctor } from '../../src/doctor/doctor.js';
+import { connectRedis } from '../../src/redis/connect.js';
+import { parseRedisSettings } from '../../src/redis/settings.js';
 import { testEnv } from '../support/config.js';
 import { CLI, killChildren, spawnNode, waitFor } from '../support/processes.js';
 import { command, type LocalSentinel, startLocalSentinel } from '../support/redis-topologies.js';
@@ -31,8 +33,7 @@ function envOf(box: Sandbox): Record<string, string> {
       {
         REDIS_SENTINELS: `127.0.0.1:${set.sentinel.port}`,
         REDIS_SENTINEL_NAME: set.name,
-        // Jobs count as published once the replica holds them: the failover loses none.
-        REDIS_WAIT_REPLICAS: '1',
+        // REDIS_WAIT_REPLICAS unset: under Sentinel a batch counts as published once the replica holds it.
       },
     ),
   };
@@ -76,6 +77,20 @@ describe('Redis Sentinel', () => {
     expect(`${first.stdout}${first.stderr}`).not.toContain(TEST_API_KEY);
   }, 240_000);
 
+  it('a master name the Sentinels do not know: the connection fails, naming REDIS_SENTINEL_NAME', async () => {
+    const settings = parseRedisSettings({
+      REDIS_URL: 'redis://127.0.0.1:6379',
+      REDIS_SENTINELS: `127.0.0.1:${set.sentinel.port}`,
+      REDIS_SENTINEL_NAME: 'no-such-master',
+    });
+    await expect(connectRedis(settings, { timeoutMs: 5000 })).rejects.toMatchObject({
+      code: 'REDIS_NO_MASTER',
+      message: expect.stringMatching(
+        /^Redis: no Sentinel of REDIS_SENTINELS gave the address of the master "no-such-master" \(REDIS_SENTINEL_NAME\) \(the last said: ERR No such master with that name\)$/,
+      ),
+    });
+  }, 60_000);
+
   it('doctor names the Sentinel mode and the master', async () => {
     const box = await sandbox('sentinel_doctor');
     const report = await runDoctor({ load: () => loadConfig(envOf(box)), timeoutMs: 5000 });
@@ -83,5 +98,10 @@ describe('Redis Sentinel', () => {
     expect(redis?.status).toBe('ok');
     expect(redis?.message).toContain(`sentinel: the master "${set.name}" through Sentinel`);
     expect(report.checks.find((c) => c.name === 'redis-maxmemory-policy')?.status).toBe('ok');
+    const wait = report.checks.find((c) => c.name === 'redis-wait-replicas');
+    expect(wait?.status).toBe('ok');
+    expect(wait?.message).toMatch(
+      /^1 \(the default under Sentinel, whose failover promotes a replica; the master has 1 replica\)/,
+    );
   }, 60_000);
 });

@@ -20,15 +20,21 @@ export interface LocalCluster {
   dispose(): Promise<void>;
 }
 
+export interface LocalClusterOptions {
+  tls?: { cert: string; key: string };
+  /** Replicas per master (`--cluster-replicas`). Default 0. */
+  replicas?: number;
+  /** cluster-node-timeout: how long a silent master takes to be failed over. Default 2000 ms. */
+  nodeTimeoutMs?: number;
+}
+
 /**
- * Starts `masters` cluster-enabled servers (each with a free bus port of its own, so
- * no port+10000 clash) and joins them with `redis-cli --cluster create`, then waits
- * until every node says `cluster_state:ok`.
+ * Starts `masters` cluster-enabled servers, and `replicas` more per master (each with
+ * a free bus port of its own, so no port+10000 clash), joins them with
+ * `redis-cli --cluster create`, then waits until every node says `cluster_state:ok`.
  */
-export async function startLocalCluster(
-  masters = 3,
-  opts: { tls?: { cert: string; key: string } } = {},
-): Promise<LocalCluster> {
+export async function startLocalCluster(masters = 3, opts: LocalClusterOptions = {}): Promise<LocalCluster> {
+  const replicas = opts.replicas ?? 0;
   const nodes: RedisServer[] = [];
   const dispose = async (): Promise<void> => {
     await Promise.allSettled(nodes.map((n) => n.dispose()));
@@ -46,7 +52,7 @@ export async function startLocalCluster(
         }
       }
     };
-    for (let i = 0; i < masters; i++) {
+    for (let i = 0; i < masters * (1 + replicas); i++) {
       const [port, busPort] = [await newPort(), await newPort()];
       const args = [
         '--cluster-enabled',
@@ -54,7 +60,7 @@ export async function startLocalCluster(
         '--cluster-port',
         String(busPort),
         '--cluster-node-timeout',
-        '2000',
+        String(opts.nodeTimeoutMs ?? 2000),
       ];
       if (opts.tls) {
         // The plain port stays open for the probes; the bus, and clients asking over TLS, get TLS ports.
@@ -77,7 +83,15 @@ export async function startLocalCluster(
     const tlsArgs = opts.tls ? ['--tls', '--cacert', opts.tls.cert] : [];
     await run(
       'redis-cli',
-      [...tlsArgs, '--cluster', 'create', ...seeds.map((p) => `127.0.0.1:${p}`), '--cluster-yes'],
+      [
+        ...tlsArgs,
+        '--cluster',
+        'create',
+        ...seeds.map((p) => `127.0.0.1:${p}`),
+        '--cluster-replicas',
+        String(replicas),
+        '--cluster-yes',
+      ],
       {
         timeout: 30_000,
       },
@@ -110,23 +124,30 @@ export async function clusterJobCount(cluster: LocalCluster, prefix: string, que
   }
 }
 
-/** A master, its replica and one Sentinel watching them, on loopback. */
+/** A master, its replica and Sentinels watching them, on loopback. */
 export interface LocalSentinel {
   readonly master: RedisServer;
   readonly replica: RedisServer;
+  /** The first Sentinel. */
   readonly sentinel: RedisServer;
-  /** The master's name in the Sentinel's configuration. */
+  readonly sentinels: readonly RedisServer[];
+  /** The master's name in the Sentinels' configuration. */
   readonly name: string;
-  /** The port of the master the Sentinel names now. */
+  /** The port of the master the first Sentinel names now. */
   masterPort(): Promise<number>;
   dispose(): Promise<void>;
 }
 
 /**
- * Starts a master, a replica of it, and a Sentinel (quorum 1, a master down after
- * 1 s) from a generated config file, and waits until the Sentinel knows the replica.
+ * Starts a master, a replica of it, and `sentinels` Sentinels (a majority their
+ * quorum, a master down after 1 s), each from a generated config file of its own,
+ * and waits until every Sentinel knows the replica and, with several, each other.
  */
-export async function startLocalSentinel(name = 'feedsync'): Promise<LocalSentinel> {
+export async function startLocalSentinel(
+  name = 'feedsync',
+  opts: { sentinels?: number } = {},
+): Promise<LocalSentinel> {
+  const count = opts.sentinels ?? 1;
   const started: RedisServer[] = [];
   const confDir = mkdtempSync(join(tmpdir(), 'feedsync-sentinel-'));
   const dispose = async (): Promise<void> => {
@@ -141,31 +162,40 @@ export async function startLocalSentinel(name = 'feedsync'): Promise<LocalSentin
     await waitFor(() => info(replica.port, 'replication').then((t) => /master_link_status:up/.test(t)), {
       what: 'the replica in sync',
     });
-    const configFile = join(confDir, 'sentinel.conf');
-    writeFileSync(
-      configFile,
-      [
-        `sentinel monitor ${name} 127.0.0.1 ${master.port} 1`,
-        `sentinel down-after-milliseconds ${name} 1000`,
-        `sentinel failover-timeout ${name} 10000`,
-        `sentinel parallel-syncs ${name} 1`,
-        '',
-      ].join('\n'),
-    );
-    const sentinel = await startRedisServer({ configFile, args: ['--sentinel'] });
-    started.push(sentinel);
+    const sentinels: RedisServer[] = [];
+    for (let i = 0; i < count; i++) {
+      // A file each: a Sentinel rewrites its own with what it learns.
+      const configFile = join(confDir, `sentinel-${i}.conf`);
+      writeFileSync(
+        configFile,
+        [
+          `sentinel monitor ${name} 127.0.0.1 ${master.port} ${Math.floor(count / 2) + 1}`,
+          `sentinel down-after-milliseconds ${name} 1000`,
+          `sentinel failover-timeout ${name} 10000`,
+          `sentinel parallel-syncs ${name} 1`,
+          '',
+        ].join('\n'),
+      );
+      const sentinel = await startRedisServer({ configFile, args: ['--sentinel'] });
+      started.push(sentinel);
+      sentinels.push(sentinel);
+    }
+    const sentinel = sentinels[0]!;
     const masterPort = async (): Promise<number> => {
       const reply = (await command(sentinel.port, ['SENTINEL', 'GET-MASTER-ADDR-BY-NAME', name])) as string[];
       return Number(reply[1]);
     };
-    await waitFor(
-      async () => {
-        const replicas = (await command(sentinel.port, ['SENTINEL', 'REPLICAS', name])) as unknown[];
-        return replicas.length > 0;
-      },
-      { timeoutMs: 20_000, what: 'the Sentinel to find the replica' },
-    );
-    return { master, replica, sentinel, name, masterPort, dispose };
+    for (const s of sentinels) {
+      await waitFor(
+        async () => {
+          const replicas = (await command(s.port, ['SENTINEL', 'REPLICAS', name])) as unknown[];
+          const peers = (await command(s.port, ['SENTINEL', 'SENTINELS', name])) as unknown[];
+          return replicas.length > 0 && peers.length === count - 1;
+        },
+        { timeoutMs: 30_000, what: `Sentinel ${s.port} to find the replica and the other Sentinels` },
+      );
+    }
+    return { master, replica, sentinel, sentinels, name, masterPort, dispose };
   } catch (err) {
     await dispose();
     throw err;
