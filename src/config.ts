@@ -49,7 +49,13 @@ export interface Config {
   readonly sourcesFile: string | null;
   /** SYNC_CONCURRENCY: sources a sync worker runs at once. Default 4. */
   readonly syncConcurrency: number;
-  /** HOSTNAME, else the system's host name: the Postgres application_name, shown as a lock's holder. */
+  /**
+   * SOURCE_LEASE_MS: how long a source's lease holds unless renewed (renewed at a third
+   * of it while a turn works). A worker that froze or was cut off loses its sources
+   * after this long. Default 30000.
+   */
+  readonly sourceLeaseMs: number;
+  /** HOSTNAME, else the system's host name: the Postgres application_name, and with the pid a lease's holder. */
   readonly hostName: string;
   readonly database: {
     /** DATABASE_URL. Default `postgres://postgres@127.0.0.1:5432/postgres`. */
@@ -165,6 +171,7 @@ const fields = {
   EVENTS_RETENTION_DAYS: z.optional(int(1, 36_500)),
   SYNC_INTERVAL_MS: z._default(int(1), 30_000),
   SYNC_CONCURRENCY: z._default(int(1, 256), 4),
+  SOURCE_LEASE_MS: z._default(int(1000, 3_600_000), 30_000),
   FEED_SOURCES_FILE: z.optional(z.string()),
   HOSTNAME: z.optional(z.string()),
   METRICS_PORT: z._default(int(0, 65_535), 9464),
@@ -241,6 +248,7 @@ export function loadConfig(
     sources,
     sourcesFile: v.FEED_SOURCES_FILE ?? null,
     syncConcurrency: v.SYNC_CONCURRENCY,
+    sourceLeaseMs: v.SOURCE_LEASE_MS,
     hostName: (v.HOSTNAME ?? hostname()).slice(0, 63),
     feed: {
       baseUrl,
