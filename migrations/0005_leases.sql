@@ -19,5 +19,7 @@ CREATE TABLE leases (
   due_at timestamptz,
   -- Turns in a row that failed, for the back-off of due_at; 0 after a good turn.
   failures integer NOT NULL DEFAULT 0,
+  -- Why the last turn failed (one line, no secrets), for `status`; NULL after a good one.
+  last_error text,
   taken_at timestamptz
 );

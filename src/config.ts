@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import * as z from 'zod/mini';
 import { checkBaseUrl } from './api/base-url.js';
-import { type FeedSource, loadSourcesFile } from './config/sources-file.js';
+import { type FeedSource, loadSourcesFile, sourceNameProblem } from './config/sources-file.js';
 import { splitUrls, urlEscapeProblem, urlSecrets } from './connection-url.js';
 import { ConfigError } from './errors.js';
 import { parseEventTypes } from './feed/event-types.js';
@@ -55,7 +55,7 @@ export interface Config {
    * after this long. Default 30000.
    */
   readonly sourceLeaseMs: number;
-  /** HOSTNAME, else the system's host name: the Postgres application_name, and with the pid a lease's holder. */
+  /** HOSTNAME, else the system's host name: with the pid, who holds a lease (the pod's name in Kubernetes). */
   readonly hostName: string;
   readonly database: {
     /** DATABASE_URL. Default `postgres://postgres@127.0.0.1:5432/postgres`. */
@@ -232,12 +232,14 @@ export function loadConfig(
   // A forced cluster is known now; a detected one is checked when feedsync first connects.
   if (redis.cluster === true && hashTagOf(v.QUEUE_PREFIX) === null) throw missingHashTagError(v.QUEUE_PREFIX);
 
+  const sourceProblem = sourceNameProblem(v.FEED_SOURCE);
+  if (sourceProblem) throw new ConfigError(`FEED_SOURCE: ${sourceProblem}`);
   const types = parseTypes(v.FEED_TYPES);
   const baseUrl = v.FEED_BASE_URL?.replace(/\/+$/, '') ?? null;
   const apiKey = v.FEED_API_KEY ?? null;
   const sources =
     v.FEED_SOURCES_FILE === undefined
-      ? [{ source: v.FEED_SOURCE, baseUrl, apiKey, types }]
+      ? [{ source: v.FEED_SOURCE, baseUrl, apiKey, keyProblem: null, types }]
       : loadSourcesFile(
           v.FEED_SOURCES_FILE,
           { baseUrl, apiKey, types },
@@ -306,6 +308,8 @@ export function requireService(config: Config): { baseUrl: string; apiKey: strin
  * without it, any name reads with FEED_BASE_URL / FEED_API_KEY / FEED_TYPES, as before.
  */
 export function configForSource(config: Config, source: string): Config {
+  const problem = sourceNameProblem(source);
+  if (problem) throw new ConfigError(`source ${JSON.stringify(source)}: ${problem}`);
   const entry = config.sources.find((s) => s.source === source);
   if (!entry && config.sourcesFile !== null) {
     const names = config.sources.map((s) => s.source).join(', ');

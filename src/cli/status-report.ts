@@ -15,6 +15,8 @@ export interface SourceStatus {
   lease: { holder: string; token: string; expiresAt: string } | null;
   /** Turns of the source in a row that failed (its lease row's count); 0 after a good one. */
   failuresInRow: number;
+  /** Why its last turn failed, while it keeps failing (a key file missing, a rejected key…); null otherwise. */
+  lastError: string | null;
   outboxBacklog: number;
   quarantined: number;
   /** Event ids served again with other content (the first version kept). */
@@ -50,6 +52,7 @@ export async function statusReport(
     expires_at: Date | null;
     live: boolean | null;
     failures: number | null;
+    last_error: string | null;
   }>(
     `WITH sources AS (
        SELECT unnest($1::text[]) AS source UNION SELECT source FROM ${s}.cursors
@@ -57,7 +60,7 @@ export async function statusReport(
        UNION SELECT DISTINCT source FROM ${s}.quarantine UNION SELECT DISTINCT source FROM ${s}.conflicts
      )
      SELECT src.source, c.after_id, c.types, c.last_success_at,
-       l.holder, l.token::text AS token, l.expires_at, l.expires_at > now() AS live, l.failures,
+       l.holder, l.token::text AS token, l.expires_at, l.expires_at > now() AS live, l.failures, l.last_error,
        (SELECT count(*) FROM ${s}.events e WHERE e.source = src.source) AS events,
        (SELECT max(created_at) FROM ${s}.events e WHERE e.source = src.source) AS newest,
        (SELECT count(*) FROM ${s}.outbox o WHERE o.source = src.source AND o.published_at IS NULL) AS backlog,
@@ -88,6 +91,7 @@ export async function statusReport(
           ? { holder: r.holder, token: r.token, expiresAt: r.expires_at.toISOString() }
           : null,
       failuresInRow: r.failures ?? 0,
+      lastError: r.last_error,
       outboxBacklog: Number(r.backlog),
       quarantined: Number(r.quarantined),
       conflicts: Number(r.conflicts),
@@ -108,7 +112,9 @@ export function formatStatus(report: StatusReport): string {
       `  last success    ${s.lastSuccessAt ?? 'never'}`,
       `  events stored   ${s.eventsStored}${s.newestEventAt ? ` (newest ${s.newestEventAt}, lag ${s.lagSeconds} s)` : ''}`,
       `  lease           ${s.lease ? `${s.lease.holder}, token ${s.lease.token}, until ${s.lease.expiresAt}` : 'free (no turn in flight)'}`,
-      ...(s.failuresInRow > 0 ? [`  failing         ${s.failuresInRow} turns in a row`] : []),
+      ...(s.failuresInRow > 0
+        ? [`  failing         ${s.failuresInRow} turns in a row: ${s.lastError ?? 'unknown error'}`]
+        : []),
       `  outbox backlog  ${s.outboxBacklog}`,
       `  quarantined     ${s.quarantined}`,
       `  conflicts       ${s.conflicts}`,

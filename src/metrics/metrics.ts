@@ -114,7 +114,7 @@ export function createMetrics(gauges: GaugeSource, sources: readonly string[]): 
   });
   const leaseLost = new Counter({
     name: 'feedsync_lease_lost_total',
-    help: "Turns of the source stopped because this process lost its lease (frozen or cut off past SOURCE_LEASE_MS); nothing more of them was committed.",
+    help: 'Turns of the source stopped because this process lost its lease (frozen or cut off past SOURCE_LEASE_MS); nothing more of them was committed.',
     labelNames: ['source'],
     registers: [registry],
   });

@@ -17,10 +17,11 @@ export interface SourceLease {
   readonly lost: boolean;
   /**
    * Stops renewing and gives the lease back, the source due again `dueInMs` from now
-   * (0: at once). `failed` counts the turn in the row's failures, else resets them.
+   * (0: at once). `failed` counts the turn in the row's failures, else resets them;
+   * `error` (one line, no secrets) is kept for `status` until a turn that did not fail.
    * A lease already lost is left to its new holder. Safe to call twice.
    */
-  release(opts?: { dueInMs?: number; failed?: boolean }): Promise<void>;
+  release(opts?: { dueInMs?: number; failed?: boolean; error?: string }): Promise<void>;
 }
 
 export interface LeaseOptions {
@@ -71,7 +72,11 @@ RETURNING l.source, l.token::text AS token, l.failures`;
  * Takes the lease of `source` when it is free or its holder's lease ran out, whatever
  * its due time (a once run, a cursor command). Null when another worker holds it.
  */
-export async function takeLease(store: Store, source: string, opts: LeaseOptions): Promise<SourceLease | null> {
+export async function takeLease(
+  store: Store,
+  source: string,
+  opts: LeaseOptions,
+): Promise<SourceLease | null> {
   await ensureLeaseRows(store, [source]);
   const { rows } = await store.pool.query<TakenRow>(TAKE(leases(store)), [source, opts.holder, opts.leaseMs]);
   const row = rows[0];
@@ -205,18 +210,19 @@ function held(store: Store, row: TakenRow, opts: LeaseOptions): SourceLease {
   timer.unref();
 
   let released: Promise<void> | undefined;
-  const release = async (dueInMs: number, failed: boolean): Promise<void> => {
+  const release = async (dueInMs: number, failed: boolean, error: string | null): Promise<void> => {
     clearInterval(timer);
     await renewing;
     if (controller.signal.aborted) return;
     // A release that fails (Postgres gone) leaves the lease to run out: nothing to undo.
     await store.pool
       .query(
-      `UPDATE ${table} SET holder = NULL, expires_at = NULL,
+        `UPDATE ${table} SET holder = NULL, expires_at = NULL,
          due_at = now() + $3::int * interval '1 millisecond',
-         failures = CASE WHEN $4::boolean THEN failures + 1 ELSE 0 END
+         failures = CASE WHEN $4::boolean THEN failures + 1 ELSE 0 END,
+         last_error = CASE WHEN $4::boolean THEN $5::text END
        WHERE source = $1::text AND token = $2::bigint`,
-        [row.source, row.token, Math.max(0, Math.round(dueInMs)), failed],
+        [row.source, row.token, Math.max(0, Math.round(dueInMs)), failed, error],
       )
       .catch(() => {});
   };
@@ -229,7 +235,7 @@ function held(store: Store, row: TakenRow, opts: LeaseOptions): SourceLease {
       return controller.signal.aborted;
     },
     release(o = {}) {
-      released ??= release(o.dueInMs ?? 0, o.failed ?? false);
+      released ??= release(o.dueInMs ?? 0, o.failed ?? false, o.error?.slice(0, 500) ?? null);
       return released;
     },
   };

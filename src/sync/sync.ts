@@ -170,7 +170,10 @@ export function createSync(config: Config, opts: SyncOptions = {}): Sync {
     await checkSchema();
     const lease = await takeLease(store, config.feed.source, { holder, leaseMs: config.sourceLeaseMs });
     if (!lease) {
-      log.info({ source: config.feed.source }, 'another worker holds the lease of this source; nothing to do');
+      log.info(
+        { source: config.feed.source },
+        'another worker holds the lease of this source; nothing to do',
+      );
       return { ...emptyRun(), status: 'locked', drained: true, durationMs: performance.now() - started };
     }
     let failed = true;

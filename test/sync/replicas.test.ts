@@ -77,7 +77,8 @@ describe('replicas of sync --watch over a sources file', () => {
         const report = await statusReport(config, box.store, publisher);
         return (
           report.sources.find(
-            (s) => s.lease?.holder.startsWith('replica-a/') === true && s.cursor !== null && !final.has(s.cursor),
+            (s) =>
+              s.lease?.holder.startsWith('replica-a/') === true && s.cursor !== null && !final.has(s.cursor),
           ) ?? null
         );
       },

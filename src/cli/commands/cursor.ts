@@ -86,7 +86,9 @@ export function cursorCommand(): Command {
         }
         await withStore(config, logger, async (store) => {
           await assertEventWithinRetention(store, source, eventId, 'cursor set', config.eventsRetentionDays);
-          await underLease(config, store, source, (token) => setCursor(store, source, eventId, undefined, token));
+          await underLease(config, store, source, (token) =>
+            setCursor(store, source, eventId, undefined, token),
+          );
         });
         process.stdout.write(`source ${source}: the next run reads after ${eventId}\n`);
         return 0;
