@@ -147,7 +147,9 @@ async function runWorker(feed: ModelFeed, source: string, limit: number, crash: 
 
 /** Ends the lease of `source` now, as SOURCE_LEASE_MS passing without a renewal would. */
 async function expireLease(source: string): Promise<void> {
-  await box.store.pool.query(`UPDATE "${box.schema}".leases SET expires_at = now() WHERE source = $1`, [source]);
+  await box.store.pool.query(`UPDATE "${box.schema}".leases SET expires_at = now() WHERE source = $1`, [
+    source,
+  ]);
 }
 
 it('10. property: random interleavings of fetches, commits, crashes and restarts store each served event once', async () => {

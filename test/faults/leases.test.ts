@@ -44,7 +44,9 @@ interface Fleet {
   holderOf(source: string): Promise<string | null>;
   cursorOf(source: string): Promise<string | null>;
   /** Waits for every source at the end and an empty outbox, stops the replicas, and checks each source's fate. */
-  finish(replicas: RunningChild[]): Promise<{ checked: number; lost: number; duplicated: number; codes: string }>;
+  finish(
+    replicas: RunningChild[],
+  ): Promise<{ checked: number; lost: number; duplicated: number; codes: string }>;
 }
 
 async function fleet(label: string): Promise<Fleet> {
@@ -68,8 +70,11 @@ async function fleet(label: string): Promise<Fleet> {
   const q = async <T>(sql: string, params: unknown[]): Promise<T | null> =>
     ((await box.store.pool.query(sql, params)).rows[0] as T | undefined) ?? null;
   const cursorOf = async (source: string) =>
-    (await q<{ after_id: string | null }>(`SELECT after_id FROM "${box.schema}".cursors WHERE source = $1`, [source]))
-      ?.after_id ?? null;
+    (
+      await q<{ after_id: string | null }>(`SELECT after_id FROM "${box.schema}".cursors WHERE source = $1`, [
+        source,
+      ])
+    )?.after_id ?? null;
   return {
     box,
     start: (name, extra = {}) => spawnNode([CLI, 'sync', '--watch'], { ...base, HOSTNAME: name, ...extra }),

@@ -158,7 +158,14 @@ it('19. through PgBouncer in transaction mode: migrate, repeated once runs, watc
           { what: 'the outbox drained', timeoutMs: 60_000 },
         );
       } finally {
-        for (const r of fleet) r.signal('SIGTERM');
+        // A replica started at the last kill may still be starting: SIGTERM it once its loop runs.
+        for (const r of fleet) {
+          await waitFor(() => r.stdout().includes('"watching the feeds"'), {
+            what: 'a replica to start',
+            timeoutMs: 60_000,
+          }).catch(() => {});
+          r.signal('SIGTERM');
+        }
         for (const r of fleet) ends.push((await r.waitExit(30_000)).code);
       }
       await advisoryLocks();

@@ -19,7 +19,11 @@ export interface PgBouncer {
  * `pool_mode = transaction`, a small pool, trust auth. It refuses to run as root, so
  * it runs as the postgres user, with its files in a temporary directory of its own.
  */
-export async function startPgBouncer(target: { host: string; port: number; database: string }): Promise<PgBouncer> {
+export async function startPgBouncer(target: {
+  host: string;
+  port: number;
+  database: string;
+}): Promise<PgBouncer> {
   const port = await freePort();
   const dir = mkdtempSync('/tmp/feedsync-pgbouncer-');
   const ini = join(dir, 'pgbouncer.ini');
