@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import type { Simulator } from '../../src/simulator/index.js';
-import { CLI, killChildren, spawnNode } from '../support/processes.js';
+import { CLI, killChildren, spawnNode, waitFor } from '../support/processes.js';
 import { between, seeded } from '../support/random.js';
 import { startTestSimulator, TEST_API_KEY } from '../support/simulator.js';
 import { followAdds } from './support/add-counter.js';
@@ -65,7 +65,8 @@ it('1. kill -9 loop: 50 SIGKILLs during a 20,000-event catch-up lose and duplica
 
       // Bounded: at most KILLS killed runs and a few more that must finish.
       for (; attempts < KILLS + 10; attempts++) {
-        const env = box.env(sim.baseUrl);
+        // A killed run's lease runs out this soon after; the next run waits for that (below).
+        const env = box.env(sim.baseUrl, { SOURCE_LEASE_MS: '1000' });
         const started = performance.now();
         const child = spawnNode([CLI, 'sync', '--once'], env);
         if (rec.injected >= KILLS) {
@@ -99,6 +100,16 @@ it('1. kill -9 loop: 50 SIGKILLs during a 20,000-event catch-up lose and duplica
         child.signal('SIGKILL');
         await child.exited;
         rec.injected++;
+        // Until its lease runs out, the killed run still holds the source: a run started now would find it held.
+        await waitFor(
+          async () => {
+            const { rows } = await box.store.pool.query(
+              `SELECT FROM "${box.schema}".leases WHERE holder IS NOT NULL AND expires_at > now()`,
+            );
+            return rows.length === 0;
+          },
+          { what: "the killed run's lease to run out", timeoutMs: 10_000 },
+        );
         killedAt.push(Math.round(performance.now() - started));
         if (early) duringStartUp++;
         const reached = await position(box);
