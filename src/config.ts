@@ -294,6 +294,21 @@ export function loadConfig(
   return deepFreeze(config);
 }
 
+/**
+ * The config with `source` as its only source (`sync --source`): a source of
+ * FEED_SOURCES_FILE, or without the file any name, read as FEED_SOURCE would be.
+ * A name not in the file is refused (exit 2).
+ */
+export function onlySource(config: Config, source: string): Config {
+  const own = configForSource(config, source);
+  const entry = config.sources.find((s) => s.source === source);
+  const { baseUrl, apiKey, types } = own.feed;
+  return deepFreeze({
+    ...own,
+    sources: [{ source, baseUrl, apiKey, keyProblem: entry?.keyProblem ?? null, types }],
+  });
+}
+
 /** The base URL and key, for the commands that talk to the service. */
 export function requireService(config: Config): { baseUrl: string; apiKey: string } {
   if (config.feed.baseUrl === null) throw new ConfigError('FEED_BASE_URL: required for this command');

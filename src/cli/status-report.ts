@@ -35,6 +35,8 @@ export async function statusReport(
   config: Config,
   store: Store,
   publisher: Publisher,
+  /** `only`: that source alone (`status --source`). */
+  opts: { only?: string } = {},
 ): Promise<StatusReport> {
   const s = quoteSchema(store.schema);
   const { rows } = await store.pool.query<{
@@ -68,8 +70,9 @@ export async function statusReport(
        (SELECT count(*) FROM ${s}.conflicts k WHERE k.source = src.source) AS conflicts
      FROM sources src LEFT JOIN ${s}.cursors c ON c.source = src.source
        LEFT JOIN ${s}.leases l ON l.source = src.source
+     WHERE $2::text IS NULL OR src.source = $2::text
      ORDER BY src.source`,
-    [config.sources.map((c) => c.source)],
+    [config.sources.map((c) => c.source), opts.only ?? null],
   );
   const queues: StatusReport['queues'] = {};
   for (const name of [config.queues.emailEvents, config.queues.contactEvents]) {

@@ -26,7 +26,8 @@ export function cursorCommand(): Command {
     .action(
       action(async ({ config, logger }, opts: { source?: string; json?: boolean }) => {
         const { getCursor } = await import('../../store/cursor.js');
-        const source = opts.source ?? config.feed.source;
+        // An unknown source is a usage error (exit 2), as for set and reset.
+        const { source } = configForSource(config, opts.source ?? config.feed.source).feed;
         const row = await withStore(config, logger, (store) => getCursor(store, source));
         if (opts.json)
           process.stdout.write(`${JSON.stringify(row ?? { source, afterId: null, types: null })}\n`);
