@@ -124,6 +124,21 @@ export async function runSources(
         },
       });
       progress?.done();
+      // Rows an earlier run left unpublished are this run's to hand over too, even when every
+      // source was leased elsewhere. A run stopped by SIGTERM leaves them to the next.
+      let handedOver = true;
+      if (!shutdown.signal.aborted) {
+        try {
+          relay.kick();
+          await relay.drain();
+        } catch (err) {
+          handedOver = false;
+          log.error(
+            { err },
+            'the outbox could not be drained; the events are stored and the next run drains it',
+          );
+        }
+      }
       const only = config.sourcesFile === null ? outcomes[0] : undefined;
       // A run that found its one source leased elsewhere did nothing worth reporting.
       if (config.pushgatewayUrl && !(only?.ok && only.result.status === 'locked')) {
@@ -145,8 +160,9 @@ export async function runSources(
         },
         'sync run finished',
       );
-      tellOperator(config, outcomes, describe);
-      return exitCodeFor(outcomes);
+      tellOperator(config, outcomes, describe, handedOver);
+      const code = exitCodeFor(outcomes);
+      return code === 0 && !handedOver ? 1 : code;
     }
 
     const health = await startWorkerHealth({
@@ -216,12 +232,13 @@ function tellOperator(
   config: Config,
   outcomes: readonly Outcome[],
   describe: (err: unknown) => string,
+  handedOver: boolean,
 ): void {
   const prefix = (source: string): string => (config.sourcesFile === null ? '' : `source ${source}: `);
   for (const o of outcomes) {
     if (!o.ok) process.stderr.write(`feedsync: ${prefix(o.source)}${describe(o.error)}\n`);
   }
-  if (outcomes.some((o) => o.ok && !o.result.drained && o.result.status !== 'stopped')) {
+  if (!handedOver || outcomes.some((o) => o.ok && !o.result.drained && o.result.status !== 'stopped')) {
     process.stderr.write(
       `feedsync: the events are stored, but Redis (REDIS_URL, ${hostOf(config.redis.url)}) did not take their jobs; ` +
         'check that Redis runs: the next run hands them over\n',

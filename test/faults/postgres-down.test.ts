@@ -51,7 +51,7 @@ it('4. Postgres stopped: a once run exits 1 with the cursor intact; a watch run 
         'A private Postgres cluster (initdb and pg_ctl, on its own port) that the test stops and starts. ' +
         '(a) `feedsync sync --once` run while it is stopped; ' +
         '(b) the cluster crashed (`pg_ctl stop -m immediate`) in the middle of a 20,000-event catch-up, then restarted ' +
-        'and the run repeated; (c) the watch loop (src/sync/scheduler.ts, interval 100 ms, leases of 3 s) kept running while the cluster ' +
+        "and the run repeated once the crashed run's lease (SOURCE_LEASE_MS=1000) ran out; (c) the watch loop (src/sync/scheduler.ts, interval 100 ms, leases of 3 s) kept running while the cluster " +
         'was stopped for a few seconds and new mail arrived.',
     },
     async (rec) => {
@@ -83,7 +83,9 @@ it('4. Postgres stopped: a once run exits 1 with the cursor intact; a watch run 
       // 20 ms a page: the run lasts seconds, so the crash lands in the middle of it.
       const simB = await simulator(20_000, 20);
       const boxB = await sandbox('pg_crash_run', { databaseUrl: postgres.url });
-      const child = spawnNode([CLI, 'sync', '--once'], boxB.env(simB.baseUrl));
+      // The crashed run cannot give its lease back: it runs out this soon after, before the run is repeated.
+      const envB = boxB.env(simB.baseUrl, { SOURCE_LEASE_MS: '1000' });
+      const child = spawnNode([CLI, 'sync', '--once'], envB);
       await waitFor(async () => (await prefixState(boxB.store, 100)).stored >= 3_000, {
         timeoutMs: 60_000,
         what: '3000 events stored',
@@ -99,7 +101,16 @@ it('4. Postgres stopped: a once run exits 1 with the cursor intact; a watch run 
       expect(crashed.code).toBe(1);
       expect(isPrefix(stateB)).toBe(true);
       expect(stateB.partialPages).toBe(0);
-      const resumed = await runCli(['sync', '--once'], boxB.env(simB.baseUrl), 120_000);
+      await waitFor(
+        async () =>
+          (
+            await boxB.store.pool.query(
+              `SELECT FROM "${boxB.schema}".leases WHERE holder IS NOT NULL AND expires_at > now()`,
+            )
+          ).rows.length === 0,
+        { timeoutMs: 10_000, what: "the crashed run's lease to run out" },
+      );
+      const resumed = await runCli(['sync', '--once'], envB, 120_000);
       expect(resumed.code, resumed.stderr).toBe(0);
       const fateB = await fate(boxB, simB);
 
