@@ -378,7 +378,8 @@ function unbracket(value: string): string {
 }
 
 function deepFreeze<T>(value: T): T {
-  if (value && typeof value === 'object') {
+  // What is frozen here was frozen whole: a turn's configForSource need not walk every source again.
+  if (value && typeof value === 'object' && !Object.isFrozen(value)) {
     for (const inner of Object.values(value)) deepFreeze(inner);
     Object.freeze(value);
   }
