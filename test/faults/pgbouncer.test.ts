@@ -56,7 +56,7 @@ it('19. through PgBouncer in transaction mode: migrate, repeated once runs, watc
       method:
         "Debian's PgBouncer 1.18 (which does not track named prepared statements) started by the test on a free port, " +
         '`pool_mode = transaction`, 4 server connections for every client. Through it, on a fresh schema: ' +
-        `\`feedsync migrate\` twice; ${ONCE_RUNS} \`sync --once\` runs over a sources file of ${SOURCES} accounts of ` +
+        `\`feedsync migrate\` twice, then \`feedsync doctor\`; ${ONCE_RUNS} \`sync --once\` runs over a sources file of ${SOURCES} accounts of ` +
         `${EVENTS} events, with new mail before each; then ${REPLICAS} \`sync --watch\` replicas (SOURCE_LEASE_MS=${LEASE_MS}), ` +
         `${KILLS} of them killed with SIGKILL at seeded moments (seed 0x${SEED.toString(16)}) and restarted, more mail ` +
         "meanwhile. After each step, pg_locks is read for advisory locks held by the pooler's server connections " +
@@ -106,6 +106,10 @@ it('19. through PgBouncer in transaction mode: migrate, repeated once runs, watc
       for (let i = 0; i < 2; i++) migrations.push(await runCli(['migrate'], pooled, 60_000));
       for (const m of migrations) expect(m.code, m.stderr).toBe(0);
       await advisoryLocks();
+      // doctor says it talks through a pooler, and that this is supported.
+      const doctor = await runCli(['doctor'], pooled, 60_000);
+      const throughPooler = `${doctor.stdout}${doctor.stderr}`.includes('through a pooler or proxy');
+      expect(throughPooler, doctor.stdout).toBe(true);
 
       const onceCodes: (number | null)[] = [];
       for (let round = 0; round < ONCE_RUNS; round++) {
@@ -188,6 +192,7 @@ it('19. through PgBouncer in transaction mode: migrate, repeated once runs, watc
       rec.figures = [
         ['accounts x backlog', `${SOURCES} x ${EVENTS}`],
         ['exit codes of migrate (twice)', migrations.map((m) => m.code).join(', ')],
+        ['doctor said it talks through a pooler', throughPooler ? 'yes' : 'no'],
         ['exit codes of the once runs', onceCodes.join(', ')],
         ['watch replicas started (3 + one per kill)', started],
         ['events stored, all sources', stored],
