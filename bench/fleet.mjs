@@ -59,7 +59,8 @@ try {
   const q = async (sql, params = []) => (await db.query(sql, params)).rows[0];
   const caughtUp = async () =>
     Number((await q(`SELECT count(*) AS n FROM "${schema}".cursors WHERE after_id >= $1`, [lastId])).n);
-  const turns = async () => Number((await q(`SELECT coalesce(sum(token), 0) AS n FROM "${schema}".leases`)).n);
+  const turns = async () =>
+    Number((await q(`SELECT coalesce(sum(token), 0) AS n FROM "${schema}".leases`)).n);
 
   const started = performance.now();
   for (let r = 0; r < replicas; r++) {
@@ -71,11 +72,13 @@ try {
   }
   const connections = children.map(() => 0);
   const sampleConnections = async () => {
-    for (const [i, c] of children.entries()) connections[i] = Math.max(connections[i], (await backendsOf(db, c.pid)).length);
+    for (const [i, c] of children.entries())
+      connections[i] = Math.max(connections[i], (await backendsOf(db, c.pid)).length);
   };
   // Bounded: every source is caught up within ten intervals, or the bench fails.
-  for (let n = 0; (n = await caughtUp()) < sources; ) {
-    if (performance.now() - started > 10 * intervalMs + 600_000) throw new Error(`first pass stuck at ${n} of ${sources}`);
+  for (let n = await caughtUp(); n < sources; n = await caughtUp()) {
+    if (performance.now() - started > 10 * intervalMs + 600_000)
+      throw new Error(`first pass stuck at ${n} of ${sources}`);
     await sampleConnections();
     await sleep(500);
   }
@@ -91,7 +94,11 @@ try {
     const res = await fetch(`${sim.origin}/_sim/contacts`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ key: keyOf(i), type: 'contact.subscribed', email: `new${arrivals.length}@example.com` }),
+      body: JSON.stringify({
+        key: keyOf(i),
+        type: 'contact.subscribed',
+        email: `new${arrivals.length}@example.com`,
+      }),
     });
     const event = await res.json();
     arrivals.push({ source: `acct-${i}`, id: event.id, at: Date.now() });
@@ -113,7 +120,7 @@ try {
         latencies.push(row.ms - a.at);
         break;
       }
-      if (tries > 4 * intervalMs / 500) throw new Error(`${a.source}/${a.id} never stored`);
+      if (tries > (4 * intervalMs) / 500) throw new Error(`${a.source}/${a.id} never stored`);
       await sleep(500);
     }
   }

@@ -55,9 +55,16 @@ try {
     globalThis.gc();
     const n = await turns();
     const { heapUsed, rss } = process.memoryUsage();
-    samples.push({ s: Math.round((performance.now() - started) / 1000), turns: n, heapMb: heapUsed / 2 ** 20, rssMb: rss / 2 ** 20 });
+    samples.push({
+      s: Math.round((performance.now() - started) / 1000),
+      turns: n,
+      heapMb: heapUsed / 2 ** 20,
+      rssMb: rss / 2 ** 20,
+    });
     const last = samples.at(-1);
-    console.log(`${last.s} s: ${last.turns} turns, heap ${last.heapMb.toFixed(2)} MB, rss ${last.rssMb.toFixed(1)} MB`);
+    console.log(
+      `${last.s} s: ${last.turns} turns, heap ${last.heapMb.toFixed(2)} MB, rss ${last.rssMb.toFixed(1)} MB`,
+    );
     if (n >= wantedTurns) break;
   }
   process.emit('SIGTERM', 'SIGTERM');
