@@ -36,6 +36,18 @@
  * jsonb), so key order or an offset written differently is no conflict.
  */
 export function applyStatement(quotedSchema: string): string {
+  // Made once per schema: a worker builds an applier for every turn of every source.
+  let text = statements.get(quotedSchema);
+  if (text === undefined) {
+    text = buildStatement(quotedSchema);
+    statements.set(quotedSchema, text);
+  }
+  return text;
+}
+
+const statements = new Map<string, string>();
+
+function buildStatement(quotedSchema: string): string {
   const s = quotedSchema;
   const rank = (status: string) =>
     `(CASE ${status} WHEN 'sent' THEN 1 WHEN 'delivered' THEN 2 WHEN 'bounced' THEN 3 ` +

@@ -246,7 +246,7 @@ export function createSync(config: Config, opts: SyncOptions = {}): Sync {
     if (drained) {
       try {
         await relay.drain();
-        await pruneOutbox(store, config.queues.outboxRetentionHours);
+        await pruneNowAndThen(store, config.queues.outboxRetentionHours);
         if (config.eventsRetentionDays !== null && result.status === 'caught-up') {
           await pruneAfterRun(store, { source, days: config.eventsRetentionDays, signal, logger });
         }
@@ -317,6 +317,22 @@ export function createSync(config: Config, opts: SyncOptions = {}): Sync {
       if (ownsStore) await store.close();
     },
   };
+}
+
+/** When each store's outbox was last pruned (performance.now()). */
+const lastPruned = new WeakMap<Store, number>();
+const PRUNE_EVERY_MS = 60_000;
+
+/**
+ * Prunes published outbox rows past their retention, at most once a minute per store:
+ * rows are kept for hours, and a worker of many sources turns hundreds of times a second.
+ */
+async function pruneNowAndThen(store: Store, retentionHours: number): Promise<void> {
+  const now = performance.now();
+  const last = lastPruned.get(store);
+  if (last !== undefined && now - last < PRUNE_EVERY_MS) return;
+  lastPruned.set(store, now);
+  await pruneOutbox(store, retentionHours);
 }
 
 /** Who holds a lease taken by this process: host name (HOSTNAME in a pod) and pid, as `status` shows it. */
