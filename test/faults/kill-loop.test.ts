@@ -48,6 +48,7 @@ it('1. kill -9 loop: 50 SIGKILLs during a 20,000-event catch-up lose and duplica
         `from a seeded generator (seed 0x${SEED.toString(16)}): a fifth during start-up (0–400 ms after spawn), the rest ` +
         'once the cursor has moved on by a random share of what is left (on average 1/(kills left) of the remaining 90%) ' +
         'and 0–40 ms more, so that the kills fall all along the catch-up, on fetches, commits and the relay alike; ' +
+        "after each kill the next run starts once the killed run's lease has run out (SOURCE_LEASE_MS=1000); " +
         'then runs are started until one exits 0 on its own. ' +
         "Jobs are counted from BullMQ's own event stream (`added`, and `duplicated` for a re-add it ignored).",
     },
