@@ -37,7 +37,7 @@ export interface SourcesFileDeps {
 }
 
 const FIELDS = new Set(['source', 'base_url', 'api_key_file', 'api_key_env', 'types']);
-const SOURCE_NAME = /^[^\s\p{Cc}]{1,200}$/u;
+const SOURCE_NAME = /^\S{1,200}$/;
 const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 
 /**
@@ -75,6 +75,8 @@ export function loadSourcesFile(path: string, defaults: SourceDefaults, deps: So
     if (typeof name !== 'string') return at(null, 'source', 'must be a string');
     const problem = sourceNameProblem(name);
     if (problem) return at(null, 'source', problem);
+    // A file's names have no spaces either: one per entry, easy to pass as --source.
+    if (!SOURCE_NAME.test(name)) return at(null, 'source', 'must be 1 to 200 characters without spaces');
     const unknown = Object.keys(entry).find((k) => !FIELDS.has(k));
     if (unknown !== undefined) at(name, unknown, 'unknown field');
     const first = seen.get(name);
@@ -114,13 +116,14 @@ function readBaseUrl(value: unknown, fallback: string | null, fail: Fail): strin
 
 /**
  * Why `name` cannot be a source (the cursor key, a metric label, part of a job id), or
- * null: 1 to 200 characters, no white space, no control character (NUL among them), no
- * lone UTF-16 surrogate (Postgres and a UTF-8 label cannot hold one; two names that
- * differ only there would be stored as one).
+ * null: 1 to 200 characters, no control character (NUL among them: Postgres text cannot
+ * hold it), no lone UTF-16 surrogate (Postgres and a UTF-8 label cannot hold one, and
+ * two names that differ only there would be stored as one).
  */
 export function sourceNameProblem(name: string): string | null {
   if (/\p{Cs}/u.test(name)) return 'must not hold a lone UTF-16 surrogate';
-  if (!SOURCE_NAME.test(name)) return 'must be 1 to 200 characters without spaces or control characters';
+  if (/\p{Cc}/u.test(name)) return 'must not hold a control character';
+  if (name.length === 0 || name.length > 200) return 'must be 1 to 200 characters';
   return null;
 }
 
