@@ -41,6 +41,22 @@ export class LeaseLostError extends Error {
 
 const leases = (store: Store): string => `${quoteSchema(store.schema)}.leases`;
 
+const literals = new WeakMap<readonly string[], string>();
+
+/**
+ * The names as a Postgres text[] literal, made once per list: a watch loop passes the
+ * same list of thousands of sources to every claim, and the driver would serialise it
+ * each time. Names hold no control characters (sources-file.ts), so quoting is enough.
+ */
+function namesLiteral(sources: readonly string[]): string {
+  let literal = literals.get(sources);
+  if (literal === undefined) {
+    literal = `{${sources.map((n) => `"${n.replaceAll('\\', '\\\\').replaceAll('"', '\\"')}"`).join(',')}}`;
+    literals.set(sources, literal);
+  }
+  return literal;
+}
+
 /** Makes the lease rows of these sources, free, where missing. One statement. */
 export async function ensureLeaseRows(store: Store, sources: readonly string[]): Promise<void> {
   await store.pool.query(
@@ -111,7 +127,7 @@ export async function claimDue(
      ) due
      WHERE l.source = due.source
      RETURNING l.source, l.token::text AS token, l.failures`,
-    [sources, opts.holder, opts.leaseMs, limit],
+    [namesLiteral(sources), opts.holder, opts.leaseMs, limit],
   );
   return rows.map((row) => held(store, row, opts));
 }
@@ -125,7 +141,7 @@ export async function nextDueInMs(store: Store, sources: readonly string[], atMo
     `SELECT (extract(epoch FROM min(CASE WHEN holder IS NULL THEN coalesce(due_at, now()) ELSE expires_at END) - now())
         * 1000)::float8 AS ms
      FROM ${leases(store)} WHERE source = ANY($1::text[])`,
-    [sources],
+    [namesLiteral(sources)],
   );
   const ms = rows[0]?.ms;
   return ms === null || ms === undefined ? atMost : Math.min(atMost, Math.max(0, Math.ceil(ms)));
@@ -186,7 +202,7 @@ function held(store: Store, row: TakenRow, opts: LeaseOptions): SourceLease {
     try {
       const { rowCount } = await store.pool.query(
         `UPDATE ${table} SET expires_at = now() + $3::int * interval '1 millisecond'
-         WHERE source = $1::text AND token = $2::bigint`,
+         WHERE source = $1::text AND token = $2::bigint AND holder IS NOT NULL`,
         [row.source, row.token, opts.leaseMs],
       );
       if (rowCount === 0) lose('another worker took it');
@@ -212,6 +228,8 @@ function held(store: Store, row: TakenRow, opts: LeaseOptions): SourceLease {
   let released: Promise<void> | undefined;
   const release = async (dueInMs: number, failed: boolean, error: string | null): Promise<void> => {
     clearInterval(timer);
+    // A lease already lost is its new holder's; a renewal in flight (Postgres unreachable) is not waited for then.
+    if (controller.signal.aborted) return;
     await renewing;
     if (controller.signal.aborted) return;
     // A release that fails (Postgres gone) leaves the lease to run out: nothing to undo.

@@ -148,6 +148,14 @@ describe('claimDue', () => {
     await held!.release();
   });
 
+  it('claims sources whose names need quoting in an array literal', async () => {
+    const names = ['q"uote', 'back\\slash', 'with space', 'com,ma', '{brace}', 'NULL', 'ünï😀'];
+    await ensureLeaseRows(store, names);
+    const claimed = await claimDue(store, names, names.length, A);
+    expect(claimed.map((l) => l.source).sort()).toEqual([...names].sort());
+    for (const lease of claimed) await lease.release({ dueInMs: 60_000 });
+  });
+
   it('counts failed turns in a row and forgets them after a good one', async () => {
     await ensureLeaseRows(store, ['f']);
     let lease = (await claimDue(store, ['f'], 1, A))[0]!;
