@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import * as z from 'zod/mini';
 import { checkBaseUrl } from './api/base-url.js';
-import { type FeedSource, loadSourcesFile } from './config/sources-file.js';
+import { type FeedSource, loadSourcesFile, sourceNameProblem } from './config/sources-file.js';
 import { splitUrls, urlEscapeProblem, urlSecrets } from './connection-url.js';
 import { ConfigError } from './errors.js';
 import { parseEventTypes } from './feed/event-types.js';
@@ -49,7 +49,13 @@ export interface Config {
   readonly sourcesFile: string | null;
   /** SYNC_CONCURRENCY: sources a sync worker runs at once. Default 4. */
   readonly syncConcurrency: number;
-  /** HOSTNAME, else the system's host name: the Postgres application_name, shown as a lock's holder. */
+  /**
+   * SOURCE_LEASE_MS: how long a source's lease holds unless renewed (renewed at a third
+   * of it while a turn works). A worker that froze or was cut off loses its sources
+   * after this long. Default 30000.
+   */
+  readonly sourceLeaseMs: number;
+  /** HOSTNAME, else the system's host name: with the pid, who holds a lease (the pod's name in Kubernetes). */
   readonly hostName: string;
   readonly database: {
     /** DATABASE_URL. Default `postgres://postgres@127.0.0.1:5432/postgres`. */
@@ -165,6 +171,7 @@ const fields = {
   EVENTS_RETENTION_DAYS: z.optional(int(1, 36_500)),
   SYNC_INTERVAL_MS: z._default(int(1), 30_000),
   SYNC_CONCURRENCY: z._default(int(1, 256), 4),
+  SOURCE_LEASE_MS: z._default(int(1000, 3_600_000), 30_000),
   FEED_SOURCES_FILE: z.optional(z.string()),
   HOSTNAME: z.optional(z.string()),
   METRICS_PORT: z._default(int(0, 65_535), 9464),
@@ -225,12 +232,14 @@ export function loadConfig(
   // A forced cluster is known now; a detected one is checked when feedsync first connects.
   if (redis.cluster === true && hashTagOf(v.QUEUE_PREFIX) === null) throw missingHashTagError(v.QUEUE_PREFIX);
 
+  const sourceProblem = sourceNameProblem(v.FEED_SOURCE);
+  if (sourceProblem) throw new ConfigError(`FEED_SOURCE: ${sourceProblem}`);
   const types = parseTypes(v.FEED_TYPES);
   const baseUrl = v.FEED_BASE_URL?.replace(/\/+$/, '') ?? null;
   const apiKey = v.FEED_API_KEY ?? null;
   const sources =
     v.FEED_SOURCES_FILE === undefined
-      ? [{ source: v.FEED_SOURCE, baseUrl, apiKey, types }]
+      ? [{ source: v.FEED_SOURCE, baseUrl, apiKey, keyProblem: null, types }]
       : loadSourcesFile(
           v.FEED_SOURCES_FILE,
           { baseUrl, apiKey, types },
@@ -241,6 +250,7 @@ export function loadConfig(
     sources,
     sourcesFile: v.FEED_SOURCES_FILE ?? null,
     syncConcurrency: v.SYNC_CONCURRENCY,
+    sourceLeaseMs: v.SOURCE_LEASE_MS,
     hostName: (v.HOSTNAME ?? hostname()).slice(0, 63),
     feed: {
       baseUrl,
@@ -284,6 +294,21 @@ export function loadConfig(
   return deepFreeze(config);
 }
 
+/**
+ * The config with `source` as its only source (`sync --source`): a source of
+ * FEED_SOURCES_FILE, or without the file any name, read as FEED_SOURCE would be.
+ * A name not in the file is refused (exit 2).
+ */
+export function onlySource(config: Config, source: string): Config {
+  const own = configForSource(config, source);
+  const entry = config.sources.find((s) => s.source === source);
+  const { baseUrl, apiKey, types } = own.feed;
+  return deepFreeze({
+    ...own,
+    sources: [{ source, baseUrl, apiKey, keyProblem: entry?.keyProblem ?? null, types }],
+  });
+}
+
 /** The base URL and key, for the commands that talk to the service. */
 export function requireService(config: Config): { baseUrl: string; apiKey: string } {
   if (config.feed.baseUrl === null) throw new ConfigError('FEED_BASE_URL: required for this command');
@@ -298,6 +323,8 @@ export function requireService(config: Config): { baseUrl: string; apiKey: strin
  * without it, any name reads with FEED_BASE_URL / FEED_API_KEY / FEED_TYPES, as before.
  */
 export function configForSource(config: Config, source: string): Config {
+  const problem = sourceNameProblem(source);
+  if (problem) throw new ConfigError(`source ${JSON.stringify(source)}: ${problem}`);
   const entry = config.sources.find((s) => s.source === source);
   if (!entry && config.sourcesFile !== null) {
     const names = config.sources.map((s) => s.source).join(', ');
@@ -351,7 +378,8 @@ function unbracket(value: string): string {
 }
 
 function deepFreeze<T>(value: T): T {
-  if (value && typeof value === 'object') {
+  // What is frozen here was frozen whole: a turn's configForSource need not walk every source again.
+  if (value && typeof value === 'object' && !Object.isFrozen(value)) {
     for (const inner of Object.values(value)) deepFreeze(inner);
     Object.freeze(value);
   }

@@ -1,5 +1,6 @@
-import { type Config, configForSource } from '../config.js';
-import { exitCodeOf } from '../errors.js';
+import { type Config, configForSource, requireService } from '../config.js';
+import { hostOf } from '../connection-url.js';
+import { ConfigError, exitCodeOf } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { dbGauges } from '../metrics/db-gauges.js';
 import { createMetrics } from '../metrics/metrics.js';
@@ -9,15 +10,20 @@ import { createPublisher } from '../queue/publisher.js';
 import { startRelay } from '../queue/relay.js';
 import { jobOptionsFor } from '../queue/routes.js';
 import { createStore } from '../store/db.js';
+import { claimDue, ensureLeaseRows, type LeaseOptions, nextDueInMs, takeLease } from '../store/lease.js';
 import { pgOutbox } from '../store/outbox.js';
-import { type Outcome, rotate, runEachOnce, startIndex, watchSources } from '../sync/scheduler.js';
+import { type Outcome, runEachOnce, type Turn, watchSources } from '../sync/scheduler.js';
 import { shutdownSignal } from '../sync/signals.js';
-import { createSync, runFailed } from '../sync/sync.js';
+import { createSync, leaseHolder, runFailed, type SyncOptions } from '../sync/sync.js';
+import { describeFailure } from './failure.js';
+import { progressReporter } from './progress.js';
 
 /**
- * `feedsync sync` with FEED_SOURCES_FILE: one Postgres pool, one publisher and one
- * outbox relay shared by a one-source run per source, which the scheduler runs at most
- * SYNC_CONCURRENCY at a time. Returns the exit code.
+ * `feedsync sync`, for the one source of FEED_SOURCE and for a sources file alike (a
+ * list of one is a list): one Postgres pool, one publisher and one outbox relay shared
+ * by the turns, which the scheduler runs at most SYNC_CONCURRENCY at a time. A turn
+ * builds its own one-source Sync (and feed client) and closes it at its end, so memory
+ * and sockets follow SYNC_CONCURRENCY, not the number of sources. Returns the exit code.
  */
 export async function runSources(
   config: Config,
@@ -25,15 +31,17 @@ export async function runSources(
   opts: { watch: boolean; migrate: boolean },
 ): Promise<number> {
   const log = logger.child({ module: 'cli' });
-  const shutdown = shutdownSignal(logger);
   const names = config.sources.map((s) => s.source);
-  // Per source in flight: the connection that holds its lock, and one for its commit;
-  // then the relay's and one for the gauges and the schema check.
+  // Without a sources file the one source needs FEED_BASE_URL and a key: a usage error at start.
+  if (config.sourcesFile === null) requireService(config);
+  const shutdown = shutdownSignal(logger);
+  const progress = opts.watch ? null : progressReporter();
+  // Per turn in flight, one connection for its commits; then the relay's, and one for
+  // claims, renewals, gauges and the schema check. No connection holds a source.
   const store = createStore({
     ...config.database,
     logger,
-    max: 2 * config.syncConcurrency + 2,
-    applicationName: config.hostName,
+    max: config.syncConcurrency + 2,
   });
   const publisher = createPublisher({
     redis: config.redis,
@@ -53,11 +61,13 @@ export async function runSources(
   const beat = (): void => {
     lastBeat = Date.now();
   };
-  // Each replica starts at its own point of the list, so that replicas spread over the sources.
-  const order = rotate(names, startIndex(`${config.hostName}/${process.pid}`, names.length));
-  const syncs = order.map((source) => {
+  const lease: LeaseOptions = { holder: leaseHolder(config), leaseMs: config.sourceLeaseMs };
+  const keyProblems = new Map(
+    config.sources.flatMap((s) => (s.keyProblem ? [[s.source, s.keyProblem]] : [])),
+  );
+  const syncOptions = (source: string): SyncOptions => {
     const hooks = metrics.hooksFor(source);
-    return createSync(configForSource(config, source), {
+    return {
       logger: logger.child({ source }),
       store,
       publisher,
@@ -66,6 +76,7 @@ export async function runSources(
       hooks: {
         ...hooks,
         onCommit: (info) => {
+          progress?.onCommit(info);
           hooks.onCommit(info);
           beat();
         },
@@ -74,29 +85,74 @@ export async function runSources(
           beat();
         },
       },
-    });
-  });
-  const runners = syncs.map((sync, i) => ({ source: order[i]!, runOnce: sync.runOnce }));
+    };
+  };
+  const turn: Turn = async (held, signal) => {
+    const problem = keyProblems.get(held.source);
+    if (problem) {
+      throw new ConfigError(
+        `source "${held.source}": ${problem}; this source fails every turn until it is fixed`,
+        'KEY_FILE',
+      );
+    }
+    const sync = createSync(configForSource(config, held.source), syncOptions(held.source));
+    try {
+      return await sync.runHeld(held, signal);
+    } finally {
+      await sync.close();
+    }
+  };
+  const describe = (err: unknown): string => describeFailure(err, config);
   const observe = (outcome: Outcome): void => {
     if (outcome.ok) metrics.observeRun(outcome.source, outcome.result);
     else metrics.observeFailure(outcome.source);
   };
 
   try {
-    // Once, before any lane starts, so that two runs never migrate at the same time.
-    await syncs[0]!.checkSchema();
-    const lanes = { runners, concurrency: config.syncConcurrency, signal: shutdown.signal };
+    // Once, before any turn starts, so that two turns never migrate at the same time.
+    const first = createSync(configForSource(config, names[0]!), syncOptions(names[0]!));
+    await first.checkSchema().finally(() => first.close());
+    await ensureLeaseRows(store, names);
+    const scheduled = {
+      concurrency: config.syncConcurrency,
+      signal: shutdown.signal,
+      turn,
+      intervalMs: config.syncIntervalMs,
+      describe,
+    };
     if (!opts.watch) {
       const started = performance.now();
       const outcomes = await runEachOnce({
-        ...lanes,
+        ...scheduled,
+        sources: names,
+        take: (source) => takeLease(store, source, lease),
         onOutcome: (outcome) => {
           observe(outcome);
           logOutcome(log, outcome, 'info');
         },
       });
-      // One group for the whole set: every once run pushes every source it was given.
-      if (config.pushgatewayUrl) await pushMetrics(config.pushgatewayUrl, metrics.registry, {}, log);
+      progress?.done();
+      // Rows an earlier run left unpublished are this run's to hand over too, even when every
+      // source was leased elsewhere. A run stopped by SIGTERM leaves them to the next.
+      let handedOver = true;
+      if (!shutdown.signal.aborted) {
+        try {
+          relay.kick();
+          await relay.drain();
+        } catch (err) {
+          handedOver = false;
+          log.error(
+            { err },
+            'the outbox could not be drained; the events are stored and the next run drains it',
+          );
+        }
+      }
+      const only = config.sourcesFile === null ? outcomes[0] : undefined;
+      // A run that found its one source leased elsewhere did nothing worth reporting.
+      if (config.pushgatewayUrl && !(only?.ok && only.result.status === 'locked')) {
+        const group = config.sourcesFile === null ? { source: config.feed.source } : {};
+        await pushMetrics(config.pushgatewayUrl, metrics.registry, group, log);
+      }
       const reached = new Set(outcomes.map((o) => o.source));
       for (const source of names) {
         if (!reached.has(source))
@@ -104,10 +160,17 @@ export async function runSources(
       }
       const durationMs = Math.round(performance.now() - started);
       log.info(
-        { ...(await metrics.summary()), ...tally(outcomes, names.length), durationMs },
+        {
+          ...(await metrics.summary()),
+          ...tally(outcomes, names.length),
+          ...(only?.ok ? { status: only.result.status, cursor: only.result.cursor } : {}),
+          durationMs,
+        },
         'sync run finished',
       );
-      return exitCodeFor(outcomes);
+      tellOperator(config, outcomes, describe, handedOver);
+      const code = exitCodeFor(outcomes);
+      return code === 0 && !handedOver ? 1 : code;
     }
 
     const health = await startWorkerHealth({
@@ -120,22 +183,26 @@ export async function runSources(
     });
     log.info(
       {
+        host: config.metricsHost,
         port: health.port,
         intervalMs: config.syncIntervalMs,
+        leaseMs: config.sourceLeaseMs,
         sources: names.length,
-        firstSource: runners[0]?.source,
+        holder: lease.holder,
       },
       'watching the feeds',
     );
     try {
       await watchSources({
-        ...lanes,
-        intervalMs: config.syncIntervalMs,
+        ...scheduled,
+        claim: (limit) => claimDue(store, names, limit, lease),
+        nextDueInMs: (atMost) => nextDueInMs(store, names, atMost),
         logger,
         onBeat: beat,
         onOutcome: (outcome) => {
           observe(outcome);
           if (outcome.ok) logOutcome(log, outcome, outcome.result.stored > 0 ? 'info' : 'debug');
+          else logOutcome(log, outcome, 'info');
         },
       });
     } finally {
@@ -143,7 +210,7 @@ export async function runSources(
     }
     return 0;
   } finally {
-    await Promise.all(syncs.map((s) => s.close()));
+    progress?.done();
     await relay.stop();
     await publisher.close();
     await store.close();
@@ -156,11 +223,35 @@ function failed(outcome: Outcome): boolean {
   return !outcome.ok || runFailed(outcome.result);
 }
 
-/** 0 when every source tried caught up or was locked elsewhere; 3 when only keys were rejected; else 1. */
+/**
+ * 0 when every source tried caught up or was leased elsewhere; 3 when only keys were
+ * rejected; 2 when every failure was one of configuration (a FEED_TYPES that differs
+ * from the cursor's, a key file missing); else 1.
+ */
 export function exitCodeFor(outcomes: readonly Outcome[]): number {
-  const failures = outcomes.filter(failed);
-  if (failures.length === 0) return 0;
-  return failures.every((o) => !o.ok && exitCodeOf(o.error) === 3) ? 3 : 1;
+  const codes = outcomes.filter(failed).map((o) => (o.ok ? 1 : exitCodeOf(o.error)));
+  if (codes.length === 0) return 0;
+  const [code] = codes;
+  return (code === 2 || code === 3) && codes.every((c) => c === code) ? code : 1;
+}
+
+/** On stderr, one line per failed source, and whether Redis kept the outbox back. */
+function tellOperator(
+  config: Config,
+  outcomes: readonly Outcome[],
+  describe: (err: unknown) => string,
+  handedOver: boolean,
+): void {
+  const prefix = (source: string): string => (config.sourcesFile === null ? '' : `source ${source}: `);
+  for (const o of outcomes) {
+    if (!o.ok) process.stderr.write(`feedsync: ${prefix(o.source)}${describe(o.error)}\n`);
+  }
+  if (!handedOver || outcomes.some((o) => o.ok && !o.result.drained && o.result.status !== 'stopped')) {
+    process.stderr.write(
+      `feedsync: the events are stored, but Redis (REDIS_URL, ${hostOf(config.redis.url)}) did not take their jobs; ` +
+        'check that Redis runs: the next run hands them over\n',
+    );
+  }
 }
 
 function tally(outcomes: readonly Outcome[], total: number): Record<string, number> {
@@ -169,6 +260,7 @@ function tally(outcomes: readonly Outcome[], total: number): Record<string, numb
     sources: total,
     caught_up: count((o) => o.ok && o.result.status === 'caught-up' && o.result.drained),
     locked_elsewhere: count((o) => o.ok && o.result.status === 'locked'),
+    lease_lost: count((o) => o.ok && o.result.status === 'lease-lost'),
     failed: count(failed),
     not_started: total - outcomes.length,
   };
@@ -193,7 +285,8 @@ function logOutcome(log: Logger, outcome: Outcome, level: 'info' | 'debug'): voi
     cursor: r.cursor,
     durationMs: Math.round(r.durationMs),
   };
-  if (!r.drained && r.status !== 'stopped')
+  if (r.status === 'locked') log.info(line, 'another worker holds the lease of this source; skipped');
+  else if (!r.drained && r.status !== 'stopped')
     log.warn(line, 'source stored its events; the outbox was not drained');
   else log[level](line, 'source finished');
 }

@@ -1,6 +1,5 @@
 import type { Config } from '../config.js';
 import type { Publisher } from '../queue/publisher.js';
-import { advisoryKey } from '../store/advisory-key.js';
 import { quoteSchema, type Store } from '../store/db.js';
 
 export interface SourceStatus {
@@ -12,8 +11,12 @@ export interface SourceStatus {
   newestEventAt: string | null;
   /** Seconds from the newest stored event's created_at to now; null while nothing is stored. */
   lagSeconds: number | null;
-  /** The application_name (a worker's host name) of the session holding the source's lock now; null when none does. */
-  lockHolder: string | null;
+  /** The worker holding the source's lease now (host name/pid), its fencing token and when it runs out; null when free. */
+  lease: { holder: string; token: string; expiresAt: string } | null;
+  /** Turns of the source in a row that failed (its lease row's count); 0 after a good one. */
+  failuresInRow: number;
+  /** Why its last turn failed, while it keeps failing (a key file missing, a rejected key…); null otherwise. */
+  lastError: string | null;
   outboxBacklog: number;
   quarantined: number;
   /** Event ids served again with other content (the first version kept). */
@@ -32,6 +35,8 @@ export async function statusReport(
   config: Config,
   store: Store,
   publisher: Publisher,
+  /** `only`: that source alone (`status --source`). */
+  opts: { only?: string } = {},
 ): Promise<StatusReport> {
   const s = quoteSchema(store.schema);
   const { rows } = await store.pool.query<{
@@ -44,6 +49,12 @@ export async function statusReport(
     backlog: string;
     quarantined: string;
     conflicts: string;
+    holder: string | null;
+    token: string | null;
+    expires_at: Date | null;
+    live: boolean | null;
+    failures: number | null;
+    last_error: string | null;
   }>(
     `WITH sources AS (
        SELECT unnest($1::text[]) AS source UNION SELECT source FROM ${s}.cursors
@@ -51,15 +62,18 @@ export async function statusReport(
        UNION SELECT DISTINCT source FROM ${s}.quarantine UNION SELECT DISTINCT source FROM ${s}.conflicts
      )
      SELECT src.source, c.after_id, c.types, c.last_success_at,
+       l.holder, l.token::text AS token, l.expires_at, l.expires_at > now() AS live, l.failures, l.last_error,
        (SELECT count(*) FROM ${s}.events e WHERE e.source = src.source) AS events,
        (SELECT max(created_at) FROM ${s}.events e WHERE e.source = src.source) AS newest,
        (SELECT count(*) FROM ${s}.outbox o WHERE o.source = src.source AND o.published_at IS NULL) AS backlog,
        (SELECT count(*) FROM ${s}.quarantine q WHERE q.source = src.source) AS quarantined,
        (SELECT count(*) FROM ${s}.conflicts k WHERE k.source = src.source) AS conflicts
-     FROM sources src LEFT JOIN ${s}.cursors c ON c.source = src.source ORDER BY src.source`,
-    [config.sources.map((c) => c.source)],
+     FROM sources src LEFT JOIN ${s}.cursors c ON c.source = src.source
+       LEFT JOIN ${s}.leases l ON l.source = src.source
+     WHERE $2::text IS NULL OR src.source = $2::text
+     ORDER BY src.source`,
+    [config.sources.map((c) => c.source), opts.only ?? null],
   );
-  const holders = await lockHolders(store);
   const queues: StatusReport['queues'] = {};
   for (const name of [config.queues.emailEvents, config.queues.contactEvents]) {
     queues[name] = await publisher.counts(name).catch(() => null);
@@ -74,29 +88,19 @@ export async function statusReport(
       eventsStored: Number(r.events),
       newestEventAt: r.newest?.toISOString() ?? null,
       lagSeconds: r.newest ? Math.max(0, Math.round((Date.now() - r.newest.getTime()) / 1000)) : null,
-      lockHolder: holders.get(advisoryKey('feedsync.source', store.schema, r.source).join(':')) ?? null,
+      // A lease that ran out (by Postgres's clock) is nobody's, whatever the row still names.
+      lease:
+        r.live && r.holder !== null && r.token !== null && r.expires_at !== null
+          ? { holder: r.holder, token: r.token, expiresAt: r.expires_at.toISOString() }
+          : null,
+      failuresInRow: r.failures ?? 0,
+      lastError: r.last_error,
       outboxBacklog: Number(r.backlog),
       quarantined: Number(r.quarantined),
       conflicts: Number(r.conflicts),
     })),
     queues,
   };
-}
-
-/**
- * The advisory locks of this database held now, keyed `k1:k2` like advisoryKey's
- * halves, with the application_name of the holding session (a worker sets it to its
- * host name). pg_locks shows the int4 halves as unsigned oids.
- */
-async function lockHolders(store: Store): Promise<Map<string, string>> {
-  const { rows } = await store.pool.query<{ k1: number; k2: number; holder: string }>(
-    `SELECT l.classid::bigint AS k1, l.objid::bigint AS k2, a.application_name AS holder
-       FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
-      WHERE l.locktype = 'advisory' AND l.objsubid = 2 AND l.granted
-        AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())`,
-  );
-  const signed = (n: number | string): number => Number(n) | 0;
-  return new Map(rows.map((r) => [`${signed(r.k1)}:${signed(r.k2)}`, r.holder || '(unnamed session)']));
 }
 
 /** The report as aligned text for a person. */
@@ -110,7 +114,10 @@ export function formatStatus(report: StatusReport): string {
       `  types           ${s.types?.join(',') ?? 'all'}`,
       `  last success    ${s.lastSuccessAt ?? 'never'}`,
       `  events stored   ${s.eventsStored}${s.newestEventAt ? ` (newest ${s.newestEventAt}, lag ${s.lagSeconds} s)` : ''}`,
-      `  lock held by    ${s.lockHolder ?? 'nobody (no run in flight)'}`,
+      `  lease           ${s.lease ? `${s.lease.holder}, token ${s.lease.token}, until ${s.lease.expiresAt}` : 'free (no turn in flight)'}`,
+      ...(s.failuresInRow > 0
+        ? [`  failing         ${s.failuresInRow} turns in a row: ${s.lastError ?? 'unknown error'}`]
+        : []),
       `  outbox backlog  ${s.outboxBacklog}`,
       `  quarantined     ${s.quarantined}`,
       `  conflicts       ${s.conflicts}`,

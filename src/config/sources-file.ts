@@ -7,8 +7,16 @@ export interface FeedSource {
   readonly source: string;
   /** Ends in `/api`; null only for the one source of FEED_* when FEED_BASE_URL is unset. */
   readonly baseUrl: string | null;
-  /** Null only for the one source of FEED_* when FEED_API_KEY is unset. Never written anywhere. */
+  /**
+   * Null for the one source of FEED_* when FEED_API_KEY is unset, and for an entry whose
+   * key file could not be read (see keyProblem). Never written anywhere.
+   */
   readonly apiKey: string | null;
+  /**
+   * Why this entry has no key: its api_key_file is missing, unreadable or empty. That
+   * is this source's problem alone: it fails every turn, and the others run.
+   */
+  readonly keyProblem: string | null;
   /** Full type names, sorted; null means every type. */
   readonly types: readonly string[] | null;
 }
@@ -29,7 +37,7 @@ export interface SourcesFileDeps {
 }
 
 const FIELDS = new Set(['source', 'base_url', 'api_key_file', 'api_key_env', 'types']);
-const SOURCE_NAME = /^[^\s]{1,200}$/;
+const SOURCE_NAME = /^\S{1,200}$/;
 const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 
 /**
@@ -64,8 +72,11 @@ export function loadSourcesFile(path: string, defaults: SourceDefaults, deps: So
     if (!isObject(entry)) return at(null, 'entry', 'must be an object');
     const name = entry.source;
     if (name === undefined) return at(null, 'source', 'is required');
-    if (typeof name !== 'string' || !SOURCE_NAME.test(name))
-      return at(null, 'source', 'must be 1 to 200 characters without spaces');
+    if (typeof name !== 'string') return at(null, 'source', 'must be a string');
+    const problem = sourceNameProblem(name);
+    if (problem) return at(null, 'source', problem);
+    // A file's names have no spaces either: one per entry, easy to pass as --source.
+    if (!SOURCE_NAME.test(name)) return at(null, 'source', 'must be 1 to 200 characters without spaces');
     const unknown = Object.keys(entry).find((k) => !FIELDS.has(k));
     if (unknown !== undefined) at(name, unknown, 'unknown field');
     const first = seen.get(name);
@@ -73,7 +84,7 @@ export function loadSourcesFile(path: string, defaults: SourceDefaults, deps: So
     seen.set(name, i);
 
     const baseUrl = readBaseUrl(entry.base_url, defaults.baseUrl, (f, w) => at(name, f, w));
-    const apiKey = readKey(entry, defaults.apiKey, deps, (f, w) => at(name, f, w));
+    const { apiKey, keyProblem } = readKey(entry, defaults.apiKey, deps, (f, w) => at(name, f, w));
     let types = defaults.types;
     if (entry.types !== undefined) {
       const list = entry.types;
@@ -86,7 +97,7 @@ export function loadSourcesFile(path: string, defaults: SourceDefaults, deps: So
       }
       if (types === null) at(name, 'types', 'must be a non-empty list of type names');
     }
-    return { source: name, baseUrl, apiKey, types };
+    return { source: name, baseUrl, apiKey, keyProblem, types };
   });
 }
 
@@ -103,12 +114,30 @@ function readBaseUrl(value: unknown, fallback: string | null, fail: Fail): strin
   return value.replace(/\/+$/, '');
 }
 
+/**
+ * Why `name` cannot be a source (the cursor key, a metric label, part of a job id), or
+ * null: 1 to 200 characters, no control character (NUL among them: Postgres text cannot
+ * hold it), no lone UTF-16 surrogate (Postgres and a UTF-8 label cannot hold one, and
+ * two names that differ only there would be stored as one).
+ */
+export function sourceNameProblem(name: string): string | null {
+  if (/\p{Cs}/u.test(name)) return 'must not hold a lone UTF-16 surrogate';
+  if (/\p{Cc}/u.test(name)) return 'must not hold a control character';
+  if (name.length === 0 || name.length > 200) return 'must be 1 to 200 characters';
+  return null;
+}
+
+/**
+ * The entry's key. A key file that cannot be read or is empty is the source's problem
+ * alone (a secret not mounted yet, a typo in one entry): it comes back as keyProblem,
+ * and the source fails each turn; every other mistake stops the program.
+ */
 function readKey(
   entry: Record<string, unknown>,
   fallback: string | null,
   deps: SourcesFileDeps,
   fail: Fail,
-): string {
+): { apiKey: string | null; keyProblem: string | null } {
   const { api_key_file: file, api_key_env: envName } = entry;
   if (file !== undefined && envName !== undefined)
     return fail('api_key_file', 'set either api_key_file or api_key_env, not both');
@@ -118,9 +147,11 @@ function readKey(
     try {
       key = deps.readFile(file).trim();
     } catch (err) {
-      return fail('api_key_file', `cannot be read (${(err as NodeJS.ErrnoException).code ?? 'error'})`);
+      const code = (err as NodeJS.ErrnoException).code ?? 'error';
+      // Not the path: a key pasted there by mistake would reach status and the logs.
+      return { apiKey: null, keyProblem: `api_key_file cannot be read (${code})` };
     }
-    if (key === '') return fail('api_key_file', 'the file is empty');
+    if (key === '') return { apiKey: null, keyProblem: 'api_key_file: the file is empty' };
   } else if (envName !== undefined) {
     if (typeof envName !== 'string' || !ENV_NAME.test(envName))
       return fail('api_key_env', 'must be the name of an environment variable');
@@ -131,7 +162,7 @@ function readKey(
       return fail('api_key_file', 'no key: set api_key_file or api_key_env, or FEED_API_KEY');
     key = fallback;
   }
-  return key;
+  return { apiKey: key, keyProblem: null };
 }
 
 function isObject(value: unknown): value is Record<string, unknown> {

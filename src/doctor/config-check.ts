@@ -31,6 +31,7 @@ const SETTINGS: readonly Setting[] = [
   ['JOB_BACKOFF_MS', (c) => c.queues.jobBackoffMs],
   ['EVENTS_RETENTION_DAYS', (c) => c.eventsRetentionDays],
   ['SYNC_INTERVAL_MS', (c) => c.syncIntervalMs],
+  ['SOURCE_LEASE_MS', (c) => c.sourceLeaseMs],
   ['METRICS_PORT', (c) => c.metricsPort],
   ['PUSHGATEWAY_URL', (c) => c.pushgatewayUrl, 'url'],
   ['LOG_LEVEL', (c) => c.logLevel],

@@ -21,12 +21,12 @@ export async function postgresChecks(
 ): Promise<Check[]> {
   const where = redactUrl(config.database.url);
   const reached = await reach(config.database.url, timeoutMs);
-  if (reached !== null) {
+  if ('error' in reached) {
     return [
       check(
         'postgres',
         'fail',
-        `cannot reach Postgres at ${where}: ${reached}`,
+        `cannot reach Postgres at ${where}: ${reached.error}`,
         'check DATABASE_URL (host, port, database, user, password) and that the server runs and accepts this client',
       ),
       ...['schema', 'cursor', 'outbox', 'quarantine'].map((name) =>
@@ -34,7 +34,7 @@ export async function postgresChecks(
       ),
     ];
   }
-  const checks = [check('postgres', 'ok', `reachable at ${where}`)];
+  const checks = [check('postgres', 'ok', `reachable at ${where}${reached.route}`)];
   const store = createStore({ ...config.database, logger, max: 1, applicationName: 'feedsync-doctor' });
   try {
     const schema = await schemaCheck(store);
@@ -56,8 +56,14 @@ export async function postgresChecks(
   }
 }
 
-/** Null when Postgres answers a query within the timeout, else why not. */
-async function reach(url: string, timeoutMs: number): Promise<string | null> {
+/**
+ * Whether Postgres answers a query within the timeout, and how: directly, or through
+ * a pooler or proxy. The signal is the port: the server's own (inet_server_port())
+ * differs from the one in DATABASE_URL when something listens in between, as PgBouncer
+ * (6432) and the pooled endpoints of managed Postgres do. Over a Unix socket there is
+ * no port to compare, and a proxy that keeps the port looks direct.
+ */
+async function reach(url: string, timeoutMs: number): Promise<{ error: string } | { route: string }> {
   const client = new pg.Client({
     connectionString: url,
     connectionTimeoutMillis: timeoutMs,
@@ -68,11 +74,18 @@ async function reach(url: string, timeoutMs: number): Promise<string | null> {
   client.on('error', () => {});
   try {
     await client.connect();
-    await client.query('SELECT 1');
-    return null;
+    const { rows } = await client.query<{ port: number | null }>('SELECT inet_server_port() AS port');
+    const server = rows[0]?.port ?? null;
+    const configured = URL.canParse(url) ? Number(new URL(url).port || 5432) : server;
+    if (server === null || server === configured) return { route: server === null ? '' : ', directly' };
+    return {
+      route:
+        ` through a pooler or proxy (port ${configured} here, the server's own ${server}): supported, ` +
+        'feedsync keeps no state in a Postgres session (PgBouncer in transaction mode included)',
+    };
   } catch (err) {
     const e = err as { code?: string; message?: string };
-    return e.message || e.code || 'unknown error';
+    return { error: e.message || e.code || 'unknown error' };
   } finally {
     await client.end().catch(() => {});
   }

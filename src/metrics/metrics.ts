@@ -110,6 +110,12 @@ export function createMetrics(gauges: GaugeSource, sources: readonly string[]): 
     labelNames: ['source'],
     registers: [registry],
   });
+  const leaseLost = new Counter({
+    name: 'feedsync_lease_lost_total',
+    help: 'Turns of the source stopped because this process lost its lease (frozen or cut off past SOURCE_LEASE_MS); nothing more of them was committed.',
+    labelNames: ['source'],
+    registers: [registry],
+  });
   const failed = (source: string): void => {
     runFailures.inc({ source });
     consecutiveFailures.inc({ source });
@@ -126,7 +132,7 @@ export function createMetrics(gauges: GaugeSource, sources: readonly string[]): 
   });
   const held = new Gauge({
     name: 'feedsync_source_held',
-    help: "1 while this process holds the source's lock (a run of it is in flight here).",
+    help: "1 while this process holds the source's lease (a turn of it is in flight here).",
     labelNames: ['source'],
     registers: [registry],
   });
@@ -136,7 +142,7 @@ export function createMetrics(gauges: GaugeSource, sources: readonly string[]): 
     held.set({ source }, 0);
     consecutiveFailures.set({ source }, 0);
     runDuration.zero({ source });
-    for (const counter of [duplicates, quarantined, conflicts, pages, retries, runFailures]) {
+    for (const counter of [duplicates, quarantined, conflicts, pages, retries, runFailures, leaseLost]) {
       counter.inc({ source }, 0);
     }
   }
@@ -161,7 +167,7 @@ export function createMetrics(gauges: GaugeSource, sources: readonly string[]): 
     onRetry: () => retries.inc({ source }),
     onPublished,
     onPublishDelay,
-    onLockChange: (isHeld) => held.set({ source }, isHeld ? 1 : 0),
+    onLeaseChange: (isHeld) => held.set({ source }, isHeld ? 1 : 0),
   });
 
   return {
@@ -171,9 +177,10 @@ export function createMetrics(gauges: GaugeSource, sources: readonly string[]): 
     onPublishDelay,
     observeRun(source, result) {
       runDuration.observe({ source }, result.durationMs / 1000);
+      if (result.status === 'lease-lost') leaseLost.inc({ source });
       if (runFailed(result)) failed(source);
-      // A run stopped by SIGTERM or one that found the lock taken says nothing about the feed.
-      else if (result.status !== 'stopped' && result.status !== 'locked')
+      // A run stopped by SIGTERM, or one that found or lost the lease to another worker, says nothing about the feed.
+      else if (result.status !== 'stopped' && result.status !== 'locked' && result.status !== 'lease-lost')
         consecutiveFailures.set({ source }, 0);
     },
     observeFailure: failed,

@@ -3,7 +3,7 @@ import type { Config } from '../config.js';
 import type { Logger } from '../logger.js';
 import type { Publisher } from '../queue/publisher.js';
 import type { Store } from '../store/db.js';
-import { maxBackoffMs } from '../sync/watch.js';
+import { maxBackoffMs } from '../sync/scheduler.js';
 import { startHealthServer } from './server.js';
 
 /**

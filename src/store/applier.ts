@@ -1,4 +1,3 @@
-import { createHash } from 'node:crypto';
 import type { ServiceEvent } from '../api/types.js';
 import { applyStatement } from './apply-statement.js';
 import { quoteSchema, type Store } from './db.js';
@@ -20,11 +19,16 @@ export interface ApplyBatch {
   quarantine: readonly { raw: string; reason: string }[];
   /** Compare-and-set of the cursor (feed only): `prev` must still be stored for `next` to land. */
   cursor?: { prev: string | null; next: string };
+  /** The writer's fencing token (src/store/lease.ts): the batch commits only while the lease has it. */
+  leaseToken?: string;
 }
 
 export interface ApplyResult {
-  /** 'cursor-conflict': another worker moved the cursor first; nothing of the batch was kept. */
-  status: 'applied' | 'cursor-conflict';
+  /**
+   * 'cursor-conflict': another worker moved the cursor first; 'lease-lost': the lease
+   * has another holder's token now. Either way nothing of the batch was kept.
+   */
+  status: 'applied' | 'cursor-conflict' | 'lease-lost';
   /** The events stored by this batch, in feed order. */
   inserted: ServiceEvent[];
   /** Events already stored, or repeated within the batch. */
@@ -60,11 +64,11 @@ export interface Applier {
 
 export interface ApplierOptions {
   /**
-   * Run the statement as a named prepared statement, planned once per connection
-   * (about a third of the time of a page). Default true. Turn it off behind a
-   * transaction pooler that does not keep prepared statements across transactions.
+   * Bounds the slow path's transaction (the only one that holds a source's rows across
+   * round trips) below the lease, so that a writer frozen inside it cannot hold the
+   * rows past its lease: SOURCE_LEASE_MS. Default 30000.
    */
-  prepare?: boolean;
+  leaseMs?: number;
 }
 
 /**
@@ -80,12 +84,10 @@ export function createApplier(
   route: (type: string) => EventRoute | null,
   opts: ApplierOptions = {},
 ): Applier {
+  // Sent unnamed: a named prepared statement lives in one server session, which a
+  // transaction pooler does not keep (docs/SCALING.md, Through a transaction pooler).
   const text = applyStatement(quoteSchema(store.schema));
-  // Named after its text: one name per schema and version of the statement, short of the 63-byte limit.
-  const name =
-    opts.prepare === false
-      ? undefined
-      : `feedsync_apply_${createHash('sha256').update(text).digest('hex').slice(0, 16)}`;
+  const begin = boundedBegin(opts.leaseMs ?? 30_000);
 
   return {
     async apply(batch) {
@@ -141,24 +143,24 @@ export function createApplier(
           p.raws,
           p.reasons,
           eventsJson(p.repeats),
+          batch.leaseToken ?? null,
         ];
-        const { rows } = await db.query<ApplyRow>(
-          name === undefined ? { text, values } : { name, text, values },
-        );
+        const { rows } = await db.query<ApplyRow>(text, values);
         return rows[0]!;
       };
-      let row: ApplyRow | null;
+      let row: ApplyRow;
       try {
         row = await run(store.pool, part);
       } catch (err) {
         if (!isUnstorable(err)) throw err;
-        const isolated = await applyIsolated(store.pool, run, part);
+        const isolated = await applyIsolated(store.pool, run, part, begin);
         row = isolated.row;
         const refused = new Set(isolated.refused.map((r) => r.event));
         unique = unique.filter((e) => !refused.has(e));
         for (const r of isolated.refused) unstorable.push({ id: r.event.id, reason: r.reason });
       }
-      if (!row?.ok) return { ...nothingApplied(), status: 'cursor-conflict' };
+      if (!row.held) return { ...nothingApplied(), status: 'lease-lost' };
+      if (!row.ok) return { ...nothingApplied(), status: 'cursor-conflict' };
       const before = new Set(row.stored_before);
       const inserted = before.size === 0 ? unique : unique.filter((e) => !before.has(e.id));
       return {
@@ -197,6 +199,16 @@ export function createApplier(
     }
     return routes;
   }
+}
+
+/**
+ * The slow path's BEGIN: a statement and an idle pause inside it each end well before
+ * the lease would (a third of it), so a writer frozen or cut off mid-transaction
+ * releases the source's rows in time for the next holder.
+ */
+function boundedBegin(leaseMs: number): string {
+  const ms = Math.max(1000, Math.floor(leaseMs / 3));
+  return `BEGIN; SET LOCAL statement_timeout = ${ms}; SET LOCAL idle_in_transaction_session_timeout = ${ms}`;
 }
 
 /** What a batch that stored nothing reports (a fresh object: callers may keep it). */

@@ -2,8 +2,11 @@
  * The page applier's single statement: a chain of data-modifying CTEs that stores a
  * whole batch in one round trip (one statement is one transaction).
  *
- *   cur   compare-and-set of the cursor (feed batches only); locks the cursor row
- *   go    true when there is no cursor to move, or the compare-and-set hit its row
+ *   lease the writer's lease row, when it names a fencing token: FOR SHARE, so that a
+ *         worker taking the source over (lease.ts) skips it until this commit ends
+ *   held  true when no token is named, or the lease still has the writer's token
+ *   cur   compare-and-set of the cursor (feed batches only), gated on held; locks the cursor row
+ *   go    held, and no cursor to move or the compare-and-set hit its row
  *   ins   events, ON CONFLICT DO NOTHING, gated on go; RETURNING the new ones
  *   mail  the new email.* events that carry a string email_id
  *   fold  one row per email, so that one upsert per email suffices (no joins: a
@@ -14,8 +17,8 @@
  *   seen  the batch's events (and repeats within it) whose id was stored before
  *   conf  conflicts: a stored id that came back with other content, once per version
  *
- * Every write depends on go, so a lost compare-and-set writes nothing at all: the
- * same outcome as a rollback, without a second round trip.
+ * Every write depends on go, so a lost lease or a lost compare-and-set writes nothing
+ * at all: the same outcome as a rollback, without a second round trip.
  *
  * Parameters: $1 source, $2 received_via, $3 the batch's unique events as one JSON
  * array of {id, type, created_at, data} (one JSON.stringify in the worker, one jsonb
@@ -23,7 +26,9 @@
  * to [queue, job name] (types without a queue are absent), $5 whether a cursor
  * moves, $6 its expected after_id, $7 the new one, $8 quarantined raw texts, $9
  * their reasons, $10 the repeats of an id within the batch, like $3 (usually
- * none). Besides the counts it returns the ids of the batch that were already
+ * none), $11 the writer's fencing token (NULL: no lease to check, as for a
+ * webhook delivery or reconcile, which never move a cursor). Besides whether the
+ * lease held and the counts it returns the ids of the batch that were already
  * stored (usually none), not the thousands that were not, and the outbox rows it
  * added (seq and event id, in seq order) for the relay to publish from memory.
  *
@@ -31,6 +36,18 @@
  * jsonb), so key order or an offset written differently is no conflict.
  */
 export function applyStatement(quotedSchema: string): string {
+  // Made once per schema: a worker builds an applier for every turn of every source.
+  let text = statements.get(quotedSchema);
+  if (text === undefined) {
+    text = buildStatement(quotedSchema);
+    statements.set(quotedSchema, text);
+  }
+  return text;
+}
+
+const statements = new Map<string, string>();
+
+function buildStatement(quotedSchema: string): string {
   const s = quotedSchema;
   const rank = (status: string) =>
     `(CASE ${status} WHEN 'sent' THEN 1 WHEN 'delivered' THEN 2 WHEN 'bounced' THEN 3 ` +
@@ -61,12 +78,17 @@ WITH input AS (
     $4::jsonb -> t.type ->> 0 AS queue, $4::jsonb -> t.type ->> 1 AS job_name, t.ord
   FROM ROWS FROM (jsonb_to_recordset($3::jsonb) AS (id text, type text, created_at text, data jsonb))
     WITH ORDINALITY AS t(id, type, created_at, data, ord)
+), lease AS (
+  SELECT FROM ${s}.leases WHERE $11::bigint IS NOT NULL AND source = $1::text AND token = $11::bigint
+  FOR SHARE
+), held AS (
+  SELECT $11::bigint IS NULL OR EXISTS (SELECT FROM lease) AS ok
 ), cur AS (
   UPDATE ${s}.cursors SET after_id = $7::text, updated_at = now()
-  WHERE $5::boolean AND source = $1::text AND after_id IS NOT DISTINCT FROM $6::text
+  WHERE $5::boolean AND (SELECT ok FROM held) AND source = $1::text AND after_id IS NOT DISTINCT FROM $6::text
   RETURNING 1
 ), go AS (
-  SELECT NOT $5::boolean OR EXISTS (SELECT FROM cur) AS ok
+  SELECT (SELECT ok FROM held) AND (NOT $5::boolean OR EXISTS (SELECT FROM cur)) AS ok
 ), ins AS (
   INSERT INTO ${s}.events AS ev (source, id, type, created_at, data, received_via)
   SELECT $1::text, id, type, created_at::timestamptz, data, $2::text FROM input
@@ -155,7 +177,7 @@ WITH input AS (
   ON CONFLICT (source, event_id, second_sha256) DO NOTHING
   RETURNING 1
 )
-SELECT (SELECT ok FROM go) AS ok,
+SELECT (SELECT ok FROM go) AS ok, (SELECT ok FROM held) AS held,
   ARRAY(SELECT id FROM seen WHERE first) AS stored_before,
   (SELECT count(*) FROM q)::int AS quarantined,
   (SELECT count(*) FROM conf)::int AS conflicts,

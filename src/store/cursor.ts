@@ -63,19 +63,28 @@ export async function ensureCursor(
 /**
  * Moves the cursor (`cursor set`, `cursor reset` with null), creating it if needed.
  * `types` replaces the stored filter when given, and is left alone when omitted.
+ * With `leaseToken` the move lands only while the source's lease has that token
+ * (checked in the same statement); returns whether it landed.
  */
 export async function setCursor(
   store: Store,
   source: string,
   afterId: string | null,
   types?: readonly string[] | null,
-): Promise<void> {
-  await store.pool.query(
-    `INSERT INTO ${cursors(store)} (source, after_id, types) VALUES ($1, $2, $3)
+  leaseToken?: string,
+): Promise<boolean> {
+  const { rowCount } = await store.pool.query(
+    `WITH lease AS (
+       SELECT FROM ${quoteSchema(store.schema)}.leases
+       WHERE $4::bigint IS NOT NULL AND source = $1 AND token = $4::bigint FOR SHARE
+     )
+     INSERT INTO ${cursors(store)} (source, after_id, types)
+     SELECT $1::text, $2::text, $3::text[] WHERE $4::bigint IS NULL OR EXISTS (SELECT FROM lease)
      ON CONFLICT (source) DO UPDATE SET after_id = excluded.after_id, updated_at = now()
        ${types === undefined ? '' : ', types = excluded.types'}`,
-    [source, afterId, types ?? null],
+    [source, afterId, types ?? null, leaseToken ?? null],
   );
+  return rowCount === 1;
 }
 
 /** Records that a run of `source` caught up now. */

@@ -21,5 +21,5 @@ export {
   type Store,
   type StoreOptions,
 } from './db.js';
-export { type SourceLock, tryAcquireSourceLock } from './lock.js';
+export { claimDue, ensureLeaseRows, type LeaseOptions, type SourceLease, takeLease } from './lease.js';
 export { migrate, type SchemaState, schemaState } from './migrate.js';

@@ -13,6 +13,8 @@ export interface Part {
 /** The statement's answer (see apply-statement.ts). */
 export interface ApplyRow {
   ok: boolean;
+  /** False when the writer's lease has another token now (another worker took the source). */
+  held: boolean;
   /** Ids of the part that were stored before it. */
   stored_before: string[];
   quarantined: number;
@@ -47,8 +49,8 @@ export function refusal(err: unknown): string {
 }
 
 export interface Isolated {
-  /** Null when another worker moved the cursor first: nothing was kept. */
-  row: ApplyRow | null;
+  /** The statement's answer; when not ok (lease or cursor lost), nothing was kept. */
+  row: ApplyRow;
   /** Events Postgres refused, with the reason each was quarantined. */
   refused: { event: ServiceEvent; reason: string }[];
 }
@@ -61,15 +63,20 @@ export interface Isolated {
  * order is kept (left halves first). At most 2n - 1 statements for n events, so
  * it always ends; any other error rolls everything back and is thrown.
  */
-export async function applyIsolated(pool: pg.Pool, run: RunPart, part: Part): Promise<Isolated> {
+export async function applyIsolated(
+  pool: pg.Pool,
+  run: RunPart,
+  part: Part,
+  begin = 'BEGIN',
+): Promise<Isolated> {
   const client = await pool.connect();
   let broken: Error | undefined;
   try {
-    await client.query('BEGIN');
+    await client.query(begin);
     const head = await run(client, { ...part, events: [], repeats: [] });
     if (!head.ok) {
       await client.query('ROLLBACK');
-      return { row: null, refused: [] };
+      return { row: head, refused: [] };
     }
     const total: ApplyRow = { ...head, stored_before: [], outbox_seqs: [], outbox_ids: [] };
     const refused: Isolated['refused'] = [];

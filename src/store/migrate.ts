@@ -18,10 +18,12 @@ export interface SchemaState {
 
 /**
  * Creates or updates the schema to the latest migration and returns the names it
- * applied (empty when already current). Safe when several processes run it at
- * once: the whole run, schema creation included, holds a session advisory lock
- * of this schema on one dedicated connection, so the others wait and then find
- * nothing to do. A failed migration rolls back the batch and throws.
+ * applied (empty when already current). One transaction does it all, schema creation
+ * included, under a transaction-level advisory lock of this schema: several processes
+ * at once wait for each other and then find nothing to do. Nothing outlives the
+ * transaction (kysely's own migration lock is a session lock, which a transaction
+ * pooler leaves behind on a pooled server connection), so it works through PgBouncer
+ * in transaction mode. A failed migration rolls everything back and throws.
  */
 export async function migrate(store: Store, opts: { folder?: URL } = {}): Promise<{ applied: string[] }> {
   const quotedSchema = quoteSchema(store.schema);
@@ -34,19 +36,35 @@ export async function migrate(store: Store, opts: { folder?: URL } = {}): Promis
   client.on('error', onError);
   try {
     const [k1, k2] = advisoryKey('feedsync.migrate', store.schema);
-    await client.query('SELECT pg_advisory_lock($1, $2)', [k1, k2]);
     // kysely's migrator is loaded here only: a run's own statements are plain SQL, and its
     // modules are a third of a run's start-up.
-    const { Kysely, Migrator, PostgresDialect } = await import('kysely');
+    const { Kysely, Migrator, PostgresAdapter, PostgresDialect } = await import('kysely');
     const { SqlMigrationProvider } = await import('./sql-migration-provider.js');
-    const db = new Kysely<unknown>({ dialect: new PostgresDialect({ pool: singleClientPool(client) }) });
+    /** The migrator's lock is ours, taken in the transaction it runs in. */
+    class InTransactionAdapter extends PostgresAdapter {
+      override async acquireMigrationLock(): Promise<void> {}
+      override async releaseMigrationLock(): Promise<void> {}
+    }
+    class InTransactionDialect extends PostgresDialect {
+      override createAdapter(): InstanceType<typeof PostgresAdapter> {
+        return new InTransactionAdapter();
+      }
+    }
+    const db = new Kysely<unknown>({ dialect: new InTransactionDialect({ pool: singleClientPool(client) }) });
     const migrator = new Migrator({
       db,
       provider: new SqlMigrationProvider({ quotedSchema, folder: opts.folder ?? MIGRATIONS_FOLDER }),
       migrationTableSchema: store.schema,
       migrationTableName: MIGRATION_TABLE,
+      // Our transaction, not one of its own: the lock and every migration commit together.
+      disableTransactions: true,
     });
-    const { error, results = [] } = await migrateRetryingRaces(migrator, store.schema);
+    const { error, results = [] } = await migrateRetryingRaces(migrator, store.schema, async (step) => {
+      if (step === 'begin') {
+        await client.query('BEGIN');
+        await client.query('SELECT pg_advisory_xact_lock($1, $2)', [k1, k2]);
+      } else await client.query(step === 'commit' ? 'COMMIT' : 'ROLLBACK');
+    });
     if (error !== undefined) {
       const failed = results.find((r) => r.status === 'Error')?.migrationName;
       throw new FeedsyncError(
@@ -54,10 +72,9 @@ export async function migrate(store: Store, opts: { folder?: URL } = {}): Promis
         { code: 'MIGRATION_FAILED', cause: error },
       );
     }
-    await client.query('SELECT pg_advisory_unlock($1, $2)', [k1, k2]);
     return { applied: results.filter((r) => r.status === 'Success').map((r) => r.migrationName) };
   } catch (err) {
-    // The session may still hold the lock: drop the connection rather than pool it.
+    // A transaction may still be open: drop the connection rather than pool it.
     broken ??= err instanceof Error ? err : new Error(String(err));
     throw err;
   } finally {
@@ -88,14 +105,24 @@ export async function schemaState(store: Store, opts: { folder?: URL } = {}): Pr
 /**
  * kysely's Migrator looks for its table among the tables of every schema; a schema
  * that another client drops at that moment fails the look-up ("schema … does not
- * exist"). Nothing of ours changed, and we hold the migrate lock: try again.
+ * exist"). Nothing of ours changed: roll back and try again, lock and all.
  */
-async function migrateRetryingRaces(migrator: Migrator, schema: string): Promise<MigrationResultSet> {
+async function migrateRetryingRaces(
+  migrator: Migrator,
+  schema: string,
+  tx: (step: 'begin' | 'commit' | 'rollback') => Promise<void>,
+): Promise<MigrationResultSet> {
   for (let attempt = 1; ; attempt++) {
+    await tx('begin');
     const outcome = await migrator.migrateToLatest();
-    const err = outcome.error as { code?: string; message?: string } | undefined;
+    if (outcome.error === undefined) {
+      await tx('commit');
+      return outcome;
+    }
+    await tx('rollback');
+    const err = outcome.error as { code?: string; message?: string };
     const foreign =
-      (err?.code === '3F000' || err?.code === '42P01') && !String(err.message).includes(`"${schema}"`);
+      (err.code === '3F000' || err.code === '42P01') && !String(err.message).includes(`"${schema}"`);
     if (!foreign || attempt >= 3) return outcome;
   }
 }

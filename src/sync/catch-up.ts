@@ -40,7 +40,8 @@ export interface CommitInfo {
 }
 
 export interface CatchUpResult {
-  status: 'caught-up' | 'stopped' | 'cursor-conflict';
+  /** 'lease-lost': another worker took the source; the batch in hand was not kept. */
+  status: 'caught-up' | 'stopped' | 'cursor-conflict' | 'lease-lost';
   cursor: string | null;
   pages: number;
   stored: number;
@@ -161,8 +162,8 @@ export async function catchUp(opts: CatchUpOptions): Promise<CatchUpResult> {
         roomMade();
       }
       result.pages += taken.length;
-      if (info.result.status === 'cursor-conflict') {
-        result.status = 'cursor-conflict';
+      if (info.result.status !== 'applied') {
+        result.status = info.result.status;
         break;
       }
       result.cursor = info.cursor;

@@ -1,135 +1,195 @@
-import { createHash } from 'node:crypto';
-import { defaultSleep } from '../api/retry.js';
 import type { Logger } from '../logger.js';
+import type { SourceLease } from '../store/lease.js';
 import { type RunResult, runFailed } from './sync.js';
-import { maxBackoffMs } from './watch.js';
 
-/** One source's one-source run (Sync.runOnce), as the scheduler sees it. */
-export interface SourceRunner {
-  readonly source: string;
-  runOnce(signal: AbortSignal): Promise<RunResult>;
-}
+/** One turn of one source under its lease (Sync.runHeld of a Sync made for the turn). */
+export type Turn = (lease: SourceLease, signal: AbortSignal) => Promise<RunResult>;
 
-/** How one turn of one source ended: a result (caught up, locked elsewhere, stopped…) or what it threw. */
+/** How one turn of one source ended: a result (caught up, leased elsewhere, stopped…) or what it threw. */
 export type Outcome =
   | { readonly source: string; readonly ok: true; readonly result: RunResult }
   | { readonly source: string; readonly ok: false; readonly error: unknown };
 
+/** The longest a failing source waits between two turns: ten intervals, after many failures in a row. */
+export function maxBackoffMs(intervalMs: number): number {
+  return intervalMs * 10;
+}
+
+/** When a source is due again after a turn: one interval, or its back-off after `failures` failed turns in a row. */
+export function dueInMs(intervalMs: number, failures: number): number {
+  if (failures === 0) return intervalMs;
+  return Math.min(maxBackoffMs(intervalMs), intervalMs * 2 ** (failures - 1));
+}
+
 /**
- * Where in the list of sources a replica starts: a hash of its identity (host name and
- * pid), so that replicas starting together reach for different sources first.
+ * Runs one turn under `lease` and gives the lease back with the source's next due time.
+ * A turn that throws becomes an outcome: one source's failure never reaches another's.
+ * A turn stopped by SIGTERM leaves the source due at once, for whichever worker is next.
  */
-export function startIndex(identity: string, count: number): number {
-  if (count <= 1) return 0;
-  return createHash('sha256').update(identity).digest().readUInt32BE(0) % count;
-}
-
-/** The list rotated to begin at `start`. */
-export function rotate<T>(list: readonly T[], start: number): T[] {
-  return [...list.slice(start), ...list.slice(0, start)];
-}
-
-/** A run that throws becomes an outcome: one source's failure never reaches another's. */
-async function turn(runner: SourceRunner, signal: AbortSignal): Promise<Outcome> {
+async function turnUnder(lease: SourceLease, opts: TurnOptions, signal: AbortSignal): Promise<Outcome> {
+  const { turn, intervalMs } = opts;
+  let outcome: Outcome;
   try {
-    return { source: runner.source, ok: true, result: await runner.runOnce(signal) };
+    outcome = { source: lease.source, ok: true, result: await turn(lease, signal) };
   } catch (error) {
-    return { source: runner.source, ok: false, error };
+    outcome = { source: lease.source, ok: false, error };
   }
+  const failed = !outcome.ok || runFailed(outcome.result);
+  const stopped = outcome.ok && outcome.result.status === 'stopped';
+  await lease.release({
+    failed,
+    dueInMs: stopped ? 0 : dueInMs(intervalMs, failed ? lease.failures + 1 : 0),
+    ...(outcome.ok ? {} : { error: opts.describe(outcome.error) }),
+  });
+  return outcome;
 }
 
-export interface EachOnceOptions {
-  /** In the order to try them (already rotated). */
-  runners: readonly SourceRunner[];
+/** A result for a source whose lease another worker holds. */
+function leasedElsewhere(): RunResult {
+  return {
+    status: 'locked',
+    cursor: null,
+    pages: 0,
+    stored: 0,
+    duplicates: 0,
+    quarantined: 0,
+    drained: true,
+    durationMs: 0,
+  };
+}
+
+/** What the scheduler needs to run a turn, in either mode. */
+export interface TurnOptions {
+  turn: Turn;
+  /** The pause between the end of a source's turn and its next one. */
+  intervalMs: number;
+  /** A failure as one line without secrets, kept in the lease row for `status`. */
+  describe: (err: unknown) => string;
+}
+
+export interface EachOnceOptions extends TurnOptions {
+  sources: readonly string[];
   concurrency: number;
-  /** Aborted by SIGTERM: runs in flight stop at their next commit, no new one starts. */
+  /** Aborted by SIGTERM: turns in flight stop at their next commit, no new one starts. */
   signal: AbortSignal;
+  /** Takes a source's lease whatever its due time; null when another worker holds it. */
+  take: (source: string) => Promise<SourceLease | null>;
   onOutcome?: (outcome: Outcome) => void;
 }
 
 /**
- * `sync --once` over many sources: every source once, at most `concurrency` at a
- * time, each to caught-up (or locked elsewhere, or failed). Sources not reached
- * before the signal aborted have no outcome.
+ * `sync --once`: every source once, at most `concurrency` at a time, each to
+ * caught-up (or leased elsewhere, or failed). Sources not reached before the signal
+ * aborted have no outcome.
  */
 export async function runEachOnce(opts: EachOnceOptions): Promise<Outcome[]> {
-  const queue = [...opts.runners];
+  let next = 0;
   const outcomes: Outcome[] = [];
   const lane = async (): Promise<void> => {
-    for (let next = queue.shift(); next && !opts.signal.aborted; next = queue.shift()) {
-      const outcome = await turn(next, opts.signal);
+    while (next < opts.sources.length && !opts.signal.aborted) {
+      const source = opts.sources[next++]!;
+      let outcome: Outcome;
+      try {
+        const lease = await opts.take(source);
+        outcome = lease
+          ? await turnUnder(lease, opts, opts.signal)
+          : { source, ok: true, result: leasedElsewhere() };
+      } catch (error) {
+        outcome = { source, ok: false, error };
+      }
       outcomes.push(outcome);
       opts.onOutcome?.(outcome);
     }
   };
-  await Promise.all(Array.from({ length: Math.min(opts.concurrency, queue.length) }, lane));
+  await Promise.all(Array.from({ length: Math.min(opts.concurrency, opts.sources.length) }, lane));
   return outcomes;
 }
 
-export interface WatchSourcesOptions extends EachOnceOptions {
-  /** The pause between the end of a source's turn and its next one. */
-  intervalMs: number;
+export interface WatchSourcesOptions extends TurnOptions {
+  concurrency: number;
+  /** Aborted by SIGTERM: turns in flight stop at their next commit, no new one starts. */
+  signal: AbortSignal;
+  /** Claims up to `limit` due sources in one statement (lease.ts claimDue). */
+  claim: (limit: number) => Promise<SourceLease[]>;
+  /** How long until the next source is due, at most `atMost` (lease.ts nextDueInMs). */
+  nextDueInMs: (atMost: number) => Promise<number>;
   logger: Logger;
   /** Called whenever the loop shows it is alive. */
   onBeat?: () => void;
-  now?: () => number;
-  sleep?: (ms: number, signal?: AbortSignal) => Promise<void>;
+  onOutcome?: (outcome: Outcome) => void;
+  /** A claim that failed (Postgres not answering), and how long the loop waits before the next. */
+  onClaimFailure?: (err: unknown, retryInMs: number) => void;
 }
 
 /**
- * `sync --watch` over many sources. Each source has a due time; whenever a lane is
- * free the source due longest (ties in list order) takes it. After a turn the
- * source is due again one interval later; a failed turn backs that source off alone,
- * doubling up to ten intervals, while the other sources keep their pace. Nothing here
- * ends the loop but the signal: a rejected key or a bad filter is one source's
- * failure, logged on each of its turns.
+ * `sync --watch`, for one source or ten thousand alike: claim the due sources for the
+ * free lanes (one statement, most overdue first), run each to caught-up, give its lease
+ * back due one interval later (or its back-off), and sleep until the next is due or a
+ * lane frees up. What this replica remembers does not grow with the sources: their due
+ * times and failure counts live in their lease rows. Nothing here ends the loop but the
+ * signal: a rejected key or a bad filter is one source's failure, logged on each of
+ * its turns; Postgres not answering a claim is retried, doubling the wait up to ten
+ * intervals.
  */
 export async function watchSources(opts: WatchSourcesOptions): Promise<void> {
   const log = opts.logger.child({ module: 'scheduler' });
-  const now = opts.now ?? Date.now;
-  const sleep = opts.sleep ?? defaultSleep;
-  const order = new Map(opts.runners.map((r, i) => [r.source, i]));
-  const due = new Map(opts.runners.map((r) => [r.source, now()]));
-  const failures = new Map<string, number>();
-  const inFlight = new Map<string, Promise<void>>();
-  let wake = new AbortController();
+  const inFlight = new Set<Promise<void>>();
+  let wake: (() => void) | null = null;
+  // A turn that ended while the loop was not asleep: the next sleep is skipped.
+  let woken = false;
+  let claimFailures = 0;
+  // Never claim in a tight loop, whatever a due time says.
+  const minPauseMs = Math.min(100, opts.intervalMs);
 
-  const settle = (outcome: Outcome): void => {
-    const failed = outcome.ok ? runFailed(outcome.result) : true;
-    const count = failed ? (failures.get(outcome.source) ?? 0) + 1 : 0;
-    failures.set(outcome.source, count);
-    let waitMs = opts.intervalMs;
-    if (!outcome.ok) {
-      waitMs = Math.min(maxBackoffMs(opts.intervalMs), opts.intervalMs * 2 ** (count - 1));
-      log.error(
-        { err: outcome.error, source: outcome.source, failures: count, retryInMs: waitMs },
-        'source run failed; backing this source off',
-      );
-    }
-    due.set(outcome.source, now() + waitMs);
-    opts.onOutcome?.(outcome);
-  };
+  // A sleep that a turn's end or the signal cuts short; it leaves no listener behind.
+  const pause = (ms: number): Promise<void> =>
+    new Promise((resolve) => {
+      if (woken) {
+        woken = false;
+        resolve();
+        return;
+      }
+      const done = (): void => {
+        clearTimeout(timer);
+        opts.signal.removeEventListener('abort', done);
+        wake = null;
+        woken = false;
+        resolve();
+      };
+      const timer = setTimeout(done, Math.max(minPauseMs, ms));
+      opts.signal.addEventListener('abort', done, { once: true });
+      wake = done;
+    });
 
   while (!opts.signal.aborted) {
     opts.onBeat?.();
-    const t = now();
-    const ready = opts.runners
-      .filter((r) => !inFlight.has(r.source) && due.get(r.source)! <= t)
-      .sort((a, b) => due.get(a.source)! - due.get(b.source)! || order.get(a.source)! - order.get(b.source)!);
-    for (const runner of ready.slice(0, Math.max(0, opts.concurrency - inFlight.size))) {
-      const running = turn(runner, opts.signal).then((outcome) => {
-        inFlight.delete(runner.source);
-        settle(outcome);
-        wake.abort();
-      });
-      inFlight.set(runner.source, running);
+    let waitMs = opts.intervalMs;
+    const free = opts.concurrency - inFlight.size;
+    if (free > 0) {
+      try {
+        for (const lease of await opts.claim(free)) {
+          const running = turnUnder(lease, opts, opts.signal).then((outcome) => {
+            inFlight.delete(running);
+            opts.onOutcome?.(outcome);
+            woken = true;
+            wake?.();
+          });
+          inFlight.add(running);
+        }
+        // With a lane still free, sleep until the next source is due (a beat at most).
+        if (inFlight.size < opts.concurrency) waitMs = await opts.nextDueInMs(opts.intervalMs);
+        claimFailures = 0;
+      } catch (err) {
+        claimFailures++;
+        waitMs = dueInMs(opts.intervalMs, claimFailures);
+        log.error(
+          { err, failures: claimFailures, retryInMs: waitMs },
+          'could not claim sources; backing off',
+        );
+        opts.onClaimFailure?.(err, waitMs);
+      }
     }
-    // Sleep until the next source is due or a lane frees up, at most one interval (a beat).
-    let nextDue = t + opts.intervalMs;
-    for (const [source, at] of due) if (!inFlight.has(source) && at < nextDue) nextDue = at;
-    const waitMs = inFlight.size >= opts.concurrency ? opts.intervalMs : Math.max(0, nextDue - now());
-    await sleep(waitMs, AbortSignal.any([opts.signal, wake.signal])).catch(() => {});
-    if (wake.signal.aborted) wake = new AbortController();
+    if (!opts.signal.aborted) await pause(waitMs);
   }
-  await Promise.all(inFlight.values());
+  await Promise.all(inFlight);
 }

@@ -32,3 +32,30 @@ export function shutdownSignal(
     },
   };
 }
+
+/**
+ * A controller that aborts with the first of `signals` to abort, for one turn.
+ * Unlike AbortSignal.any, `dispose()` detaches it from them completely: AbortSignal.any
+ * leaves a WeakRef on every source signal until it is collected, and on a signal that
+ * lives as long as the process (the shutdown signal) those gather turn after turn.
+ */
+export function linkedAbort(...signals: readonly AbortSignal[]): {
+  signal: AbortSignal;
+  abort: (reason?: unknown) => void;
+  dispose: () => void;
+} {
+  const controller = new AbortController();
+  const listeners = signals.map((source) => {
+    const onAbort = (): void => controller.abort(source.reason);
+    if (source.aborted) controller.abort(source.reason);
+    else source.addEventListener('abort', onAbort, { once: true });
+    return () => source.removeEventListener('abort', onAbort);
+  });
+  return {
+    signal: controller.signal,
+    abort: (reason) => controller.abort(reason),
+    dispose: () => {
+      for (const off of listeners) off();
+    },
+  };
+}

@@ -1,7 +1,7 @@
 import { ServiceClient } from '../api/client.js';
 import { logRetries, type RetryDeps } from '../api/retry.js';
 import { type Config, requireService } from '../config.js';
-import { ConfigError, FeedsyncError } from '../errors.js';
+import { ConfigError } from '../errors.js';
 import { createFeedClient, type FetchPage } from '../feed/feed-client.js';
 import { unknownEventReason } from '../feed/known-event.js';
 import { type Logger, loggerFor } from '../logger.js';
@@ -12,12 +12,13 @@ import { shellQuote } from '../shell-quote.js';
 import { createApplier } from '../store/applier.js';
 import { ensureCursor, getCursor, isStored, markSuccess } from '../store/cursor.js';
 import { createStore, type Store } from '../store/db.js';
-import { tryAcquireSourceLock } from '../store/lock.js';
+import { type SourceLease, takeLease } from '../store/lease.js';
 import { migrate, schemaState } from '../store/migrate.js';
 import { pgOutbox, pruneOutbox } from '../store/outbox.js';
 import { pruneAfterRun } from '../store/retention.js';
 import { assertEventWithinRetention } from '../store/retention-guard.js';
 import { type CatchUpResult, type CommitInfo, catchUp } from './catch-up.js';
+import { linkedAbort } from './signals.js';
 
 /** Hooks for progress output and metrics; every one is optional. */
 export interface SyncHooks {
@@ -27,8 +28,8 @@ export interface SyncHooks {
   onPublished?: (queue: string, count: number) => void;
   /** One job's delay from its row's commit to its publication. */
   onPublishDelay?: (seconds: number) => void;
-  /** The source lock was taken (true) or let go (false). */
-  onLockChange?: (held: boolean) => void;
+  /** A turn of the source began (true) or ended (false) under its lease. */
+  onLeaseChange?: (held: boolean) => void;
 }
 
 export interface SyncOptions {
@@ -67,8 +68,17 @@ export function runFailed(result: RunResult): boolean {
 }
 
 export interface Sync {
-  /** Pages until caught up and drains the outbox: one CronJob run. */
+  /**
+   * Takes the source's lease (status 'locked' when another worker holds it), pages until
+   * caught up, gives the lease back and drains the outbox: one CronJob run.
+   */
   runOnce(signal?: AbortSignal): Promise<RunResult>;
+  /**
+   * One turn under a lease taken elsewhere (the scheduler's claim): pages until caught
+   * up, the lease lost or the signal aborted, then drains the outbox. Leaves the lease
+   * to its caller, and the schema check too.
+   */
+  runHeld(lease: SourceLease, signal: AbortSignal): Promise<RunResult>;
   /** Re-reads the feed from `from` without moving the cursor; stores and enqueues only what was missing. */
   reconcile(from: string | null, signal?: AbortSignal): Promise<CatchUpResult>;
   /** Refuses an outdated schema, or migrates it with `autoMigrate`; once per Sync. runOnce calls it too. */
@@ -110,27 +120,34 @@ export function createSync(config: Config, opts: SyncOptions = {}): Sync {
     logRetry(info);
     hooks.onRetry?.(info);
   };
-  let client: ServiceClient | null = null;
-  let feed: FetchPage | null = opts.fetchPage ?? null;
-  // Made on first use: commands that never page the feed need no FEED_BASE_URL.
-  const fetchPage: FetchPage = (after, signal) => {
-    if (!feed) {
-      client = new ServiceClient({
-        ...requireService(config),
-        timeoutMs: config.feed.timeoutMs,
-        maxResponseBytes: config.feed.maxResponseBytes,
-      });
-      feed = createFeedClient({
-        client,
-        limit: config.feed.pageLimit,
-        listField: config.feed.listField,
-        types: config.feed.types,
-        retry: { maxRetries: config.feed.maxRetries, maxRetryWaitMs: config.feed.maxRetryWaitMs },
-        retryDeps: { ...opts.retryDeps, onRetry: retried },
-        ...(hooks.onFeedResponse ? { onResponse: hooks.onFeedResponse } : {}),
-      });
-    }
-    return feed(after, signal);
+  /**
+   * A feed reader for one turn (or one reconcile), closed at its end. The client is
+   * made on first use: commands that never page the feed need no FEED_BASE_URL.
+   */
+  const openFeed = (): { fetchPage: FetchPage; close: () => Promise<void> } => {
+    if (opts.fetchPage) return { fetchPage: opts.fetchPage, close: async () => {} };
+    let client: ServiceClient | null = null;
+    let feed: FetchPage | null = null;
+    const fetchPage: FetchPage = (after, signal) => {
+      if (!feed) {
+        client = new ServiceClient({
+          ...requireService(config),
+          timeoutMs: config.feed.timeoutMs,
+          maxResponseBytes: config.feed.maxResponseBytes,
+        });
+        feed = createFeedClient({
+          client,
+          limit: config.feed.pageLimit,
+          listField: config.feed.listField,
+          types: config.feed.types,
+          retry: { maxRetries: config.feed.maxRetries, maxRetryWaitMs: config.feed.maxRetryWaitMs },
+          retryDeps: { ...opts.retryDeps, onRetry: retried },
+          ...(hooks.onFeedResponse ? { onResponse: hooks.onFeedResponse } : {}),
+        });
+      }
+      return feed(after, signal);
+    };
+    return { fetchPage, close: async () => client?.close() };
   };
   let schemaChecked = false;
 
@@ -150,19 +167,38 @@ export function createSync(config: Config, opts: SyncOptions = {}): Sync {
     schemaChecked = true;
   };
 
+  const holder = leaseHolder(config);
+
   const runOnce = async (signal: AbortSignal = new AbortController().signal): Promise<RunResult> => {
     const started = performance.now();
     await checkSchema();
+    const lease = await takeLease(store, config.feed.source, { holder, leaseMs: config.sourceLeaseMs });
+    if (!lease) {
+      log.info(
+        { source: config.feed.source },
+        'another worker holds the lease of this source; nothing to do',
+      );
+      return { ...emptyRun(), status: 'locked', drained: true, durationMs: performance.now() - started };
+    }
+    let failed = true;
+    try {
+      const result = await runHeld(lease, signal);
+      failed = runFailed(result);
+      return { ...result, durationMs: performance.now() - started };
+    } finally {
+      await lease.release({ dueInMs: config.syncIntervalMs, failed });
+    }
+  };
+
+  const runHeld = async (lease: SourceLease, signal: AbortSignal): Promise<RunResult> => {
+    const started = performance.now();
     // Rows an earlier run committed but did not publish go first.
     relay.kick();
     const source = config.feed.source;
-    const lock = await tryAcquireSourceLock(store, source);
-    const empty = { cursor: null, pages: 0, stored: 0, duplicates: 0, quarantined: 0 };
-    if (!lock) {
-      log.info({ source }, 'another run holds the lock of this source; nothing to do');
-      return { ...empty, status: 'locked', drained: true, durationMs: performance.now() - started };
-    }
-    hooks.onLockChange?.(true);
+    // One signal for the turn: SIGTERM or the lease lost stop it alike.
+    const turn = linkedAbort(signal, lease.signal);
+    hooks.onLeaseChange?.(true);
+    const turnFeed = openFeed();
     let result: CatchUpResult;
     try {
       const cursor = await ensureCursor(store, source, config.feed.types);
@@ -170,39 +206,43 @@ export function createSync(config: Config, opts: SyncOptions = {}): Sync {
       result = await catchUp({
         source,
         start: cursor.afterId,
-        fetchPage,
+        fetchPage: turnFeed.fetchPage,
         // Not ahead of Redis: what the relay is offered it publishes from memory.
         apply: async (batch) => {
           await relay.ready();
-          return applier.apply(batch);
+          return applier.apply({ ...batch, leaseToken: lease.token });
         },
         isStored: (id) => isStored(store, source, id),
         maxPageBytes: config.feed.maxResponseBytes,
-        signal: AbortSignal.any([signal, lock.signal]),
+        signal: turn.signal,
         onCommit: (info) => {
           relay.offer(info.result.outbox);
           hooks.onCommit?.(info);
         },
       });
-      // A lost lock stops the paging like SIGTERM does, but it is a failure: Postgres went away.
-      if (lock.lost && !signal.aborted) {
-        throw new FeedsyncError('the Postgres connection holding the source lock was lost; stopped the run', {
-          code: 'LOCK_LOST',
-          cause: lock.signal.reason,
-        });
-      }
+      // Stopped by the lease, not by SIGTERM: another worker has the source now.
+      if (result.status === 'stopped' && lease.lost && !signal.aborted) result.status = 'lease-lost';
       if (result.status === 'caught-up') await markSuccess(store, source);
     } finally {
-      await lock.release();
-      hooks.onLockChange?.(false);
+      turn.dispose();
+      hooks.onLeaseChange?.(false);
+      // The feed's client lives for one turn: memory and sockets follow the turns in flight, not the sources.
+      await turnFeed.close();
+    }
+    if (result.status === 'lease-lost') {
+      log.warn(
+        { source, token: lease.token, reason: String(lease.signal.reason) },
+        'this worker lost the lease of the source (it was frozen, or cut off from Postgres, for longer than ' +
+          'SOURCE_LEASE_MS); nothing more of this turn was committed, and the new holder goes on from the cursor',
+      );
     }
     if (result.status === 'cursor-conflict') {
-      // This run held the lock, so a worker that also takes it cannot have done it.
+      // This run held the lease, so a worker that also takes it cannot have done it.
       const moved = await getCursor(store, source);
       log.info(
         { source, cursor: moved?.afterId ?? null, movedAt: moved?.updatedAt },
         'the cursor was moved outside this run (by "feedsync cursor set" or "cursor reset", or by a worker ' +
-          'whose lock does not hold, behind a transaction pooler); this run stopped, its last batch rolled ' +
+          'of a version before leases, during a rolling update); this run stopped, its last batch rolled ' +
           'back, and the next run reads from the cursor as it is now',
       );
     }
@@ -210,7 +250,7 @@ export function createSync(config: Config, opts: SyncOptions = {}): Sync {
     if (drained) {
       try {
         await relay.drain();
-        await pruneOutbox(store, config.queues.outboxRetentionHours);
+        await pruneNowAndThen(store, config.queues.outboxRetentionHours);
         if (config.eventsRetentionDays !== null && result.status === 'caught-up') {
           await pruneAfterRun(store, { source, days: config.eventsRetentionDays, signal, logger });
         }
@@ -229,6 +269,15 @@ export function createSync(config: Config, opts: SyncOptions = {}): Sync {
   const reconcile = async (from: string | null, signal: AbortSignal = new AbortController().signal) => {
     await checkSchema();
     await checkReconcileStart(store, config, from);
+    const feed = openFeed();
+    try {
+      return await reconcileWith(feed.fetchPage, from, signal);
+    } finally {
+      await feed.close();
+    }
+  };
+
+  const reconcileWith = async (fetchPage: FetchPage, from: string | null, signal: AbortSignal) => {
     // An id the feed does not know is a usage error, said before anything is read.
     const unknown = from === null ? null : await unknownEventReason(fetchPage, from, signal);
     if (unknown !== null) {
@@ -260,6 +309,7 @@ export function createSync(config: Config, opts: SyncOptions = {}): Sync {
 
   return {
     runOnce,
+    runHeld,
     reconcile,
     checkSchema,
     store,
@@ -267,11 +317,36 @@ export function createSync(config: Config, opts: SyncOptions = {}): Sync {
     relay,
     async close() {
       if (ownsRelay) await relay.stop();
-      await client?.close();
       if (ownsPublisher) await publisher.close();
       if (ownsStore) await store.close();
     },
   };
+}
+
+/** When each store's outbox was last pruned (performance.now()). */
+const lastPruned = new WeakMap<Store, number>();
+const PRUNE_EVERY_MS = 60_000;
+
+/**
+ * Prunes published outbox rows past their retention, at most once a minute per store:
+ * rows are kept for hours, and a worker of many sources turns hundreds of times a second.
+ */
+async function pruneNowAndThen(store: Store, retentionHours: number): Promise<void> {
+  const now = performance.now();
+  const last = lastPruned.get(store);
+  if (last !== undefined && now - last < PRUNE_EVERY_MS) return;
+  lastPruned.set(store, now);
+  await pruneOutbox(store, retentionHours);
+}
+
+/** Who holds a lease taken by this process: host name (HOSTNAME in a pod) and pid, as `status` shows it. */
+export function leaseHolder(config: Config): string {
+  return `${config.hostName}/${process.pid}`;
+}
+
+/** A turn that did nothing: its counts at zero. */
+function emptyRun(): Omit<CatchUpResult, 'status'> {
+  return { cursor: null, pages: 0, stored: 0, duplicates: 0, quarantined: 0 };
 }
 
 /** Under a retention, reconcile starts from a stored event inside it: the feed's start would bring back pruned events. */

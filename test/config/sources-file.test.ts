@@ -52,17 +52,25 @@ describe('FEED_SOURCES_FILE', () => {
     );
     expect(c.sourcesFile).toBe('/etc/sources.json');
     expect(c.sources).toEqual([
-      { source: 'acme', baseUrl: 'https://acme.example/api', apiKey: KEY_A, types: ['email.delivered'] },
+      {
+        source: 'acme',
+        baseUrl: 'https://acme.example/api',
+        apiKey: KEY_A,
+        keyProblem: null,
+        types: ['email.delivered'],
+      },
       {
         source: 'globex',
         baseUrl: 'https://feed.example/api',
         apiKey: KEY_B,
+        keyProblem: null,
         types: ['email.bounced', 'email.complained'],
       },
       {
         source: 'initech',
         baseUrl: 'https://feed.example/api',
         apiKey: 'svc_live_shared_key',
+        keyProblem: null,
         types: ['email.delivered'],
       },
     ]);
@@ -78,7 +86,7 @@ describe('FEED_SOURCES_FILE', () => {
     );
     expect(c.sourcesFile).toBeNull();
     expect(c.sources).toEqual([
-      { source: 'solo', baseUrl: 'http://127.0.0.1:1/api', apiKey: KEY_A, types: null },
+      { source: 'solo', baseUrl: 'http://127.0.0.1:1/api', apiKey: KEY_A, keyProblem: null, types: null },
     ]);
     expect(c.syncConcurrency).toBe(4);
     expect(loadConfig({ HOSTNAME: 'pod-7' }, readFile).hostName).toBe('pod-7');
@@ -135,14 +143,24 @@ describe('FEED_SOURCES_FILE', () => {
       /sources\[0\] \("acme"\): apikey: unknown field/,
     ],
     [
-      'an unreadable key file',
-      { sources: [{ ...ACME, api_key_file: '/keys/nope' }] },
-      /\("acme"\): api_key_file: cannot be read \(ENOENT\)/,
+      'a source with a NUL',
+      { sources: [{ ...ACME, source: 'acme\u0000x' }] },
+      /sources\[0\]: source: must not hold a control character/,
     ],
     [
-      'an empty key file',
-      { sources: [{ ...ACME, api_key_file: '/keys/empty' }] },
-      /api_key_file: the file is empty/,
+      'a source with a control character',
+      { sources: [{ ...ACME, source: 'acme\u001b[31m' }] },
+      /sources\[0\]: source: must not hold a control character/,
+    ],
+    [
+      'a source with a lone surrogate',
+      { sources: [{ ...ACME, source: 'acme\ud800' }] },
+      /sources\[0\]: source: must not hold a lone UTF-16 surrogate/,
+    ],
+    [
+      'a source that is not a string',
+      { sources: [{ ...ACME, source: 7 }] },
+      /sources\[0\]: source: must be a string/,
     ],
     [
       'both key fields',
@@ -192,14 +210,40 @@ describe('FEED_SOURCES_FILE', () => {
     expect(text).toMatch(message);
   });
 
+  it.each([
+    ['missing', '/keys/nope', 'api_key_file cannot be read (ENOENT)'],
+    ['empty', '/keys/empty', 'api_key_file: the file is empty'],
+  ])(
+    "a key file %s is that source's problem alone: the file loads, the source carries why",
+    (_what, path, why) => {
+      const c = load({ sources: [ACME, { ...ACME, source: 'broken', api_key_file: path }] });
+      expect(c.sources.map((s) => [s.source, s.apiKey, s.keyProblem])).toEqual([
+        ['acme', KEY_A, null],
+        ['broken', null, why],
+      ]);
+    },
+  );
+
+  it('refuses a FEED_SOURCE or a --source name that a metric label or Postgres cannot carry', () => {
+    expect(() => loadConfig({ FEED_SOURCE: 'a\u0001b' }, readFile)).toThrow(
+      /FEED_SOURCE: must not hold a control character/,
+    );
+    // A space is fine outside a file: Postgres, a label and a job id carry it.
+    expect(loadConfig({ FEED_SOURCE: "it's mine" }, readFile).feed.source).toBe("it's mine");
+    const c = loadConfig({ FEED_SOURCE: 'solo' }, readFile);
+    expect(() => configForSource(c, 'x\ud800')).toThrow(ConfigError);
+  });
+
   it('never puts a key into its messages', () => {
     const text = refusal(
       { sources: [{ source: 'acme', base_url: 'nope', api_key_env: 'ACME_KEY' }] },
       { ACME_KEY: KEY_A },
     );
     expect(text).not.toContain(KEY_A);
-    // A key pasted into a field that names where the key is: the message names the field only.
-    expect(refusal({ sources: [{ ...ACME, api_key_file: KEY_A }] })).not.toContain(KEY_A);
+    // A key pasted into a field that names where the key is: the problem names the field only.
+    expect(JSON.stringify(load({ sources: [{ ...ACME, api_key_file: KEY_A }] }).sources)).not.toContain(
+      KEY_A,
+    );
     expect(refusal({ sources: [{ ...ACME, api_key_file: undefined, api_key_env: KEY_A }] })).not.toContain(
       KEY_A,
     );

@@ -129,14 +129,14 @@ it('2. two and three workers (processes) on one source at once: exactly once', a
       rec.duplicated = duplicated;
       rec.figures = [
         [
-          'runs with the lock: caught up / found it taken',
+          'runs with the lease: caught up / found it taken',
           `${statuses['caught-up'] ?? 0} / ${statuses.locked ?? 0}`,
         ],
-        ['events checked with the lock (2 and 3 workers)', lockedChecked],
-        ['events checked without the lock (2 and 3 workers)', locklessChecked],
-        ['commits lost to another worker’s compare-and-set, without the lock', conflicts],
+        ['events checked with the lease (2 and 3 workers)', lockedChecked],
+        ['events checked without the lease (2 and 3 workers)', locklessChecked],
+        ['commits lost to another worker’s compare-and-set, without the lease', conflicts],
         [
-          'events a lockless worker fetched that another had stored (counted as duplicates, not stored)',
+          'events a worker without the lease fetched that another had stored (counted as duplicates, not stored)',
           racedDuplicates,
         ],
       ];

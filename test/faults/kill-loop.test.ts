@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import type { Simulator } from '../../src/simulator/index.js';
-import { CLI, killChildren, spawnNode } from '../support/processes.js';
+import { CLI, killChildren, spawnNode, waitFor } from '../support/processes.js';
 import { between, seeded } from '../support/random.js';
 import { startTestSimulator, TEST_API_KEY } from '../support/simulator.js';
 import { followAdds } from './support/add-counter.js';
@@ -54,7 +54,8 @@ it('1. kill -9 loop: 50 SIGKILLs during a 20,000-event catch-up lose and duplica
         'simulator holds the first page request at or past the position, and the kill follows 0–40 ms later, while ' +
         'the pages before it may still be committing and their jobs publishing. Kills are timed from progress, not ' +
         'from the clock, so every one lands before the catch-up is complete whatever the speed of the machine. ' +
-        'Then runs are started until one exits 0 on its own. ' +
+        "After each kill the next run starts once the killed run's lease has run out (SOURCE_LEASE_MS=1000); " +
+        'then runs are started until one exits 0 on its own. ' +
         "Jobs are counted from BullMQ's own event stream (`added`, and `duplicated` for a re-add it ignored).",
     },
     async (rec) => {
@@ -75,7 +76,8 @@ it('1. kill -9 loop: 50 SIGKILLs during a 20,000-event catch-up lose and duplica
 
       // Bounded: at most KILLS killed runs and a few more that must finish.
       for (; attempts < KILLS + 10; attempts++) {
-        const env = box.env(gate.baseUrl);
+        // A killed run's lease runs out this soon after; the next run waits for that (below).
+        const env = box.env(gate.baseUrl, { SOURCE_LEASE_MS: '1000' });
         const started = performance.now();
         const child = spawnNode([CLI, 'sync', '--once'], env);
         if (rec.injected >= KILLS) {
@@ -110,6 +112,16 @@ it('1. kill -9 loop: 50 SIGKILLs during a 20,000-event catch-up lose and duplica
         await child.exited;
         gate.open();
         rec.injected++;
+        // Until its lease runs out, the killed run still holds the source: a run started now would find it held.
+        await waitFor(
+          async () => {
+            const { rows } = await box.store.pool.query(
+              `SELECT FROM "${box.schema}".leases WHERE holder IS NOT NULL AND expires_at > now()`,
+            );
+            return rows.length === 0;
+          },
+          { what: "the killed run's lease to run out", timeoutMs: 10_000 },
+        );
         killedAt.push(Math.round(performance.now() - started));
         if (early) duringStartUp++;
         const reached = await position(box);

@@ -1,9 +1,9 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { defaultSleep } from '../../src/api/retry.js';
 import { createLogger } from '../../src/logger.js';
+import { claimDue, ensureLeaseRows, nextDueInMs } from '../../src/store/lease.js';
+import { watchSources } from '../../src/sync/scheduler.js';
 import { createSync } from '../../src/sync/sync.js';
-import { watch } from '../../src/sync/watch.js';
 import { testConfig } from '../support/config.js';
 import { CLI, killChildren, runCli, spawnNode, waitFor } from '../support/processes.js';
 import { TEST_API_KEY } from '../support/simulator.js';
@@ -51,7 +51,7 @@ it('4. Postgres stopped: a once run exits 1 with the cursor intact; a watch run 
         'A private Postgres cluster (initdb and pg_ctl, on its own port) that the test stops and starts. ' +
         '(a) `feedsync sync --once` run while it is stopped; ' +
         '(b) the cluster crashed (`pg_ctl stop -m immediate`) in the middle of a 20,000-event catch-up, then restarted ' +
-        'and the run repeated; (c) the watch loop (src/sync/watch.ts, interval 100 ms) kept running while the cluster ' +
+        "and the run repeated once the crashed run's lease (SOURCE_LEASE_MS=1000) ran out; (c) the watch loop (src/sync/scheduler.ts, interval 100 ms, leases of 3 s) kept running while the cluster " +
         'was stopped for a few seconds and new mail arrived.',
     },
     async (rec) => {
@@ -83,7 +83,9 @@ it('4. Postgres stopped: a once run exits 1 with the cursor intact; a watch run 
       // 20 ms a page: the run lasts seconds, so the crash lands in the middle of it.
       const simB = await simulator(20_000, 20);
       const boxB = await sandbox('pg_crash_run', { databaseUrl: postgres.url });
-      const child = spawnNode([CLI, 'sync', '--once'], boxB.env(simB.baseUrl));
+      // The crashed run cannot give its lease back: it runs out this soon after, before the run is repeated.
+      const envB = boxB.env(simB.baseUrl, { SOURCE_LEASE_MS: '1000' });
+      const child = spawnNode([CLI, 'sync', '--once'], envB);
       await waitFor(async () => (await prefixState(boxB.store, 100)).stored >= 3_000, {
         timeoutMs: 60_000,
         what: '3000 events stored',
@@ -99,7 +101,16 @@ it('4. Postgres stopped: a once run exits 1 with the cursor intact; a watch run 
       expect(crashed.code).toBe(1);
       expect(isPrefix(stateB)).toBe(true);
       expect(stateB.partialPages).toBe(0);
-      const resumed = await runCli(['sync', '--once'], boxB.env(simB.baseUrl), 120_000);
+      await waitFor(
+        async () =>
+          (
+            await boxB.store.pool.query(
+              `SELECT FROM "${boxB.schema}".leases WHERE holder IS NOT NULL AND expires_at > now()`,
+            )
+          ).rows.length === 0,
+        { timeoutMs: 10_000, what: "the crashed run's lease to run out" },
+      );
+      const resumed = await runCli(['sync', '--once'], envB, 120_000);
       expect(resumed.code, resumed.stderr).toBe(0);
       const fateB = await fate(boxB, simB);
 
@@ -116,16 +127,20 @@ it('4. Postgres stopped: a once run exits 1 with the cursor intact; a watch run 
       const waits: number[] = [];
       const runs: string[] = [];
       const stop = new AbortController();
-      const loop = watch({
-        sync,
+      const lease = { holder: 'pg-down-test/1', leaseMs: 3_000 };
+      await ensureLeaseRows(sync.store, ['default']);
+      const loop = watchSources({
+        concurrency: 1,
         intervalMs: INTERVAL_MS,
         signal: stop.signal,
         logger: createLogger({ level: 'silent' }),
-        onRun: (r) => runs.push(r.status),
-        sleep: (ms, signal) => {
-          waits.push(ms);
-          return defaultSleep(ms, signal);
-        },
+        describe: String,
+        claim: (limit) => claimDue(sync.store, ['default'], limit, lease),
+        nextDueInMs: (atMost) => nextDueInMs(sync.store, ['default'], atMost),
+        turn: (held, signal) => sync.runHeld(held, signal),
+        onOutcome: (o) => runs.push(o.ok ? o.result.status : 'failed'),
+        // The claims fail while Postgres is down: the loop's own back-off.
+        onClaimFailure: (_err, ms) => waits.push(ms),
       });
       let outageMs = 0;
       let failuresSeen = 0;
@@ -136,7 +151,7 @@ it('4. Postgres stopped: a once run exits 1 with the cursor intact; a watch run 
         await postgres.stop('fast');
         rec.injected++;
         const downAt = performance.now();
-        // Down long enough for several failed runs and growing waits.
+        // Down long enough for several failed claims and growing waits.
         await waitFor(() => waits.slice(waitsBefore).filter((w) => w > INTERVAL_MS).length >= 3, {
           timeoutMs: 30_000,
           what: 'three backed-off waits',
@@ -170,7 +185,7 @@ it('4. Postgres stopped: a once run exits 1 with the cursor intact; a watch run 
         ['(a) cursor before / after the failed run', `${cursorBefore} / ${cursorAfter}`],
         ['(b) exit code of the run whose Postgres crashed', crashed.code ?? 'signal'],
         ['(b) events stored when it crashed (all whole pages, exactly 1..cursor)', stateB.stored],
-        ['(c) watch runs that failed while Postgres was down', failuresSeen],
+        ['(c) watch claims that failed while Postgres was down', failuresSeen],
         ['(c) waits after failures, ms (interval 100, doubling, at most 10 intervals)', backoff.join(', ')],
         ['(c) outage', `${outageMs} ms`],
         ['events stored in all (a, b, c)', `${fateA.stored}, ${fateB.stored}, ${fateC.stored}`],

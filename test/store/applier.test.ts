@@ -138,10 +138,8 @@ describe('applier: events', () => {
     expect((await counts('ob')).outbox).toBe(3);
   });
 
-  it('uses the job name the route gives, prepared statement or not', async () => {
-    const custom = createApplier(store, (type) => ({ queue: 'all', jobName: `job:${type}` }), {
-      prepare: false,
-    });
+  it('uses the job name the route gives', async () => {
+    const custom = createApplier(store, (type) => ({ queue: 'all', jobName: `job:${type}` }));
     await custom.apply({
       source: 'jobs',
       receivedVia: 'feed',

@@ -150,7 +150,7 @@ describe('sync --once over a sources file', () => {
     expectNoKeys(status.stdout + status.stderr);
   }, 240_000);
 
-  it('cursor and reconcile commands take any source of the file, and refuse one not in it', async () => {
+  it('every command that acts on a source takes --source, and refuses one not in the file', async () => {
     const box = await sandbox('sources_cmds');
     const { entries, env: keyEnv } = goodEntries();
     const env = testEnv(
@@ -166,6 +166,59 @@ describe('sync --once over a sources file', () => {
     expect(unknown.code).toBe(2);
     expect(unknown.stderr).toMatch(/source "acct-7" is not in FEED_SOURCES_FILE/);
     expect(await cursorOf(box.store, 'acct-7')).toBeNull();
+    for (const args of [['cursor', 'show'], ['status'], ['sync', '--once'], ['requeue', '--since', '1h']]) {
+      const refused = await runCli([...args, '--source', 'acct-7'], env, 60_000);
+      expect(refused.code, `${args.join(' ')}: ${refused.stderr}`).toBe(2);
+      expect(refused.stderr).toMatch(/source "acct-7" is not in FEED_SOURCES_FILE/);
+    }
+    // sync --source runs that source alone; status --source shows it alone.
+    const alone = await runCli(['sync', '--once', '--source', 'acct-0'], env, 60_000);
+    expect(alone.code, alone.stderr).toBe(0);
+    expect(await cursorOf(box.store, 'acct-0')).toBe(id(backlogOf(0)));
+    expect(await cursorOf(box.store, 'acct-1')).toBeNull();
+    const status = await runCli(['status', '--json', '--source', 'acct-0'], env, 60_000);
+    expect(status.code, status.stderr).toBe(0);
+    expect((JSON.parse(status.stdout) as StatusReport).sources.map((s) => s.source)).toEqual(['acct-0']);
+  }, 180_000);
+
+  it('a key file missing or empty fails that source alone, every turn, named in the summary and status', async () => {
+    const box = await sandbox('sources_keyfile');
+    const { entries, env: keyEnv } = goodEntries();
+    const empty = join(dir, 'key-empty');
+    writeFileSync(empty, '\n');
+    const broken = [
+      { source: 'no-file', base_url: sim.baseUrl, api_key_file: join(dir, 'key-nope') },
+      { source: 'empty-file', base_url: sim.baseUrl, api_key_file: empty },
+    ];
+    const env = testEnv(
+      { schema: box.schema, prefix: box.prefix },
+      {
+        ...keyEnv,
+        LOG_LEVEL: 'info',
+        FEED_SOURCES_FILE: sourcesFile('keyfiles.json', [...broken, ...entries]),
+      },
+    );
+    for (let turn = 0; turn < 2; turn++) {
+      const run = await runCli(['sync', '--once'], env, 60_000);
+      // Only configuration failed: exit 2, the good sources caught up all the same.
+      expect(run.code, run.stderr).toBe(2);
+      const out = lines(run.stdout);
+      for (const b of broken) {
+        expect(out.find((l) => l.source === b.source && l.outcome)?.outcome).toBe('failed');
+        expect(run.stderr).toContain(`source ${b.source}: source "${b.source}": api_key_file`);
+      }
+      for (let i = 0; i < GOOD; i++) expect(await cursorOf(box.store, `acct-${i}`)).toBe(id(backlogOf(i)));
+    }
+    const status = await runCli(['status', '--json'], env, 60_000);
+    const report = JSON.parse(status.stdout) as StatusReport;
+    const failing = report.sources.filter((s) => s.failuresInRow > 0);
+    expect(failing.map((s) => [s.source, s.failuresInRow])).toEqual([
+      ['empty-file', 2],
+      ['no-file', 2],
+    ]);
+    expect(failing[0]!.lastError).toMatch(/api_key_file: the file is empty/);
+    expect(failing[1]!.lastError).toMatch(/api_key_file cannot be read \(ENOENT\)/);
+    expectNoKeys(status.stdout + status.stderr);
   }, 180_000);
 
   it('a bad sources file stops every command at start with exit 2, naming the entry and the field', async () => {

@@ -1,6 +1,7 @@
 import { Command } from 'commander';
-import { configForSource } from '../../config.js';
+import { type Config, configForSource } from '../../config.js';
 import { shellQuote } from '../../shell-quote.js';
+import type { Store } from '../../store/db.js';
 import { action } from '../context.js';
 import { withStore } from '../with-store.js';
 
@@ -25,7 +26,8 @@ export function cursorCommand(): Command {
     .action(
       action(async ({ config, logger }, opts: { source?: string; json?: boolean }) => {
         const { getCursor } = await import('../../store/cursor.js');
-        const source = opts.source ?? config.feed.source;
+        // An unknown source is a usage error (exit 2), as for set and reset.
+        const { source } = configForSource(config, opts.source ?? config.feed.source).feed;
         const row = await withStore(config, logger, (store) => getCursor(store, source));
         if (opts.json)
           process.stdout.write(`${JSON.stringify(row ?? { source, afterId: null, types: null })}\n`);
@@ -85,7 +87,9 @@ export function cursorCommand(): Command {
         }
         await withStore(config, logger, async (store) => {
           await assertEventWithinRetention(store, source, eventId, 'cursor set', config.eventsRetentionDays);
-          await setCursor(store, source, eventId);
+          await underLease(config, store, source, (token) =>
+            setCursor(store, source, eventId, undefined, token),
+          );
         });
         process.stdout.write(`source ${source}: the next run reads after ${eventId}\n`);
         return 0;
@@ -105,7 +109,9 @@ export function cursorCommand(): Command {
       action(async ({ config, logger }, opts: { source?: string }) => {
         const { setCursor } = await import('../../store/cursor.js');
         const { source, types } = configForSource(config, opts.source ?? config.feed.source).feed;
-        await withStore(config, logger, (store) => setCursor(store, source, null, types));
+        await withStore(config, logger, (store) =>
+          underLease(config, store, source, (token) => setCursor(store, source, null, types, token)),
+        );
         process.stdout.write(
           `source ${source}: reset to the start of the feed (types ${types?.join(',') ?? 'all'}); stored events are de-duplicated\n`,
         );
@@ -119,4 +125,31 @@ export function cursorCommand(): Command {
       }),
     );
   return cursor;
+}
+
+/**
+ * Moves a cursor as a worker would: under the source's lease, fenced by its token, so
+ * that a turn in flight is never overtaken in the middle. Waits up to SOURCE_LEASE_MS
+ * for a turn to give the lease back.
+ */
+async function underLease(
+  config: Config,
+  store: Store,
+  source: string,
+  move: (token: string) => Promise<boolean>,
+): Promise<void> {
+  const { withLease, leaseHolderOf } = await import('../../store/lease.js');
+  const { leaseHolder } = await import('../../sync/sync.js');
+  const { FeedsyncError } = await import('../../errors.js');
+  const opts = { holder: leaseHolder(config), leaseMs: config.sourceLeaseMs, waitMs: config.sourceLeaseMs };
+  const done = await withLease(store, source, opts, (lease) => move(lease.token));
+  if (done?.value === true) return;
+  const now = done ? null : await leaseHolderOf(store, source);
+  throw new FeedsyncError(
+    now
+      ? `source ${source} is being synced by ${now.holder} (its lease runs to ${now.expiresAt.toISOString()}); ` +
+          'the cursor was not moved: try again when its turn has ended'
+      : `source ${source}: another worker took the lease while the cursor was being moved; it was not moved: try again`,
+    { code: 'SOURCE_HELD' },
+  );
 }

@@ -1,5 +1,5 @@
 import { Command } from 'commander';
-import type { Config } from '../../config.js';
+import { type Config, configForSource } from '../../config.js';
 import { ConfigError } from '../../errors.js';
 import type { Publisher } from '../../queue/publisher.js';
 import type { RequeueResult } from '../../queue/requeue.js';
@@ -61,7 +61,8 @@ export function requeueCommand(): Command {
           const { requeue } = await import('../../queue/requeue.js');
           const { parseSince } = await import('../../queue/since.js');
           const since = parseSince(opts.since ?? '');
-          const source = opts.source ?? config.feed.source;
+          // An unknown source is a usage error (exit 2), as for cursor and reconcile.
+          const { source } = configForSource(config, opts.source ?? config.feed.source).feed;
           const result = await withStore(config, logger, (store) =>
             requeue(store, publisher, {
               source,

@@ -8,15 +8,19 @@ export function statusCommand(): Command {
       'Per source: cursor, types, last success, events stored, outbox backlog, quarantine; queue counts.',
     )
     .option('--json', 'print JSON')
+    .option('--source <source>', 'this source alone: FEED_SOURCE, or a source of FEED_SOURCES_FILE')
     .addHelpText(
       'after',
-      '\nExit codes: 0 printed, 1 runtime failure (Postgres), 2 configuration error or a schema not migrated.',
+      '\nExit codes: 0 printed, 1 runtime failure (Postgres), 2 configuration error (an unknown --source\n' +
+        'included) or a schema not migrated.',
     )
     .action(
-      action(async ({ config, logger }, opts: { json?: boolean }) => {
+      action(async ({ config, logger }, opts: { json?: boolean; source?: string }) => {
         const { createPublisher } = await import('../../queue/publisher.js');
         const { jobOptionsFor } = await import('../../queue/routes.js');
         const { statusReport, formatStatus } = await import('../status-report.js');
+        const { onlySource } = await import('../../config.js');
+        const own = opts.source === undefined ? config : onlySource(config, opts.source);
         const publisher = createPublisher({
           redis: config.redis,
           prefix: config.queues.prefix,
@@ -24,7 +28,9 @@ export function statusCommand(): Command {
           timeoutMs: 2000,
         });
         try {
-          const report = await withStore(config, logger, (store) => statusReport(config, store, publisher));
+          const report = await withStore(config, logger, (store) =>
+            statusReport(own, store, publisher, opts.source === undefined ? {} : { only: opts.source }),
+          );
           process.stdout.write(opts.json ? `${JSON.stringify(report, null, 2)}\n` : formatStatus(report));
           return 0;
         } finally {

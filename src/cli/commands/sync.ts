@@ -16,15 +16,24 @@ export function syncCommand(): Command {
       ),
     )
     .option('--migrate', 'apply pending migrations first instead of refusing to run')
+    .option('--source <source>', 'sync this source alone: FEED_SOURCE, or a source of FEED_SOURCES_FILE')
     .addHelpText(
       'after',
-      '\nExit codes: 0 done (also when another run holds the lock), 1 runtime failure (the outbox could\n' +
-        'not be drained counts: the events are stored), 2 configuration or usage error, 3 key rejected.',
+      "\nExit codes: 0 done (also when another worker holds a source's lease), 1 runtime failure (the outbox\n" +
+        'could not be drained counts: the events are stored), 2 configuration or usage error (an unknown\n' +
+        '--source included), 3 key rejected.',
     )
     .action(
-      action(async ({ config, logger }, opts: { once?: boolean; watch?: boolean; migrate?: boolean }) => {
-        const { runSync } = await import('../run-sync.js');
-        return runSync(config, logger, { watch: opts.watch === true, migrate: opts.migrate === true });
-      }),
+      action(
+        async (
+          { config, logger },
+          opts: { once?: boolean; watch?: boolean; migrate?: boolean; source?: string },
+        ) => {
+          const { runSync } = await import('../run-sync.js');
+          const { onlySource } = await import('../../config.js');
+          const own = opts.source === undefined ? config : onlySource(config, opts.source);
+          return runSync(own, logger, { watch: opts.watch === true, migrate: opts.migrate === true });
+        },
+      ),
     );
 }

@@ -1,6 +1,6 @@
-// A sync worker that never takes the source lock: only the cursor's compare-and-set
-// keeps it right, as behind a transaction pooler where session advisory locks do not
-// hold. It runs the built code (dist/) and pages until caught up, starting again from
+// A sync worker that never takes the source's lease: only the cursor's compare-and-set
+// keeps it right, as for a replica of a version before leases during a rolling update
+// (docs/SCALING.md). It runs the built code (dist/) and pages until caught up, starting again from
 // the stored cursor whenever another worker moved it first, then drains its outbox.
 // Prints {stored, duplicates, conflicts} as JSON. Configuration: the usual environment.
 

@@ -1,0 +1,171 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  claimDue,
+  createApplier,
+  ensureCursor,
+  ensureLeaseRows,
+  getCursor,
+  type Store,
+  setCursor,
+  takeLease,
+} from '../../src/store/index.js';
+import { LeaseLostError } from '../../src/store/lease.js';
+import { event, migratedStore, route } from './migrated-store.js';
+
+let store: Store;
+let dispose: () => Promise<void>;
+const A = { holder: 'host-a/1', leaseMs: 60_000 };
+const B = { holder: 'host-b/2', leaseMs: 60_000 };
+
+beforeAll(async () => {
+  ({ store, dispose } = await migratedStore('lease'));
+});
+afterAll(() => dispose());
+
+/** Ends the lease of `source` now, as SOURCE_LEASE_MS passing without a renewal would. */
+async function expire(source: string): Promise<void> {
+  await store.pool.query(`UPDATE ${store.schema}.leases SET expires_at = now() WHERE source = $1`, [source]);
+}
+
+describe('takeLease', () => {
+  it('lets one holder have a source; another gets null until it is given back', async () => {
+    const first = await takeLease(store, 'acct', A);
+    expect(first).not.toBeNull();
+    expect(await takeLease(store, 'acct', B)).toBeNull();
+    // Other sources are independent.
+    const unrelated = await takeLease(store, 'acct-2', B);
+    expect(unrelated).not.toBeNull();
+
+    await first!.release();
+    await first!.release();
+    expect(first!.lost).toBe(false);
+    const second = await takeLease(store, 'acct', B);
+    expect(second).not.toBeNull();
+    // Every new holder has a larger token.
+    expect(BigInt(second!.token)).toBeGreaterThan(BigInt(first!.token));
+    await second!.release();
+    await unrelated!.release();
+  });
+
+  it('a lease that ran out is free to anyone; the old holder learns it at its next renewal', async () => {
+    const short = { holder: 'host-a/1', leaseMs: 1_500 };
+    const first = await takeLease(store, 'frozen', short);
+    expect(first).not.toBeNull();
+    await expire('frozen');
+    const taker = await takeLease(store, 'frozen', B);
+    expect(taker).not.toBeNull();
+    // The renewal, at a third of the lease, finds another token.
+    await new Promise((resolve) => first!.signal.addEventListener('abort', resolve, { once: true }));
+    expect(first!.lost).toBe(true);
+    expect(first!.signal.reason).toBeInstanceOf(LeaseLostError);
+    // Giving back a lost lease leaves the new holder alone.
+    await first!.release();
+    expect(await takeLease(store, 'frozen', A)).toBeNull();
+    await taker!.release();
+  });
+
+  it('is renewed while held: it outlives its length', async () => {
+    const lease = await takeLease(store, 'renewed', { holder: 'host-a/1', leaseMs: 1_000 });
+    await sleep(2_500);
+    expect(lease!.lost).toBe(false);
+    expect(await takeLease(store, 'renewed', B)).toBeNull();
+    await lease!.release();
+  });
+});
+
+describe('fencing', () => {
+  it('a page committed with a token that is no longer the lease keeps nothing', async () => {
+    const applier = createApplier(store, route);
+    await ensureCursor(store, 'fenced', null);
+    const old = await takeLease(store, 'fenced', A);
+    await expire('fenced');
+    const now = await takeLease(store, 'fenced', B);
+    const page = {
+      source: 'fenced',
+      receivedVia: 'feed' as const,
+      events: [event('e1', 'email.sent', '2024-01-01T00:00:00Z', { email_id: 'm1' })],
+      quarantine: [{ raw: 'x', reason: 'bad' }],
+      cursor: { prev: null, next: 'e1' },
+    };
+    const stale = await applier.apply({ ...page, leaseToken: old!.token });
+    expect(stale.status).toBe('lease-lost');
+    const { rows } = await store.pool.query(
+      `SELECT (SELECT count(*) FROM ${store.schema}.events WHERE source = 'fenced')::int AS events,
+              (SELECT count(*) FROM ${store.schema}.quarantine WHERE source = 'fenced')::int AS quarantined`,
+    );
+    expect(rows[0]).toEqual({ events: 0, quarantined: 0 });
+    expect((await getCursor(store, 'fenced'))!.afterId).toBeNull();
+
+    const fresh = await applier.apply({ ...page, leaseToken: now!.token });
+    expect(fresh).toMatchObject({ status: 'applied', quarantined: 1 });
+    expect((await getCursor(store, 'fenced'))!.afterId).toBe('e1');
+    await old!.release();
+    await now!.release();
+  });
+
+  it('a cursor move with a stale token does not land', async () => {
+    const old = await takeLease(store, 'moved', A);
+    await expire('moved');
+    const now = await takeLease(store, 'moved', B);
+    expect(await setCursor(store, 'moved', 'x', undefined, old!.token)).toBe(false);
+    expect(await getCursor(store, 'moved')).toBeNull();
+    expect(await setCursor(store, 'moved', 'y', undefined, now!.token)).toBe(true);
+    expect((await getCursor(store, 'moved'))!.afterId).toBe('y');
+    await old!.release();
+    await now!.release();
+  });
+});
+
+describe('claimDue', () => {
+  it('claims due sources most overdue first, never one held, and none twice', async () => {
+    const names = ['c1', 'c2', 'c3', 'c4'];
+    await ensureLeaseRows(store, names);
+    // c3 was due longest ago, then c1; c2 is not due yet; c4 is held.
+    await store.pool.query(
+      `UPDATE ${store.schema}.leases SET due_at = CASE source
+         WHEN 'c1' THEN now() - interval '1 minute' WHEN 'c2' THEN now() + interval '1 hour'
+         WHEN 'c3' THEN now() - interval '2 minutes' ELSE NULL END
+       WHERE source = ANY($1)`,
+      [names],
+    );
+    const held = await takeLease(store, 'c4', B);
+    const [first, ...rest] = await Promise.all([
+      claimDue(store, names, 1, A),
+      claimDue(store, names, 5, { ...A, holder: 'host-c/3' }),
+    ]);
+    const claimed = [...first!, ...rest.flat()].map((l) => l.source).sort();
+    expect(claimed).toEqual(['c1', 'c3']);
+    for (const lease of [...first!, ...rest.flat()]) await lease.release({ dueInMs: 60_000 });
+    expect(await claimDue(store, names, 5, A)).toEqual([]);
+
+    // A holder whose lease ran out in the middle of a turn: its source is due at once.
+    await expire('c4');
+    const again = await claimDue(store, names, 5, A);
+    expect(again.map((l) => l.source)).toEqual(['c4']);
+    expect(held!.token).not.toBe(again[0]!.token);
+    await again[0]!.release();
+    await held!.release();
+  });
+
+  it('claims sources whose names need quoting in an array literal', async () => {
+    const names = ['q"uote', 'back\\slash', 'with space', 'com,ma', '{brace}', 'NULL', 'ünï😀'];
+    await ensureLeaseRows(store, names);
+    const claimed = await claimDue(store, names, names.length, A);
+    expect(claimed.map((l) => l.source).sort()).toEqual([...names].sort());
+    for (const lease of claimed) await lease.release({ dueInMs: 60_000 });
+  });
+
+  it('counts failed turns in a row and forgets them after a good one', async () => {
+    await ensureLeaseRows(store, ['f']);
+    let lease = (await claimDue(store, ['f'], 1, A))[0]!;
+    expect(lease.failures).toBe(0);
+    await lease.release({ failed: true });
+    lease = (await claimDue(store, ['f'], 1, A))[0]!;
+    expect(lease.failures).toBe(1);
+    await lease.release();
+    lease = (await claimDue(store, ['f'], 1, A))[0]!;
+    expect(lease.failures).toBe(0);
+    await lease.release();
+  });
+});
