@@ -1,0 +1,35 @@
+import { spawn } from 'node:child_process';
+import { describe, expect, it } from 'vitest';
+import { CLI, runCli } from '../support/processes.js';
+
+const env = { PATH: process.env.PATH ?? '' };
+
+/** Runs the CLI with both output pipes closed by the reader at once, as `… 2>&1 | head -0` would. */
+function runWithReaderGone(args: readonly string[]): Promise<number | null> {
+  const child = spawn(process.execPath, [CLI, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  child.stdout.destroy();
+  child.stderr.destroy();
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new Error(`feedsync ${args.join(' ')} did not exit`));
+    }, 20_000);
+    child.once('exit', (code) => {
+      clearTimeout(timer);
+      resolve(code);
+    });
+  });
+}
+
+describe('help and output', () => {
+  it('help <command> <subcommand> prints the subcommand help', async () => {
+    const res = await runCli(['help', 'cursor', 'set'], env);
+    expect(res.code).toBe(0);
+    expect(res.stdout).toContain('Usage: feedsync cursor set [options] <event-id>');
+  });
+
+  it('output to a reader that went away keeps the exit code: 2 for a usage error, 0 for help', async () => {
+    expect(await runWithReaderGone(['sync', '--bogus'])).toBe(2);
+    expect(await runWithReaderGone(['--help'])).toBe(0);
+  });
+});
