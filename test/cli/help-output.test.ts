@@ -33,3 +33,15 @@ describe('help and output', () => {
     expect(await runWithReaderGone(['--help'])).toBe(0);
   });
 });
+
+describe('each subcommand lists its own exit codes', () => {
+  it.each([
+    ['list', 'listed'],
+    ['create', 'registered'],
+    ['delete', 'deleted'],
+  ])('webhooks %s', async (name, done) => {
+    const { stdout } = await runCli(['webhooks', name, '--help'], env);
+    expect(stdout).toContain(`Exit codes: 0 ${done}, 1 `);
+    if (name !== 'delete') expect(stdout).not.toContain('no registration has that id');
+  });
+});

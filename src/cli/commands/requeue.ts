@@ -28,7 +28,7 @@ export function requeueCommand(): Command {
     )
     .option('--failed', 'move the jobs that failed for good back to waiting, with their own ids')
     .option('--queue <queue>', 'with --failed: only this queue (default both event queues)')
-    .option('--source <source>', 'the source whose rows to re-drive (default FEED_SOURCE)')
+    .option('--source <source>', 'the source whose rows to re-drive (default FEED_SOURCE; not with --failed)')
     .option('--dry-run', 'count the rows per queue, add nothing')
     .option('--json', 'print JSON')
     .addHelpText(
@@ -90,6 +90,10 @@ async function retryFailed(config: Config, publisher: Publisher, opts: RequeueFl
     throw new ConfigError(`--queue: "${opts.queue}" is not an event queue (${known.join(', ')})`, 'USAGE');
   }
   if (opts.dryRun) throw new ConfigError('--dry-run: not with --failed (see "feedsync status")', 'USAGE');
+  // A failed job is retried where it sits, in its queue; the queues are not kept per source.
+  if (opts.source !== undefined) {
+    throw new ConfigError('--source: not with --failed (it retries every failed job of the queue)', 'USAGE');
+  }
   const retried: Record<string, string[]> = {};
   for (const queue of opts.queue ? [opts.queue] : known) retried[queue] = await publisher.retryFailed(queue);
   if (opts.json) {
