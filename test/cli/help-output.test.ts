@@ -1,5 +1,8 @@
 import { spawn } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
+import { controlRoutes } from '../../src/simulator/control.js';
+import type { SimContext } from '../../src/simulator/context.js';
+import { dashboardRoutes } from '../../src/simulator/dashboard-routes.js';
 import { CLI, runCli } from '../support/processes.js';
 
 const env = { PATH: process.env.PATH ?? '' };
@@ -44,4 +47,22 @@ describe('each subcommand lists its own exit codes', () => {
     expect(stdout).toContain(`Exit codes: 0 ${done}, 1 `);
     if (name !== 'delete') expect(stdout).not.toContain('no registration has that id');
   });
+});
+
+describe('the simulator', () => {
+  it('--help lists every /_sim route the simulator serves', async () => {
+    const { stdout } = await runCli(['simulator', '--help'], env);
+    // The routes as the server builds them: a route added later must be added to the help too.
+    const ctx = {} as SimContext;
+    const routes = [...controlRoutes(ctx), ...dashboardRoutes(ctx)].filter((r) => r.path.startsWith('/_sim'));
+    expect(routes.length).toBeGreaterThan(5);
+    const lines = stdout.split('\n');
+    for (const r of routes) {
+      const path = r.path.replace(/:(\w+)/g, '{$1}');
+      const line = lines.find((l) => l.split(/[\s,]+/).includes(path));
+      expect(line, `${r.method} ${r.path}`).toBeDefined();
+      expect(line).toContain(r.method);
+    }
+  });
+
 });

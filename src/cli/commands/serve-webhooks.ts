@@ -22,7 +22,11 @@ export function serveWebhooksCommand(): Command {
         const { startWebhookService } = await import('../../webhooks/webhook-service.js');
         const { shutdownSignal } = await import('../../sync/signals.js');
         const { startHealthServer } = await import('../../metrics/server.js');
-        const shutdown = shutdownSignal(logger);
+        const shutdown = shutdownSignal(
+          logger,
+          process.exit,
+          'stopping: no new webhooks taken, finishing the requests in flight',
+        );
         try {
           const service = await startWebhookService(config, { logger });
           // Its own port, so the webhook port (open to the ingress controller) never shows /metrics.
