@@ -1,6 +1,7 @@
 import type { Config } from '../config.js';
 import { hostOf, splitUrls } from '../connection-url.js';
 import { ApiError, AuthError, FeedsyncError, RedisError } from '../errors.js';
+import { shellQuote } from '../shell-quote.js';
 
 /** Connection failures of the operating system: nothing answered at that address. */
 const UNREACHABLE = new Set([
@@ -36,6 +37,14 @@ export function describeFailure(err: unknown, config: Config | null): string {
   }
   if (err instanceof RedisError && !err.message.includes('REDIS_URL')) {
     return `Redis (REDIS_URL): ${err.message}: check REDIS_URL and that the server runs`;
+  }
+  if (
+    err instanceof FeedsyncError &&
+    err.code === 'UNKNOWN_CURSOR' &&
+    config &&
+    config.feed.source !== 'default'
+  ) {
+    return `${err.message} (with --source ${shellQuote(config.feed.source)})`;
   }
   if (err instanceof FeedsyncError) return err.message;
   const e = (err ?? {}) as SystemError;

@@ -97,7 +97,7 @@ export function simulatorCommand(): Command {
           '  GET|POST /_sim/faults           the fault knobs (POST a patch: {"rate5xx": 0.2})\n' +
           '  POST /_sim/backlog {count}      a synthetic backlog of that many events\n' +
           '  POST /_sim/contacts {type, email}   a contact.subscribed or contact.unsubscribed event\n' +
-          '  GET /_sim/webhooks/{id}/deliveries   a registration\'s deliveries and their attempts\n' +
+          "  GET /_sim/webhooks/{id}/deliveries   a registration's deliveries and their attempts\n" +
           '  POST /_sim/webhooks/{id}/deliveries/{delivery}/resend   deliver one again\n' +
           '  POST /_sim/webhooks/{id}/test   post a webhook.test event to a registration\n' +
           '  GET /_sim/accounts              the accounts (what the page lists)\n' +

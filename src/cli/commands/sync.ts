@@ -18,8 +18,11 @@ export function syncCommand(): Command {
     .option('--migrate', 'apply pending migrations first instead of refusing to run')
     .addHelpText(
       'after',
-      '\nExit codes: 0 done (also when another run holds the lock), 1 runtime failure (the outbox could\n' +
-        'not be drained counts: the events are stored), 2 configuration or usage error, 3 key rejected.',
+      '\nExit codes: 0 done (also when another run holds the lock), 1 runtime failure, worth retrying (the\n' +
+        'outbox could not be drained counts: the events are stored), 2 needs an operator, retrying cannot\n' +
+        "help: configuration or usage, a type filter that differs from the cursor's, a cursor the feed no\n" +
+        'longer knows (the line names the fix: cursor set, cursor reset, reconcile), 3 key rejected.\n' +
+        'With --watch an unknown cursor fails each run (backing off) until the cursor is moved.',
     )
     .action(
       action(async ({ config, logger }, opts: { once?: boolean; watch?: boolean; migrate?: boolean }) => {

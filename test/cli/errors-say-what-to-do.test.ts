@@ -1,0 +1,52 @@
+import { afterAll, describe, expect, it } from 'vitest';
+import { setCursor } from '../../src/store/cursor.js';
+import { testEnv } from '../support/config.js';
+import { killChildren, runCli } from '../support/processes.js';
+import { useSimulator } from '../support/simulator.js';
+import { useSandboxes } from '../sync/harness.js';
+
+const sim = useSimulator({ backlog: 5 });
+const sandbox = useSandboxes();
+const PATH = process.env.PATH ?? '';
+afterAll(killChildren);
+
+/** Parsed JSON log lines of a run's stdout. */
+function logLines(stdout: string): { msg: string; waitMs?: number }[] {
+  return stdout
+    .split('\n')
+    .filter((l) => l.startsWith('{'))
+    .map((l) => JSON.parse(l) as { msg: string; waitMs?: number });
+}
+
+describe('errors that say what to do', () => {
+  it('a cursor the feed no longer knows: exit 2 (not transient), not retried, the fix named', async () => {
+    const box = await sandbox('cli_lost_cursor');
+    await setCursor(box.store, 'acme', 'evt_999999999999');
+    const res = await runCli(['sync', '--once'], {
+      PATH,
+      ...testEnv({ schema: box.schema, prefix: box.prefix, baseUrl: sim().baseUrl }),
+      FEED_SOURCE: 'acme',
+      LOG_LEVEL: 'info',
+    });
+    expect(res.code).toBe(2);
+    expect(logLines(res.stdout).filter((l) => l.waitMs !== undefined)).toEqual([]);
+    const line = res.stderr.trim();
+    expect(line.split('\n')).toHaveLength(1);
+    expect(line).toContain("the feed no longer knows the cursor's event evt_999999999999 (HTTP 400");
+    expect(line).toContain('retrying cannot help');
+    for (const fix of ['feedsync cursor set <event-id>', 'feedsync cursor reset', 'feedsync reconcile --from']) {
+      expect(line).toContain(fix);
+    }
+    expect(line).toMatch(/\(with --source acme\)$/);
+  });
+
+  it('cursor set still refuses an id the feed does not know with its own words', async () => {
+    const box = await sandbox('cli_lost_cursor_set');
+    const res = await runCli(['cursor', 'set', 'evt_999999999999'], {
+      PATH,
+      ...testEnv({ schema: box.schema, prefix: box.prefix, baseUrl: sim().baseUrl }),
+    });
+    expect(res.code).toBe(2);
+    expect(res.stderr).toContain('cursor set: the feed does not know the event id evt_999999999999');
+  });
+});
