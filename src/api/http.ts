@@ -103,6 +103,9 @@ export function createTransport(opts: TransportOptions): { request: RequestFn; c
   return { request, close: () => pool.close() };
 }
 
+/** OpenSSL's and Node's TLS failures: a protocol mismatch or a certificate not trusted. */
+const TLS_FAILURE = /^(ERR_SSL_|ERR_TLS_|CERT_)|_CERT|SELF_SIGNED|UNABLE_TO_(VERIFY|GET_ISSUER)/;
+
 /** No answer: names the host and port, so the one line a user sees says where it failed. */
 function networkError(req: HttpRequest, host: string, err: unknown): ApiError {
   const e = err as { code?: string; message?: string };
@@ -111,15 +114,20 @@ function networkError(req: HttpRequest, host: string, err: unknown): ApiError {
     err instanceof undiciErrors.BodyTimeoutError ||
     err instanceof undiciErrors.ConnectTimeoutError
       ? 'TIMEOUT'
-      : 'NETWORK';
-  return new ApiError(
-    `${req.method} ${req.path}: ${code === 'TIMEOUT' ? `${host} timed out` : `cannot reach ${host}`} (${e.code ?? e.message ?? 'unknown'})`,
-    {
-      code,
-      status: 0,
-      cause: err,
-    },
-  );
+      : typeof e.code === 'string' && TLS_FAILURE.test(e.code)
+        ? 'TLS'
+        : 'NETWORK';
+  const what =
+    code === 'TIMEOUT'
+      ? `${host} timed out`
+      : code === 'TLS'
+        ? `no TLS session with ${host}`
+        : `cannot reach ${host}`;
+  return new ApiError(`${req.method} ${req.path}: ${what} (${e.code ?? e.message ?? 'unknown'})`, {
+    code,
+    status: 0,
+    cause: err,
+  });
 }
 
 function statusError(

@@ -32,6 +32,9 @@ export function describeFailure(err: unknown, config: Config | null): string {
   if (err instanceof AuthError) {
     return `${err.message}: check FEED_API_KEY (or FEED_API_KEY_FILE), a key of this account, and FEED_BASE_URL`;
   }
+  if (err instanceof ApiError && err.code === 'TLS') {
+    return `${err.message}: check FEED_BASE_URL (https:// to a server that speaks http?) and the server's certificate; not retried`;
+  }
   if (err instanceof ApiError && err.status === 0) {
     return `${err.message}: check FEED_BASE_URL and that the service is up (retries are logged at info)`;
   }

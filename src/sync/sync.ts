@@ -101,7 +101,7 @@ export function createSync(config: Config, opts: SyncOptions = {}): Sync {
       logger,
       ...(hooks.onPublished ? { onPublished: hooks.onPublished } : {}),
     });
-  const logRetry = logRetries(log, config.feed.maxRetries);
+  const logRetry = logRetries(log);
   const retried: NonNullable<RetryDeps['onRetry']> = (info) => {
     logRetry(info);
     hooks.onRetry?.(info);

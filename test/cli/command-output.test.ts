@@ -31,7 +31,10 @@ describe('what commands print, and where', () => {
       WEBHOOK_PORT: '0',
       LOG_LEVEL: 'info',
     });
-    await waitFor(() => child.stdout().includes('serving /metrics'), { timeoutMs: 20_000, what: 'the receiver' });
+    await waitFor(() => child.stdout().includes('serving /metrics'), {
+      timeoutMs: 20_000,
+      what: 'the receiver',
+    });
     child.signal('SIGTERM');
     const res = await child.waitExit(20_000);
     expect(res.code).toBe(0);

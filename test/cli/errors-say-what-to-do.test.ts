@@ -1,7 +1,7 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { setCursor } from '../../src/store/cursor.js';
 import { testEnv } from '../support/config.js';
-import { killChildren, runCli } from '../support/processes.js';
+import { freePort, killChildren, runCli } from '../support/processes.js';
 import { useSimulator } from '../support/simulator.js';
 import { useSandboxes } from '../sync/harness.js';
 
@@ -34,7 +34,11 @@ describe('errors that say what to do', () => {
     expect(line.split('\n')).toHaveLength(1);
     expect(line).toContain("the feed no longer knows the cursor's event evt_999999999999 (HTTP 400");
     expect(line).toContain('retrying cannot help');
-    for (const fix of ['feedsync cursor set <event-id>', 'feedsync cursor reset', 'feedsync reconcile --from']) {
+    for (const fix of [
+      'feedsync cursor set <event-id>',
+      'feedsync cursor reset',
+      'feedsync reconcile --from',
+    ]) {
       expect(line).toContain(fix);
     }
     expect(line).toMatch(/\(with --source acme\)$/);
@@ -48,5 +52,36 @@ describe('errors that say what to do', () => {
     });
     expect(res.code).toBe(2);
     expect(res.stderr).toContain('cursor set: the feed does not know the event id evt_999999999999');
+  });
+
+  it('https to a server that speaks http is not retried, and the line says what to check', async () => {
+    const plain = sim().baseUrl.replace('http://', 'https://');
+    const res = await runCli(['webhooks', 'list'], {
+      PATH,
+      ...testEnv({ schema: 'unused', prefix: 'unused', baseUrl: plain }),
+      LOG_LEVEL: 'info',
+    });
+    expect(res.code).toBe(1);
+    expect(logLines(res.stdout).filter((l) => l.waitMs !== undefined)).toEqual([]);
+    expect(res.stderr).toMatch(
+      /^feedsync: GET \/webhooks: no TLS session with 127\.0\.0\.1:\d+ \(ERR_SSL_[A-Z_]+\): check FEED_BASE_URL \(https:\/\/ to a server that speaks http\?\)/,
+    );
+  });
+
+  it('a refused connection is retried 3 times, not the whole budget of 8', async () => {
+    const port = await freePort();
+    const res = await runCli(['webhooks', 'list'], {
+      PATH,
+      ...testEnv({ schema: 'unused', prefix: 'unused', baseUrl: `http://127.0.0.1:${port}/api` }),
+      LOG_LEVEL: 'info',
+    });
+    expect(res.code).toBe(1);
+    const retries = logLines(res.stdout).filter((l) => l.waitMs !== undefined);
+    expect(retries.map((l) => l.msg.replace(/in \d+\.\d s$/, 'in … s'))).toEqual(
+      [1, 2, 3].map(
+        (n) => `GET /webhooks: cannot reach 127.0.0.1:${port} (ECONNREFUSED); retry ${n} of 3 in … s`,
+      ),
+    );
+    expect(retries.every((l) => (l.waitMs ?? 0) <= 1000)).toBe(true);
   });
 });

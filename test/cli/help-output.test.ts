@@ -1,7 +1,7 @@
 import { spawn } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
-import { controlRoutes } from '../../src/simulator/control.js';
 import type { SimContext } from '../../src/simulator/context.js';
+import { controlRoutes } from '../../src/simulator/control.js';
 import { dashboardRoutes } from '../../src/simulator/dashboard-routes.js';
 import { CLI, runCli } from '../support/processes.js';
 
@@ -64,5 +64,4 @@ describe('the simulator', () => {
       expect(line).toContain(r.method);
     }
   });
-
 });

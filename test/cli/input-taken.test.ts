@@ -14,7 +14,9 @@ describe('input is refused with a word, never taken silently', () => {
       env,
     );
     expect(res.code).toBe(2);
-    expect(res.stderr).toContain('"email.bounce" is not an event type of this release; did you mean email.bounced?');
+    expect(res.stderr).toContain(
+      '"email.bounce" is not an event type of this release; did you mean email.bounced?',
+    );
     const list = await runCli(['webhooks', 'list'], env);
     expect(list.stdout).toBe('no webhooks registered\n');
     // A type the service added since is written +name, as in FEED_TYPES.

@@ -86,7 +86,7 @@ export function sendCommand(): Command {
           ...service,
           timeoutMs: config.feed.timeoutMs,
           retry: { maxRetries: config.feed.maxRetries, maxRetryWaitMs: config.feed.maxRetryWaitMs },
-          retryDeps: { onRetry: logRetries(logger.child({ module: 'send' }), config.feed.maxRetries) },
+          retryDeps: { onRetry: logRetries(logger.child({ module: 'send' })) },
         });
         try {
           const { id } = await client.sendEmail(

@@ -144,7 +144,7 @@ async function withClient(
     ...requireService(config),
     timeoutMs: config.feed.timeoutMs,
     retry: { maxRetries: config.feed.maxRetries, maxRetryWaitMs: config.feed.maxRetryWaitMs },
-    retryDeps: { onRetry: logRetries(logger.child({ module: 'webhooks' }), config.feed.maxRetries) },
+    retryDeps: { onRetry: logRetries(logger.child({ module: 'webhooks' })) },
   });
   try {
     return await fn(client);
