@@ -15,6 +15,8 @@ export interface HttpRequest {
 export interface HttpResponse {
   status: number;
   body: Buffer;
+  /** Response headers, names in lowercase (a test's RequestFn may leave them out). */
+  headers?: Record<string, string | string[] | undefined>;
 }
 
 /** The one function the API client needs to reach the service: a test can pass its own. */
@@ -66,11 +68,13 @@ export function createTransport(opts: TransportOptions): { request: RequestFn; c
     }
 
     let status: number;
+    let resHeaders: HttpResponse['headers'];
     let retryAfter: string | undefined;
     let chunks: Buffer[];
     try {
       const res = await pool.request({ method: req.method, path, headers, body, signal: req.signal ?? null });
       status = res.statusCode;
+      resHeaders = res.headers;
       const ra = res.headers['retry-after'];
       retryAfter = Array.isArray(ra) ? ra[0] : ra;
       chunks = [];
@@ -96,7 +100,7 @@ export function createTransport(opts: TransportOptions): { request: RequestFn; c
       throw networkError(req, base.host, err);
     }
     const buf = Buffer.concat(chunks);
-    if (status >= 200 && status < 300) return { status, body: buf };
+    if (status >= 200 && status < 300) return { status, body: buf, headers: resHeaders };
     throw statusError(req, status, buf, parseRetryAfter(retryAfter, now()));
   };
 

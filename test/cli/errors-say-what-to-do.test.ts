@@ -84,4 +84,49 @@ describe('errors that say what to do', () => {
     );
     expect(retries.every((l) => (l.waitMs ?? 0) <= 1000)).toBe(true);
   });
+
+  describe('send', () => {
+    const mail = (to: string, key: string) => [
+      'send',
+      '--from',
+      'app@example.com',
+      '--to',
+      to,
+      '--subject',
+      'hi',
+      '--html',
+      '<p>hi</p>',
+      '--idempotency-key',
+      key,
+    ];
+    const env = () => ({ PATH, ...testEnv({ schema: 'unused', prefix: 'unused', baseUrl: sim().baseUrl }) });
+
+    it('on a refused connection says that nothing was sent', async () => {
+      const port = await freePort();
+      const res = await runCli(mail('a@example.com', 'cli-refused'), {
+        ...env(),
+        FEED_BASE_URL: `http://127.0.0.1:${port}/api`,
+      });
+      expect(res.code).toBe(1);
+      expect(res.stderr).toContain('feedsync: nothing was sent: no connection to the service was made\n');
+      expect(res.stderr).not.toContain('may or may not');
+    });
+
+    it('a replay of the same key prints its own line; the key with other fields is a usage error', async () => {
+      const key = `cli-replay-${Date.now()}`;
+      const first = await runCli(mail('a@example.com', key), env());
+      expect(first.code, first.stderr).toBe(0);
+      const id = /^sent (\S+) \(idempotency key /.exec(first.stdout)?.[1];
+      expect(id).toBeDefined();
+      const again = await runCli(mail('a@example.com', key), env());
+      expect(again.code).toBe(0);
+      expect(again.stdout).toBe(`already sent as ${id} with idempotency key ${key}: nothing sent again\n`);
+      const other = await runCli(mail('b@example.com', key), env());
+      expect(other.code).toBe(2);
+      expect(other.stderr).toBe(
+        `feedsync: send: the idempotency key ${key} was used before with other fields (HTTP 409), and nothing was sent: ` +
+          'repeat those same fields with it, or leave out --idempotency-key for a new send\n',
+      );
+    });
+  });
 });
