@@ -1,3 +1,4 @@
+import { variableWarnings } from '../config/unknown-variables.js';
 import { type Config, loadConfig, secretsOf } from '../config.js';
 import { exitCodeOf } from '../errors.js';
 import { createLogger, type Logger, scrubSecrets } from '../logger.js';
@@ -29,6 +30,9 @@ export function action<A extends unknown[]>(
     let config: Config | null = null;
     try {
       config = loadConfig();
+      for (const warning of variableWarnings(process.env, config)) {
+        process.stderr.write(`feedsync: warning: ${warning}\n`);
+      }
       logger = createLogger({
         level: config.logLevel,
         secrets: secretsOf(config),

@@ -1,3 +1,4 @@
+import { variableWarnings } from '../config/unknown-variables.js';
 import { type Config, loadConfig } from '../config.js';
 import { redactUrl } from '../logger.js';
 import { type Check, check } from './report.js';
@@ -43,7 +44,10 @@ const SETTINGS: readonly Setting[] = [
  * Loads the configuration and says which settings differ from their defaults.
  * Secrets show only that they are set; URLs show without their password.
  */
-export function checkConfig(load: () => Config): { config: Config | null; check: Check } {
+export function checkConfig(
+  load: () => Config,
+  env?: Record<string, string | undefined>,
+): { config: Config | null; check: Check } {
   let config: Config;
   try {
     config = load();
@@ -55,6 +59,18 @@ export function checkConfig(load: () => Config): { config: Config | null; check:
         'fail',
         (err as Error).message,
         'correct the variable named above (see the configuration table in the README)',
+      ),
+    };
+  }
+  const warnings = env ? variableWarnings(env, config) : [];
+  if (warnings.length > 0) {
+    return {
+      config,
+      check: check(
+        'config',
+        'warn',
+        `${warnings.join('; ')}; ${describeConfig(config)}`,
+        'rename the variable (a misspelt one leaves its default in place), or unset it',
       ),
     };
   }

@@ -129,4 +129,35 @@ describe('errors that say what to do', () => {
       );
     });
   });
+
+  it('a misspelt variable is a warning naming the right one; doctor warns of it too', async () => {
+    const box = await sandbox('cli_typo_var');
+    const env = { PATH, ...testEnv({ schema: box.schema, prefix: box.prefix, baseUrl: sim().baseUrl }) };
+    const status = await runCli(['status'], { ...env, QUEUE_PREFX: 'foo' });
+    expect(status.code).toBe(0);
+    expect(status.stderr).toBe(
+      'feedsync: warning: QUEUE_PREFX is not a variable feedsync reads, so it is ignored; did you mean QUEUE_PREFIX?\n',
+    );
+    const doctor = await runCli(['doctor', '--json'], { ...env, QUEUE_PREFX: 'foo' });
+    const config = (
+      JSON.parse(doctor.stdout) as { checks: { name: string; status: string; message: string }[] }
+    ).checks[0]!;
+    expect(config).toMatchObject({ name: 'config', status: 'warn' });
+    expect(config.message).toContain('did you mean QUEUE_PREFIX?');
+    expect(doctor.code).toBe(1);
+  });
+
+  it('a schema without feedsync tables says so, not "not up to date"', async () => {
+    const res = await runCli(['status'], {
+      PATH,
+      ...testEnv({ schema: 'no_feedsync_here_at_all', prefix: 'unused' }),
+      DATABSE_SCHEMA: 'x',
+    });
+    expect(res.code).toBe(2);
+    expect(res.stderr).toBe(
+      'feedsync: warning: DATABSE_SCHEMA is not a variable feedsync reads, so it is ignored; did you mean DATABASE_SCHEMA?\n' +
+        'feedsync: the schema "no_feedsync_here_at_all" (DATABASE_SCHEMA) has no feedsync tables yet: check ' +
+        'DATABASE_SCHEMA, or run "feedsync migrate" to create them there\n',
+    );
+  });
 });

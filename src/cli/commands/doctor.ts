@@ -37,6 +37,7 @@ export function doctorCommand(): Command {
         ]);
         const report = await runDoctor({
           load: () => loadConfig(),
+          env: process.env,
           timeoutMs: opts.timeoutMs,
           mode: opts.receiver ? 'receiver' : 'sync',
         });
