@@ -62,7 +62,7 @@ export function checkConfig(
       ),
     };
   }
-  const warnings = env ? variableWarnings(env, config) : [];
+  const warnings = [...(env ? variableWarnings(env, config) : []), ...portClashes(config)];
   if (warnings.length > 0) {
     return {
       config,
@@ -70,11 +70,23 @@ export function checkConfig(
         'config',
         'warn',
         `${warnings.join('; ')}; ${describeConfig(config)}`,
-        'rename the variable (a misspelt one leaves its default in place), or unset it',
+        'rename a misspelt variable (it leaves its default in place) or unset it; give each listener a port of its own',
       ),
     };
   }
   return { config, check: check('config', 'ok', describeConfig(config)) };
+}
+
+/**
+ * Two listeners of one process on one port: serve-webhooks listens on WEBHOOK_PORT and
+ * METRICS_PORT, and the second listen would fail. Port 0 (any free port) never clashes.
+ */
+export function portClashes(config: Config): string[] {
+  const port = config.webhooks.port;
+  if (port === 0 || port !== config.metricsPort) return [];
+  return [
+    `METRICS_PORT and WEBHOOK_PORT are both ${port}: serve-webhooks listens on each, so they must differ`,
+  ];
 }
 
 /** `NAME=value` for every setting that is not at its default; secrets as `NAME set`. */

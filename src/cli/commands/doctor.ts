@@ -13,7 +13,7 @@ export function doctorCommand(): Command {
     new Command('doctor')
       .description(
         'Check configuration, Postgres and the schema, the cursor and type filter, the feed and key, ' +
-          'Redis and its maxmemory-policy, the queues, outbox and quarantine; say how to fix what is wrong.',
+          'Redis and its maxmemory-policy, the queues, outbox, quarantine and recorded conflicts; say how to fix what is wrong.',
       )
       .option('--json', 'print JSON: {ok, checks: [{name, status, message, fix?}]}')
       .option(
