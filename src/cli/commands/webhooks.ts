@@ -51,20 +51,20 @@ export function webhooksCommand(): Command {
     .action(
       action(async ({ config, logger }, opts: { url: string; events: string; json?: boolean }) => {
         const { ConfigError } = await import('../../errors.js');
-        const { parseEventTypes } = await import('../../feed/event-types.js');
+        const { NEW_TYPE_MARK, parseEventTypes } = await import('../../feed/event-types.js');
         const entries = opts.events
           .split(',')
           .map((e) => e.trim())
           .filter(Boolean);
         if (entries.length === 0) throw new ConfigError('webhooks create: --events is empty', 'USAGE');
         // The FEED_TYPES rule: a typo would register a hook that never fires.
-        let named: string[];
         try {
-          named = parseEventTypes(entries.filter((e) => e !== '*')) ?? [];
+          parseEventTypes(entries.filter((e) => e !== '*'));
         } catch (err) {
           throw new ConfigError(`webhooks create: --events ${(err as Error).message}`, 'USAGE');
         }
-        const events = entries.includes('*') ? ['*', ...named] : named;
+        // In the order given, without the marks of types added since this release.
+        const events = [...new Set(entries.map((e) => (e.startsWith(NEW_TYPE_MARK) ? e.slice(1) : e)))];
         if (!isHttpUrl(opts.url)) {
           throw new ConfigError('webhooks create: --url must be an absolute http(s) URL', 'USAGE');
         }
