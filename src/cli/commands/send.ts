@@ -111,8 +111,9 @@ export function sendCommand(): Command {
             { from, to, subject: flags.subject, html },
             { idempotencyKey: key },
           );
-          // A replay of a key this run made up can only be its own retry: that is a send like any other.
-          const again = replayed && flags.idempotencyKey !== undefined;
+          // A replay after an attempt of this run that may have reached the service can be that
+          // attempt's own send (its answer lost): only a replay on the first contact was sent before.
+          const again = replayed && !mayHaveSent;
           process.stdout.write(
             flags.json
               ? `${JSON.stringify({ id, idempotency_key: key, replayed: again })}\n`
