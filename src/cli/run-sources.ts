@@ -148,11 +148,17 @@ function failed(outcome: Outcome): boolean {
   return !outcome.ok || runFailed(outcome.result);
 }
 
-/** 0 when every source tried caught up or was locked elsewhere; 3 when only keys were rejected; else 1. */
+/**
+ * 0 when every source tried caught up or was locked elsewhere; 3 when only keys were
+ * rejected; 2 when every failure needs an operator (a key, a cursor the feed no longer
+ * knows), as for one source; else 1: something a later run may get past.
+ */
 export function exitCodeFor(outcomes: readonly Outcome[]): number {
   const failures = outcomes.filter(failed);
   if (failures.length === 0) return 0;
-  return failures.every((o) => !o.ok && exitCodeOf(o.error) === 3) ? 3 : 1;
+  const codes = failures.map((o) => (o.ok ? 1 : exitCodeOf(o.error)));
+  if (codes.every((c) => c === 3)) return 3;
+  return codes.every((c) => c === 2 || c === 3) ? 2 : 1;
 }
 
 function tally(outcomes: readonly Outcome[], total: number): Record<string, number> {
