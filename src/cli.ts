@@ -15,6 +15,14 @@
 import { Command, CommanderError } from 'commander';
 import { registerCommands } from './cli/commands/index.js';
 
+// A reader that goes away (`feedsync … | head`) is not a failure of the command: the rest
+// of the output is dropped and the exit code stays the command's own (2 for a usage error).
+for (const stream of [process.stdout, process.stderr]) {
+  stream.on('error', (err: NodeJS.ErrnoException) => {
+    if (err.code !== 'EPIPE' && err.code !== 'ERR_STREAM_DESTROYED') throw err;
+  });
+}
+
 const program = new Command('feedsync')
   .description(
     "Keeps your Postgres in step with an email delivery service's events, and hands every update to BullMQ.",
@@ -39,7 +47,7 @@ const override = (command: Command): void => {
 override(program);
 
 try {
-  await program.parseAsync(process.argv);
+  await program.parseAsync(helpAsFlag(process.argv));
 } catch (err) {
   if (err instanceof CommanderError) {
     // Help asked for (`--help`, `help`, `help sync`) and version are not errors; help shown
@@ -53,4 +61,14 @@ try {
     process.stderr.write(`feedsync: ${(err as Error)?.message ?? String(err)}\n`);
     process.exitCode = 1;
   }
+}
+
+/**
+ * `help cursor set` as `cursor set --help`: commander's help command takes one word and
+ * would print the `cursor` group's help for a nested command.
+ */
+function helpAsFlag(argv: readonly string[]): string[] {
+  const [node = '', script = '', first, ...rest] = argv;
+  if (first !== 'help' || rest.length < 2) return [...argv];
+  return [node, script, ...rest, '--help'];
 }

@@ -187,6 +187,12 @@ const fields = {
 /** Variables whose value may come from a file named by `<NAME>_FILE` (a mounted secret). */
 const FILE_VARIANTS = ['FEED_API_KEY', 'WEBHOOK_SECRET', 'DATABASE_URL', 'REDIS_URL'] as const;
 
+/** Every variable loadConfig reads, `<NAME>_FILE` included: what a misspelt name is told apart from. */
+export const VARIABLES: readonly string[] = [
+  ...Object.keys(fields),
+  ...FILE_VARIANTS.map((n) => `${n}_FILE`),
+];
+
 /**
  * Parses the environment into a frozen Config, or throws a ConfigError naming the
  * first variable that is wrong. `readFile` is injectable for tests.

@@ -69,7 +69,7 @@ export class ServiceClient {
   async sendEmail(
     email: SendEmailRequest,
     opts: { idempotencyKey?: string; signal?: AbortSignal } = {},
-  ): Promise<SendEmailResponse & { idempotencyKey: string }> {
+  ): Promise<SendEmailResponse & { idempotencyKey: string; replayed: boolean }> {
     const idempotencyKey = opts.idempotencyKey ?? randomUUID();
     const res = await withRetries(
       () =>
@@ -85,7 +85,9 @@ export class ServiceClient {
       signal(opts.signal),
     );
     const body = json<SendEmailResponse>(res, 'POST /emails');
-    return { id: requireString(body.id, 'POST /emails', 'id'), idempotencyKey };
+    // `Idempotent-Replayed: true`: the key was seen with this request before; nothing new was sent.
+    const replayed = res.headers?.['idempotent-replayed'] === 'true';
+    return { id: requireString(body.id, 'POST /emails', 'id'), idempotencyKey, replayed };
   }
 
   async listWebhooks(): Promise<Webhook[]> {

@@ -15,6 +15,8 @@ export interface HttpRequest {
 export interface HttpResponse {
   status: number;
   body: Buffer;
+  /** Response headers, names in lowercase (a test's RequestFn may leave them out). */
+  headers?: Record<string, string | string[] | undefined>;
 }
 
 /** The one function the API client needs to reach the service: a test can pass its own. */
@@ -66,11 +68,13 @@ export function createTransport(opts: TransportOptions): { request: RequestFn; c
     }
 
     let status: number;
+    let resHeaders: HttpResponse['headers'];
     let retryAfter: string | undefined;
     let chunks: Buffer[];
     try {
       const res = await pool.request({ method: req.method, path, headers, body, signal: req.signal ?? null });
       status = res.statusCode;
+      resHeaders = res.headers;
       const ra = res.headers['retry-after'];
       retryAfter = Array.isArray(ra) ? ra[0] : ra;
       chunks = [];
@@ -96,12 +100,15 @@ export function createTransport(opts: TransportOptions): { request: RequestFn; c
       throw networkError(req, base.host, err);
     }
     const buf = Buffer.concat(chunks);
-    if (status >= 200 && status < 300) return { status, body: buf };
+    if (status >= 200 && status < 300) return { status, body: buf, headers: resHeaders };
     throw statusError(req, status, buf, parseRetryAfter(retryAfter, now()));
   };
 
   return { request, close: () => pool.close() };
 }
+
+/** OpenSSL's and Node's TLS failures: a protocol mismatch or a certificate not trusted. */
+const TLS_FAILURE = /^(ERR_SSL_|ERR_TLS_|CERT_)|_CERT|SELF_SIGNED|UNABLE_TO_(VERIFY|GET_ISSUER)/;
 
 /** No answer: names the host and port, so the one line a user sees says where it failed. */
 function networkError(req: HttpRequest, host: string, err: unknown): ApiError {
@@ -111,15 +118,20 @@ function networkError(req: HttpRequest, host: string, err: unknown): ApiError {
     err instanceof undiciErrors.BodyTimeoutError ||
     err instanceof undiciErrors.ConnectTimeoutError
       ? 'TIMEOUT'
-      : 'NETWORK';
-  return new ApiError(
-    `${req.method} ${req.path}: ${code === 'TIMEOUT' ? `${host} timed out` : `cannot reach ${host}`} (${e.code ?? e.message ?? 'unknown'})`,
-    {
-      code,
-      status: 0,
-      cause: err,
-    },
-  );
+      : typeof e.code === 'string' && TLS_FAILURE.test(e.code)
+        ? 'TLS'
+        : 'NETWORK';
+  const what =
+    code === 'TIMEOUT'
+      ? `${host} timed out`
+      : code === 'TLS'
+        ? `no TLS session with ${host}`
+        : `cannot reach ${host}`;
+  return new ApiError(`${req.method} ${req.path}: ${what} (${e.code ?? e.message ?? 'unknown'})`, {
+    code,
+    status: 0,
+    cause: err,
+  });
 }
 
 function statusError(

@@ -19,16 +19,16 @@ export interface RetryDeps {
   sleep?: (ms: number, signal?: AbortSignal) => Promise<void>;
   random?: () => number;
   now?: () => number;
-  /** Called before each wait: for logs and metrics. */
-  onRetry?: (info: { attempt: number; waitMs: number; error: ApiError }) => void;
+  /** Called before each wait: for logs and metrics. `maxRetries` is what this error allows. */
+  onRetry?: (info: { attempt: number; maxRetries: number; waitMs: number; error: ApiError }) => void;
 }
 
 /**
  * An onRetry that logs each wait at info, with its cause: without it, a service
  * that is down is minutes of silence before the run fails.
  */
-export function logRetries(log: Pick<Logger, 'info'>, maxRetries: number): NonNullable<RetryDeps['onRetry']> {
-  return ({ attempt, waitMs, error }) =>
+export function logRetries(log: Pick<Logger, 'info'>): NonNullable<RetryDeps['onRetry']> {
+  return ({ attempt, maxRetries, waitMs, error }) =>
     log.info(
       { attempt, maxRetries, waitMs, status: error.status, code: error.code },
       `${error.message}; retry ${attempt} of ${maxRetries} in ${(waitMs / 1000).toFixed(1)} s`,
@@ -47,9 +47,29 @@ export function parseRetryAfter(value: string | undefined, now: number): number 
   return Number.isNaN(date) ? undefined : Math.max(0, date - now);
 }
 
-/** Whether an error is worth another try: 429, 5xx and no answer at all. */
+/**
+ * Whether an error is worth another try: 429, 5xx and no answer at all, except a TLS
+ * failure (https to a server that speaks http, a certificate this machine does not
+ * trust): the next try meets the same server.
+ */
 export function isRetryable(err: unknown): err is ApiError {
-  return err instanceof ApiError && (err.status === 0 || err.status === 429 || err.status >= 500);
+  return (
+    err instanceof ApiError &&
+    ((err.status === 0 && err.code !== 'TLS') || err.status === 429 || err.status >= 500)
+  );
+}
+
+/**
+ * A refused connection: nothing listens at that address (the service is down, or the
+ * URL's host or port is wrong). Tried at most REFUSED_RETRIES more times, each wait at
+ * most REFUSED_MAX_DELAY_MS, about 2 s in all: a server restarting in place is back by
+ * then, and a wrong URL is said at once instead of after half a minute of backoff.
+ */
+const REFUSED_RETRIES = 3;
+const REFUSED_MAX_DELAY_MS = 1_000;
+
+function isRefused(err: ApiError): boolean {
+  return (err.cause as { code?: unknown } | undefined)?.code === 'ECONNREFUSED';
 }
 
 /** An ApiError that carries the server's requested wait. */
@@ -87,9 +107,11 @@ export async function withRetries<T>(
     try {
       return await attempt();
     } catch (err) {
-      if (!isRetryable(err) || (opts.retryable && !opts.retryable(err)) || n >= policy.maxRetries) throw err;
-      if (opts.signal?.aborted) throw err;
-      const backoff = Math.floor(random() * Math.min(cap, base * 2 ** n));
+      if (!isRetryable(err) || (opts.retryable && !opts.retryable(err))) throw err;
+      const refused = isRefused(err);
+      const maxRetries = refused ? Math.min(policy.maxRetries, REFUSED_RETRIES) : policy.maxRetries;
+      if (n >= maxRetries || opts.signal?.aborted) throw err;
+      const backoff = Math.floor(random() * Math.min(refused ? REFUSED_MAX_DELAY_MS : cap, base * 2 ** n));
       const asked = err instanceof RetryAfterError ? err.retryAfterMs : undefined;
       const waitMs = Math.max(backoff, asked ?? 0);
       if (waitMs > policy.maxRetryWaitMs) {
@@ -98,7 +120,7 @@ export async function withRetries<T>(
           { code: 'RETRY_WAIT_TOO_LONG', status: err.status, cause: err },
         );
       }
-      deps.onRetry?.({ attempt: n + 1, waitMs, error: err });
+      deps.onRetry?.({ attempt: n + 1, maxRetries, waitMs, error: err });
       await sleep(waitMs, opts.signal);
     }
   }

@@ -1,3 +1,4 @@
+import { variableWarnings } from '../config/unknown-variables.js';
 import { type Config, loadConfig, secretsOf } from '../config.js';
 import { exitCodeOf } from '../errors.js';
 import { createLogger, type Logger, scrubSecrets } from '../logger.js';
@@ -18,13 +19,25 @@ export interface CommandContext {
  */
 export function action<A extends unknown[]>(
   fn: (ctx: CommandContext, ...args: A) => Promise<number | undefined> | number | undefined,
+  /**
+   * Where log lines go. Default stdout; a command whose stdout is its answer to a person
+   * (`migrate`) logs to stderr, so that each stream carries one kind of line.
+   */
+  opts: { logTo?: NodeJS.WritableStream } = {},
 ): (...args: A) => Promise<void> {
   return async (...args: A) => {
     let logger: Logger | undefined;
     let config: Config | null = null;
     try {
       config = loadConfig();
-      logger = createLogger({ level: config.logLevel, secrets: secretsOf(config) });
+      for (const warning of variableWarnings(process.env, config)) {
+        process.stderr.write(`feedsync: warning: ${warning}\n`);
+      }
+      logger = createLogger({
+        level: config.logLevel,
+        secrets: secretsOf(config),
+        ...(opts.logTo ? { destination: opts.logTo } : {}),
+      });
       process.exitCode = (await fn({ config, logger }, ...args)) ?? 0;
     } catch (err) {
       process.exitCode = exitCodeOf(err);

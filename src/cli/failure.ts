@@ -1,6 +1,7 @@
 import type { Config } from '../config.js';
 import { hostOf, splitUrls } from '../connection-url.js';
 import { ApiError, AuthError, FeedsyncError, RedisError } from '../errors.js';
+import { shellQuote } from '../shell-quote.js';
 
 /** Connection failures of the operating system: nothing answered at that address. */
 const UNREACHABLE = new Set([
@@ -31,11 +32,22 @@ export function describeFailure(err: unknown, config: Config | null): string {
   if (err instanceof AuthError) {
     return `${err.message}: check FEED_API_KEY (or FEED_API_KEY_FILE), a key of this account, and FEED_BASE_URL`;
   }
+  if (err instanceof ApiError && err.code === 'TLS') {
+    return `${err.message}: check FEED_BASE_URL (https:// to a server that speaks http?) and the server's certificate; not retried`;
+  }
   if (err instanceof ApiError && err.status === 0) {
     return `${err.message}: check FEED_BASE_URL and that the service is up (retries are logged at info)`;
   }
   if (err instanceof RedisError && !err.message.includes('REDIS_URL')) {
     return `Redis (REDIS_URL): ${err.message}: check REDIS_URL and that the server runs`;
+  }
+  if (
+    err instanceof FeedsyncError &&
+    err.code === 'UNKNOWN_CURSOR' &&
+    config &&
+    config.feed.source !== 'default'
+  ) {
+    return `${err.message} (with --source ${shellQuote(config.feed.source)})`;
   }
   if (err instanceof FeedsyncError) return err.message;
   const e = (err ?? {}) as SystemError;

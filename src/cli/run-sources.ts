@@ -225,14 +225,16 @@ function failed(outcome: Outcome): boolean {
 
 /**
  * 0 when every source tried caught up or was leased elsewhere; 3 when only keys were
- * rejected; 2 when every failure was one of configuration (a FEED_TYPES that differs
- * from the cursor's, a key file missing); else 1.
+ * rejected; 2 when every failure needs an operator (configuration, a key file missing, a
+ * FEED_TYPES that differs from the cursor's, a cursor the feed no longer knows), with a
+ * rejected key among them at most; else 1: something a later run may get past.
  */
 export function exitCodeFor(outcomes: readonly Outcome[]): number {
-  const codes = outcomes.filter(failed).map((o) => (o.ok ? 1 : exitCodeOf(o.error)));
-  if (codes.length === 0) return 0;
-  const [code] = codes;
-  return (code === 2 || code === 3) && codes.every((c) => c === code) ? code : 1;
+  const failures = outcomes.filter(failed);
+  if (failures.length === 0) return 0;
+  const codes = failures.map((o) => (o.ok ? 1 : exitCodeOf(o.error)));
+  if (codes.every((c) => c === 3)) return 3;
+  return codes.every((c) => c === 2 || c === 3) ? 2 : 1;
 }
 
 /** On stderr, one line per failed source, and whether Redis kept the outbox back. */

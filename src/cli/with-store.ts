@@ -14,6 +14,14 @@ export async function withStore<T>(
   const store = createStore({ ...config.database, logger });
   try {
     const state = await schemaState(store);
+    if (state.current === null) {
+      // Often a DATABASE_SCHEMA that names another schema than meant: migrate would make it.
+      throw new ConfigError(
+        `the schema "${store.schema}" (DATABASE_SCHEMA) has no feedsync tables yet: check DATABASE_SCHEMA, ` +
+          'or run "feedsync migrate" to create them there',
+        'SCHEMA_MISSING',
+      );
+    }
     if (state.pending.length > 0) {
       throw new ConfigError(
         `the schema "${store.schema}" is not up to date; run "feedsync migrate"`,

@@ -1,3 +1,4 @@
+import { variableWarnings } from '../config/unknown-variables.js';
 import { type Config, loadConfig } from '../config.js';
 import { redactUrl } from '../logger.js';
 import { type Check, check } from './report.js';
@@ -44,7 +45,10 @@ const SETTINGS: readonly Setting[] = [
  * Loads the configuration and says which settings differ from their defaults.
  * Secrets show only that they are set; URLs show without their password.
  */
-export function checkConfig(load: () => Config): { config: Config | null; check: Check } {
+export function checkConfig(
+  load: () => Config,
+  env?: Record<string, string | undefined>,
+): { config: Config | null; check: Check } {
   let config: Config;
   try {
     config = load();
@@ -59,7 +63,31 @@ export function checkConfig(load: () => Config): { config: Config | null; check:
       ),
     };
   }
+  const warnings = [...(env ? variableWarnings(env, config) : []), ...portClashes(config)];
+  if (warnings.length > 0) {
+    return {
+      config,
+      check: check(
+        'config',
+        'warn',
+        `${warnings.join('; ')}; ${describeConfig(config)}`,
+        'rename a misspelt variable (it leaves its default in place) or unset it; give each listener a port of its own',
+      ),
+    };
+  }
   return { config, check: check('config', 'ok', describeConfig(config)) };
+}
+
+/**
+ * Two listeners of one process on one port: serve-webhooks listens on WEBHOOK_PORT and
+ * METRICS_PORT, and the second listen would fail. Port 0 (any free port) never clashes.
+ */
+export function portClashes(config: Config): string[] {
+  const port = config.webhooks.port;
+  if (port === 0 || port !== config.metricsPort) return [];
+  return [
+    `METRICS_PORT and WEBHOOK_PORT are both ${port}: serve-webhooks listens on each, so they must differ`,
+  ];
 }
 
 /** `NAME=value` for every setting that is not at its default; secrets as `NAME set`. */

@@ -11,6 +11,8 @@ export interface DoctorOptions {
   load: () => Config;
   /** Where errors of idle connections go. Default a silent logger. */
   logger?: Logger;
+  /** The environment the config came from, to warn of variables feedsync does not read. */
+  env?: Record<string, string | undefined>;
   /** Longest wait for one service to answer. Default 5000 ms. */
   timeoutMs?: number;
   /**
@@ -30,7 +32,7 @@ export interface DoctorOptions {
 export async function runDoctor(opts: DoctorOptions): Promise<DoctorReport> {
   const timeoutMs = opts.timeoutMs ?? 5000;
   const logger = opts.logger ?? createLogger({ level: 'silent' });
-  const { config, check: configCheck } = checkConfig(opts.load);
+  const { config, check: configCheck } = checkConfig(opts.load, opts.env);
   if (!config) return { ok: false, checks: [configCheck] };
   const receiver = opts.mode === 'receiver';
   const [pg, feed, redis] = await Promise.all([

@@ -6,12 +6,16 @@ import { shellQuote } from '../shell-quote.js';
 import { getCursor } from '../store/cursor.js';
 import { createStore, quoteSchema, type Store } from '../store/db.js';
 import { schemaState } from '../store/migrate.js';
+import { conflictsCheck } from './conflicts-check.js';
 import { type Check, check } from './report.js';
 
 /** An unpublished outbox row older than this means the relay is not draining. */
 export const STALE_OUTBOX_MS = 5 * 60_000;
 
-/** Postgres answers, the schema is current, the cursor matches FEED_TYPES, the outbox drains, nothing is quarantined. */
+/**
+ * Postgres answers, the schema is current, the cursor matches FEED_TYPES, the outbox
+ * drains, nothing is quarantined, no event came back with other content.
+ */
 export async function postgresChecks(
   config: Config,
   logger: Logger,
@@ -29,7 +33,7 @@ export async function postgresChecks(
         `cannot reach Postgres at ${where}: ${reached.error}`,
         'check DATABASE_URL (host, port, database, user, password) and that the server runs and accepts this client',
       ),
-      ...['schema', 'cursor', 'outbox', 'quarantine'].map((name) =>
+      ...['schema', 'cursor', 'outbox', 'quarantine', 'conflicts'].map((name) =>
         check(name, 'skip', 'not checked: Postgres is unreachable'),
       ),
     ];
@@ -40,7 +44,7 @@ export async function postgresChecks(
     const schema = await schemaCheck(store);
     checks.push(schema);
     if (schema.status !== 'ok') {
-      for (const name of ['cursor', 'outbox', 'quarantine']) {
+      for (const name of ['cursor', 'outbox', 'quarantine', 'conflicts']) {
         checks.push(check(name, 'skip', 'not checked: the schema is not current'));
       }
       return checks;
@@ -49,6 +53,7 @@ export async function postgresChecks(
       await cursorCheck(store, config, unknownId),
       await outboxCheck(store, config),
       await quarantineCheck(store),
+      await conflictsCheck(store),
     );
     return checks;
   } finally {

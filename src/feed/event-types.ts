@@ -56,7 +56,7 @@ export function closestType(name: string): string {
 }
 
 /** Levenshtein distance, two rows at a time. */
-function editDistance(a: string, b: string): number {
+export function editDistance(a: string, b: string): number {
   let prev = Array.from({ length: b.length + 1 }, (_, j) => j);
   for (let i = 1; i <= a.length; i++) {
     const row = [i];

@@ -46,7 +46,38 @@ export function createFeedClient(opts: FeedClientOptions): FetchPage {
       opts.retry,
       opts.retryDeps,
       signal ? { signal } : {},
-    );
+    ).catch((err: unknown) => {
+      throw after === null ? err : (unknownCursor(err, after) ?? err);
+    });
     return { ...parsePage(raw.body, { ...rules, after }), bytes: raw.bytes };
   };
+}
+
+/**
+ * The feed's refusal of `after` (400 or 422, or a 404 that names it): the cursor points
+ * at an event the feed no longer knows, and every run would fail the same way. Exit 2,
+ * as a type filter that differs from the cursor's: an operator moves the cursor.
+ * Null for any other error.
+ */
+export function unknownCursor(err: unknown, after: string): ApiError | null {
+  if (!(err instanceof ApiError) || err.code === 'UNKNOWN_CURSOR') return null;
+  const said = `${err.serviceCode ?? ''} ${err.serviceMessage ?? ''}`;
+  const refusesAfter =
+    err.status === 400 || err.status === 422 || (err.status === 404 && /after|event/i.test(said));
+  // A refusal that names something else (a type the service does not take) is not about the cursor.
+  if (!refusesAfter || (said.trim() !== '' && !/after|event/i.test(said))) return null;
+  return new ApiError(
+    `the feed no longer knows the cursor's event ${after.slice(0, 200)} (HTTP ${err.status}` +
+      `${err.serviceMessage ? `: ${err.serviceMessage}` : ''}); retrying cannot help: move the cursor to an ` +
+      'event the feed knows with "feedsync cursor set <event-id>", or start over with "feedsync cursor reset" ' +
+      '(stored events are de-duplicated); then "feedsync reconcile --from <event-id>" stores what the gap held',
+    {
+      code: 'UNKNOWN_CURSOR',
+      status: err.status,
+      serviceCode: err.serviceCode,
+      serviceMessage: err.serviceMessage,
+      cause: err,
+      exitCode: 2,
+    },
+  );
 }

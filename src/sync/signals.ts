@@ -8,6 +8,8 @@ import type { Logger } from '../logger.js';
 export function shutdownSignal(
   logger: Logger,
   exit: (code: number) => void = process.exit,
+  /** What the first signal logs: what this process finishes before it exits. */
+  stopping = 'stopping after the page in hand',
 ): {
   signal: AbortSignal;
   dispose: () => void;
@@ -19,7 +21,7 @@ export function shutdownSignal(
       exit(1);
       return;
     }
-    logger.info({ signal: name }, 'stopping after the page in hand; send it again to exit now');
+    logger.info({ signal: name }, `${stopping}; send it again to exit now`);
     controller.abort(new Error(`received ${name}`));
   };
   process.on('SIGTERM', handler);

@@ -115,7 +115,7 @@ export function createSync(config: Config, opts: SyncOptions = {}): Sync {
       ...(hooks.onPublished ? { onPublished: hooks.onPublished } : {}),
       ...(hooks.onPublishDelay ? { onPublishDelay: hooks.onPublishDelay } : {}),
     });
-  const logRetry = logRetries(log, config.feed.maxRetries);
+  const logRetry = logRetries(log);
   const retried: NonNullable<RetryDeps['onRetry']> = (info) => {
     logRetry(info);
     hooks.onRetry?.(info);

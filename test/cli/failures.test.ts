@@ -107,6 +107,22 @@ describe('expected failures: one line on stderr that says what failed and what t
     expect(expectOneLine(receiver)).toContain(`WEBHOOK_PORT ${heldPort} is already in use`);
   });
 
+  it('METRICS_PORT equal to WEBHOOK_PORT names both settings (exit 2), before listening on either', async () => {
+    const box = await sandbox('cli_port_clash');
+    const port = String(await freePort());
+    const res = await runCli(['serve-webhooks'], {
+      PATH,
+      ...testEnv({ schema: box.schema, prefix: box.prefix }),
+      WEBHOOK_SECRET: 'whsec_cli_failures',
+      WEBHOOK_PORT: port,
+      METRICS_PORT: port,
+    });
+    expect(res.code).toBe(2);
+    expect(expectOneLine(res)).toBe(
+      `feedsync: METRICS_PORT and WEBHOOK_PORT are both ${port}: serve-webhooks listens on each, so they must differ; change one of them`,
+    );
+  });
+
   it('METRICS_HOST that is not an address of this machine is a configuration error (exit 2)', async () => {
     const box = await sandbox('cli_host');
     const res = await runCli(['sync', '--watch'], {

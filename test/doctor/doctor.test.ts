@@ -56,6 +56,7 @@ describe('feedsync doctor', () => {
       cursor: 'ok',
       outbox: 'ok',
       quarantine: 'ok',
+      conflicts: 'ok',
       feed: 'ok',
       redis: 'ok',
       'redis-maxmemory-policy': 'ok',
@@ -69,6 +70,36 @@ describe('feedsync doctor', () => {
     expect(text).toContain(`DATABASE_SCHEMA=${schema}`);
     expect(text).not.toContain(TEST_API_KEY);
     expect(text).not.toContain('hunter2secret');
+  });
+
+  it('does not say all is well with conflicts recorded: it counts them and says what to do', async () => {
+    const table = `"${schema}".conflicts`;
+    await store.pool.query(
+      `INSERT INTO ${table} (source, event_id, first_sha256, second_sha256, raw, received_via)
+       SELECT 'default', 'evt_' || i, 'a', 'b' || i, '{}', 'feed' FROM generate_series(1, 3) AS i`,
+    );
+    try {
+      const report = await diagnose();
+      const conflicts = report.checks.find((c) => c.name === 'conflicts');
+      expect(conflicts).toMatchObject({ status: 'warn' });
+      expect(conflicts?.message).toContain('3 events came back from the feed with other content than stored');
+      expect(conflicts?.fix).toContain(`SELECT source, event_id, received_at, raw FROM ${table}`);
+      expect(report.ok).toBe(false);
+      const text = formatReport(report);
+      expect(text).not.toContain('all is well');
+      expect(text).toContain('1 problem found');
+    } finally {
+      await store.pool.query(`DELETE FROM ${table}`);
+    }
+  });
+
+  it('warns when METRICS_PORT equals WEBHOOK_PORT, naming both', async () => {
+    const report = await diagnose({ METRICS_PORT: '8090', WEBHOOK_PORT: '8090' });
+    const config = report.checks.find((c) => c.name === 'config');
+    expect(config?.status).toBe('warn');
+    expect(config?.message).toContain(
+      'METRICS_PORT and WEBHOOK_PORT are both 8090: serve-webhooks listens on each, so they must differ',
+    );
   });
 
   it('fails naming Postgres when DATABASE_URL points at the wrong port, and skips what needs it', async () => {

@@ -135,6 +135,43 @@ describe('withRetries', () => {
     expect(deps.waits).toHaveLength(3);
   });
 
+  it('does not retry a TLS failure: the next try meets the same server', async () => {
+    const deps = fakeDeps();
+    const run = flaky(5, () => new ApiError('no TLS session', { code: 'TLS', status: 0 }));
+    await expect(
+      withRetries(run.attempt, { maxRetries: 5, maxRetryWaitMs: 1000 }, deps),
+    ).rejects.toMatchObject({ code: 'TLS' });
+    expect(run.calls()).toBe(1);
+  });
+
+  it('retries a refused connection 3 times at most, each wait at most 1 s, and says so', async () => {
+    const deps = fakeDeps(() => 0.999);
+    const told: number[] = [];
+    const refused = () =>
+      new ApiError('cannot reach', {
+        code: 'NETWORK',
+        status: 0,
+        cause: Object.assign(new Error('connect ECONNREFUSED'), { code: 'ECONNREFUSED' }),
+      });
+    const run = flaky(10, refused);
+    await expect(
+      withRetries(
+        run.attempt,
+        { maxRetries: 8, maxRetryWaitMs: 60_000 },
+        { ...deps, onRetry: (i) => told.push(i.maxRetries) },
+      ),
+    ).rejects.toMatchObject({ code: 'NETWORK' });
+    expect(run.calls()).toBe(4);
+    expect(deps.waits).toEqual([249, 499, 999]);
+    expect(told).toEqual([3, 3, 3]);
+    // A budget below three is kept.
+    const few = flaky(10, refused);
+    await expect(
+      withRetries(few.attempt, { maxRetries: 1, maxRetryWaitMs: 60_000 }, fakeDeps()),
+    ).rejects.toThrow();
+    expect(few.calls()).toBe(2);
+  });
+
   it('stops retrying once the signal is aborted', async () => {
     const controller = new AbortController();
     const deps = fakeDeps();

@@ -95,14 +95,18 @@ describe('feedsync send', () => {
     const second = await runCli(args, env());
     expect([first.code, second.code]).toEqual([0, 0]);
     const a = JSON.parse(first.stdout);
-    expect(a).toEqual({ id: expect.stringMatching(/^em_/), idempotency_key: 'order-4711-receipt' });
-    expect(JSON.parse(second.stdout)).toEqual(a);
+    expect(a).toEqual({
+      id: expect.stringMatching(/^em_/),
+      idempotency_key: 'order-4711-receipt',
+      replayed: false,
+    });
+    expect(JSON.parse(second.stdout)).toEqual({ ...a, replayed: true });
     // A given key is not echoed on stderr: the caller already has it.
     expect(first.stderr).toBe('');
     expect(sim().stats().emails_sent).toBe(sent + 1);
   });
 
-  it('the same key with other fields is refused by the service (exit 1), and nothing is sent', async () => {
+  it('the same key with other fields is refused by the service as a usage error (exit 2), and nothing is sent', async () => {
     const sent = sim().stats().emails_sent;
     const args = [
       'send',
@@ -115,7 +119,7 @@ describe('feedsync send', () => {
     ];
     expect((await runCli([...args, '--subject', 'one', '--html', 'x'], env())).code).toBe(0);
     const other = await runCli([...args, '--subject', 'two', '--html', 'x'], env());
-    expect(other.code).toBe(1);
+    expect(other.code).toBe(2);
     expect(other.stderr).toContain('409');
     expect(other.stderr).not.toContain('may or may not');
     expect(sim().stats().emails_sent).toBe(sent + 1);
@@ -130,7 +134,8 @@ describe('feedsync send', () => {
     );
     expect(r.code).toBe(0);
     expect(proxy.keys.filter((k) => k === 'lost-answer-1')).toHaveLength(2);
-    expect(JSON.parse(r.stdout).id).toBe(JSON.parse(proxy.lost.at(-1)!).id);
+    // The replay answers this run's own first attempt: a send, not "already sent".
+    expect(JSON.parse(r.stdout)).toMatchObject({ id: JSON.parse(proxy.lost.at(-1)!).id, replayed: false });
     expect(sim().stats().emails_sent).toBe(sent + 1);
   });
 

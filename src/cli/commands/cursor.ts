@@ -71,7 +71,7 @@ export function cursorCommand(): Command {
         }
         // Asked of this source's own feed (its base URL and key, when the sources file gives them).
         const probe = probeFeed(own, {
-          retryDeps: { onRetry: logRetries(logger.child({ module: 'cursor' }), config.feed.maxRetries) },
+          retryDeps: { onRetry: logRetries(logger.child({ module: 'cursor' })) },
         });
         let unknown: string | null;
         try {

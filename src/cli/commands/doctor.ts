@@ -1,18 +1,26 @@
-import { Command } from 'commander';
+import { Command, InvalidArgumentError } from 'commander';
+
+/** A whole number of milliseconds, at least 1: anything else is a usage error (exit 2), never NaN. */
+function milliseconds(value: string): number {
+  if (!/^\d+$/.test(value.trim()) || Number(value) < 1) {
+    throw new InvalidArgumentError('must be a whole number of milliseconds, at least 1');
+  }
+  return Number(value);
+}
 
 export function doctorCommand(): Command {
   return (
     new Command('doctor')
       .description(
         'Check configuration, Postgres and the schema, the cursor and type filter, the feed and key, ' +
-          'Redis and its maxmemory-policy, the queues, outbox and quarantine; say how to fix what is wrong.',
+          'Redis and its maxmemory-policy, the queues, outbox, quarantine and recorded conflicts; say how to fix what is wrong.',
       )
       .option('--json', 'print JSON: {ok, checks: [{name, status, message, fix?}]}')
       .option(
         '--receiver',
         'check a deployment that runs serve-webhooks alone: WEBHOOK_SECRET instead of the feed',
       )
-      .option('--timeout-ms <ms>', 'longest wait for each service', (v) => Number.parseInt(v, 10), 5000)
+      .option('--timeout-ms <ms>', 'longest wait for each service', milliseconds, 5000)
       .addHelpText(
         'after',
         '\nOne line per check: ok, warn, fail, or skip (could not run because an earlier check failed).\n' +
@@ -27,10 +35,10 @@ export function doctorCommand(): Command {
           import('../../doctor/report.js'),
           import('../../config.js'),
         ]);
-        const timeoutMs = Number.isFinite(opts.timeoutMs) && opts.timeoutMs > 0 ? opts.timeoutMs : 5000;
         const report = await runDoctor({
           load: () => loadConfig(),
-          timeoutMs,
+          env: process.env,
+          timeoutMs: opts.timeoutMs,
           mode: opts.receiver ? 'receiver' : 'sync',
         });
         process.stdout.write(opts.json ? `${JSON.stringify(report, null, 2)}\n` : formatReport(report));

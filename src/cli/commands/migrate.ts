@@ -6,25 +6,29 @@ export function migrateCommand(): Command {
     .description('Create or update the tables in DATABASE_SCHEMA. Safe to run while another migrate runs.')
     .addHelpText(
       'after',
-      '\nExit codes: 0 migrated (or already up to date), 1 runtime failure (Postgres), 2 configuration error.',
+      '\nPrints what it did on stdout; its log line goes to stderr.\n' +
+        'Exit codes: 0 migrated (or already up to date), 1 runtime failure (Postgres), 2 configuration error.',
     )
     .action(
-      action(async ({ config, logger }) => {
-        const { createStore } = await import('../../store/db.js');
-        const { migrate } = await import('../../store/migrate.js');
-        const store = createStore({ ...config.database, logger });
-        try {
-          const { applied } = await migrate(store);
-          logger.info({ schema: config.database.schema, applied }, 'schema up to date');
-          process.stdout.write(
-            applied.length > 0
-              ? `applied ${applied.join(', ')} in schema ${config.database.schema}\n`
-              : `schema ${config.database.schema} already up to date\n`,
-          );
-        } finally {
-          await store.close();
-        }
-        return 0;
-      }),
+      action(
+        async ({ config, logger }) => {
+          const { createStore } = await import('../../store/db.js');
+          const { migrate } = await import('../../store/migrate.js');
+          const store = createStore({ ...config.database, logger });
+          try {
+            const { applied } = await migrate(store);
+            logger.info({ schema: config.database.schema, applied }, 'schema up to date');
+            process.stdout.write(
+              applied.length > 0
+                ? `applied ${applied.join(', ')} in schema ${config.database.schema}\n`
+                : `schema ${config.database.schema} already up to date\n`,
+            );
+          } finally {
+            await store.close();
+          }
+          return 0;
+        },
+        { logTo: process.stderr },
+      ),
     );
 }

@@ -23,12 +23,12 @@ export function requeueCommand(): Command {
     )
     .option(
       '--since <time|event-id>',
-      'rows published at or after a time (2024-05-01T12:00Z, UTC when no zone; or 90m, 6h, 2d ago), ' +
-        "or from a stored event's row on",
+      'rows published at or after a time (2024-05-01T12:00Z, UTC when no zone), or a duration ago in ' +
+        "s, m, h or d (90m, 6h, 7d), or from a stored event's row on",
     )
     .option('--failed', 'move the jobs that failed for good back to waiting, with their own ids')
     .option('--queue <queue>', 'with --failed: only this queue (default both event queues)')
-    .option('--source <source>', 'the source whose rows to re-drive (default FEED_SOURCE)')
+    .option('--source <source>', 'the source whose rows to re-drive (default FEED_SOURCE; not with --failed)')
     .option('--dry-run', 'count the rows per queue, add nothing')
     .option('--json', 'print JSON')
     .addHelpText(
@@ -60,7 +60,7 @@ export function requeueCommand(): Command {
           if (opts.failed) return await retryFailed(config, publisher, opts);
           const { requeue } = await import('../../queue/requeue.js');
           const { parseSince } = await import('../../queue/since.js');
-          const since = parseSince(opts.since ?? '');
+          const since = parseSince(checkDuration(opts.since ?? ''));
           // An unknown source is a usage error (exit 2), as for cursor and reconcile.
           const { source } = configForSource(config, opts.source ?? config.feed.source).feed;
           const result = await withStore(config, logger, (store) =>
@@ -85,12 +85,32 @@ export function requeueCommand(): Command {
     );
 }
 
+/**
+ * A number with a unit requeue does not take (`1w`, `2days`) is a duration typed wrong,
+ * not an event id: say which units there are rather than look for an event named `1w`.
+ */
+function checkDuration(value: string): string {
+  const text = value.trim();
+  if (/^\d+\s*[a-z]+$/i.test(text) && !/^\d+[smhd]$/.test(text)) {
+    throw new ConfigError(
+      `requeue --since: "${text}" is not a duration requeue takes: the units are s, m, h and d ` +
+        '(90m, 6h, 7d); or give a time (2024-05-01T12:00Z) or a stored event id',
+      'USAGE',
+    );
+  }
+  return value;
+}
+
 async function retryFailed(config: Config, publisher: Publisher, opts: RequeueFlags): Promise<number> {
   const known = [config.queues.emailEvents, config.queues.contactEvents];
   if (opts.queue !== undefined && !known.includes(opts.queue)) {
     throw new ConfigError(`--queue: "${opts.queue}" is not an event queue (${known.join(', ')})`, 'USAGE');
   }
   if (opts.dryRun) throw new ConfigError('--dry-run: not with --failed (see "feedsync status")', 'USAGE');
+  // A failed job is retried where it sits, in its queue; the queues are not kept per source.
+  if (opts.source !== undefined) {
+    throw new ConfigError('--source: not with --failed (it retries every failed job of the queue)', 'USAGE');
+  }
   const retried: Record<string, string[]> = {};
   for (const queue of opts.queue ? [opts.queue] : known) retried[queue] = await publisher.retryFailed(queue);
   if (opts.json) {

@@ -1,4 +1,5 @@
 import { Command } from 'commander';
+import { ApiError, ConfigError } from '../../errors.js';
 import { action } from '../context.js';
 
 interface SendFlags {
@@ -12,6 +13,14 @@ interface SendFlags {
 }
 
 const collect = (value: string, previous: string[] | undefined): string[] => [...(previous ?? []), value];
+
+/** Failures before any byte of the request left: no connection, or no TLS session. */
+const NO_CONNECTION = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH']);
+
+function neverConnected(err: ApiError): boolean {
+  const cause = (err.cause as { code?: unknown } | undefined)?.code;
+  return err.code === 'TLS' || (err.status === 0 && typeof cause === 'string' && NO_CONNECTION.has(cause));
+}
 
 /**
  * `feedsync send`: the one explicit send, and the only code path that calls
@@ -32,15 +41,16 @@ export function sendCommand(): Command {
     .addHelpText(
       'after',
       '\nA send that failed or timed out may still have happened: run it again with the printed\n' +
-        '--idempotency-key and the same fields, and the service reports the same id without sending twice.\n' +
-        'Exit codes: 0 sent, 1 failed, 2 missing or invalid fields, 3 key rejected.',
+        '--idempotency-key and the same fields, and the service reports the same id without sending twice\n' +
+        '("already sent as …"). A refused connection sent nothing, and says so.\n' +
+        'Exit codes: 0 sent (or already sent with this key), 1 failed, 2 missing or invalid fields, or an\n' +
+        '--idempotency-key used before with other fields (HTTP 409), 3 key rejected.',
     )
     .action(
       action(async ({ config, logger }, flags: SendFlags) => {
         const { readFile } = await import('node:fs/promises');
         const { randomUUID } = await import('node:crypto');
         const { requireService } = await import('../../config.js');
-        const { ApiError, ConfigError } = await import('../../errors.js');
         const usage = (message: string) => new ConfigError(message, 'USAGE');
 
         const { isAddress, isFromField } = await import('../../api/address.js');
@@ -82,26 +92,47 @@ export function sendCommand(): Command {
         if (flags.idempotencyKey === undefined) process.stderr.write(`idempotency key: ${key}\n`);
         const { ServiceClient } = await import('../../api/client.js');
         const { logRetries } = await import('../../api/retry.js');
+        const logRetry = logRetries(logger.child({ module: 'send' }));
+        // Whether any attempt reached the service: only then can the outcome be unknown.
+        let mayHaveSent = false;
         const client = new ServiceClient({
           ...service,
           timeoutMs: config.feed.timeoutMs,
           retry: { maxRetries: config.feed.maxRetries, maxRetryWaitMs: config.feed.maxRetryWaitMs },
-          retryDeps: { onRetry: logRetries(logger.child({ module: 'send' }), config.feed.maxRetries) },
+          retryDeps: {
+            onRetry: (info) => {
+              if (!neverConnected(info.error)) mayHaveSent = true;
+              logRetry(info);
+            },
+          },
         });
         try {
-          const { id } = await client.sendEmail(
+          const { id, replayed } = await client.sendEmail(
             { from, to, subject: flags.subject, html },
             { idempotencyKey: key },
           );
+          // A replay after an attempt of this run that may have reached the service can be that
+          // attempt's own send (its answer lost): only a replay on the first contact was sent before.
+          const again = replayed && !mayHaveSent;
           process.stdout.write(
             flags.json
-              ? `${JSON.stringify({ id, idempotency_key: key })}\n`
-              : `sent ${id} (idempotency key ${key})\n`,
+              ? `${JSON.stringify({ id, idempotency_key: key, replayed: again })}\n`
+              : again
+                ? `already sent as ${id} with idempotency key ${key}: nothing sent again\n`
+                : `sent ${id} (idempotency key ${key})\n`,
           );
           return 0;
         } catch (err) {
-          // No answer, or a server error: the service may have sent it. A 4xx refused it for sure.
-          if (err instanceof ApiError && (err.status === 0 || err.status >= 500)) {
+          if (err instanceof ApiError && err.status === 409) {
+            throw usage(
+              `send: the idempotency key ${key} was used before with other fields (HTTP 409), and nothing was sent: ` +
+                'repeat those same fields with it, or leave out --idempotency-key for a new send',
+            );
+          }
+          if (err instanceof ApiError && neverConnected(err) && !mayHaveSent) {
+            process.stderr.write('feedsync: nothing was sent: no connection to the service was made\n');
+          } else if (err instanceof ApiError && (err.status === 0 || err.status >= 500)) {
+            // No answer, or a server error: the service may have sent it. A 4xx refused it for sure.
             process.stderr.write(
               `feedsync: the send may or may not have happened; retry with --idempotency-key ${key} and the same fields\n`,
             );

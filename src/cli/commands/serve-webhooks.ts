@@ -15,14 +15,22 @@ export function serveWebhooksCommand(): Command {
         'method, 503 Postgres unavailable (the service retries). SIGTERM stops accepting, finishes the\n' +
         'requests in flight and exits 0.\n' +
         'Exit codes: 0 stopped by a signal, 1 runtime failure, 2 configuration error (no secret, schema\n' +
-        'not migrated).',
+        'not migrated, METRICS_PORT equal to WEBHOOK_PORT).',
     )
     .action(
       action(async ({ config, logger }) => {
+        const { portClashes } = await import('../../doctor/config-check.js');
+        const { ConfigError } = await import('../../errors.js');
+        const [clash] = portClashes(config);
+        if (clash !== undefined) throw new ConfigError(`${clash}; change one of them`, 'PORT_CLASH');
         const { startWebhookService } = await import('../../webhooks/webhook-service.js');
         const { shutdownSignal } = await import('../../sync/signals.js');
         const { startHealthServer } = await import('../../metrics/server.js');
-        const shutdown = shutdownSignal(logger);
+        const shutdown = shutdownSignal(
+          logger,
+          process.exit,
+          'stopping: no new webhooks taken, finishing the requests in flight',
+        );
         try {
           const service = await startWebhookService(config, { logger });
           // Its own port, so the webhook port (open to the ingress controller) never shows /metrics.

@@ -99,10 +99,17 @@ export function simulatorCommand(): Command {
       .addHelpText(
         'after',
         '\nEach API key has an account of its own (feed, emails, webhooks, backlog); --backlog applies to\n' +
-          'every account. The control API (loopback clients only) is at /_sim: GET /_sim/stats,\n' +
-          'POST /_sim/faults, POST /_sim/backlog {count}, POST /_sim/contacts {type, email},\n' +
-          'GET /_sim/webhooks/{id}/deliveries, POST /_sim/webhooks/{id}/deliveries/{delivery}/resend;\n' +
-          'add "key" to a body to act on that key\'s account (default: the example key\'s).\n' +
+          'every account. The control API (loopback clients only) is at /_sim:\n' +
+          '  GET /_sim/stats                 counters, in all and per account\n' +
+          '  GET|POST /_sim/faults           the fault knobs (POST a patch: {"rate5xx": 0.2})\n' +
+          '  POST /_sim/backlog {count}      a synthetic backlog of that many events\n' +
+          '  POST /_sim/contacts {type, email}   a contact.subscribed or contact.unsubscribed event\n' +
+          "  GET /_sim/webhooks/{id}/deliveries   a registration's deliveries and their attempts\n" +
+          '  POST /_sim/webhooks/{id}/deliveries/{delivery}/resend   deliver one again\n' +
+          '  POST /_sim/webhooks/{id}/test   post a webhook.test event to a registration\n' +
+          '  GET /_sim/accounts              the accounts (what the page lists)\n' +
+          '  GET /_sim/accounts/{account}/webhooks|emails|events   what the page shows of an account\n' +
+          'Add "key" (or "account") to a body to act on that account (default: the example key\'s).\n' +
           'Stop with Ctrl-C (SIGINT) or SIGTERM.\n' +
           'What it serves and every knob: the section "The simulator" of README.md (in the package).\n' +
           'Exit codes: 0 stopped by a signal, 1 could not start (the port is in use), 2 usage error.',

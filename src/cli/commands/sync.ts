@@ -19,9 +19,12 @@ export function syncCommand(): Command {
     .option('--source <source>', 'sync this source alone: FEED_SOURCE, or a source of FEED_SOURCES_FILE')
     .addHelpText(
       'after',
-      "\nExit codes: 0 done (also when another worker holds a source's lease), 1 runtime failure (the outbox\n" +
-        'could not be drained counts: the events are stored), 2 configuration or usage error (an unknown\n' +
-        '--source included), 3 key rejected.',
+      "\nExit codes: 0 done (also when another worker holds a source's lease), 1 runtime failure, worth\n" +
+        'retrying (the outbox could not be drained counts: the events are stored), 2 needs an operator,\n' +
+        'retrying cannot help: configuration or usage (an unknown --source included), a type filter that\n' +
+        "differs from the cursor's, a cursor the feed no longer knows (the line names the fix: cursor set,\n" +
+        'cursor reset, reconcile), 3 key rejected. With --watch an unknown cursor fails each run (backing\n' +
+        'off) until the cursor is moved.',
     )
     .action(
       action(

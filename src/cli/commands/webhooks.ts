@@ -6,22 +6,21 @@ import { ApiError } from '../../errors.js';
 import type { Logger } from '../../logger.js';
 import { action } from '../context.js';
 
-const EXIT_CODES =
-  'Exit codes: 0 done, 1 runtime failure (the service failed, or no registration has that id),\n' +
-  '2 usage or configuration error, 3 key rejected.';
-const TYPE_PATTERN = /^[a-z][a-z_]*(\.[a-z][a-z_]*)+$/;
+/** Each subcommand's own exit codes: a line that does not apply to it would mislead. */
+const exitCodes = (done: string, failed: string, usage = 'usage or configuration error'): string =>
+  `\nExit codes: 0 ${done}, 1 ${failed},\n2 ${usage}, 3 key rejected.`;
 
 /** `feedsync webhooks list|create|delete|test`: the service's webhook registrations. */
 export function webhooksCommand(): Command {
   const webhooks = new Command('webhooks')
     .description("Manage the service's webhook registrations (needs FEED_BASE_URL and FEED_API_KEY).")
-    .addHelpText('after', `\n${EXIT_CODES}`);
+    .addHelpText('after', "\nExit codes: each subcommand's --help lists its own; without a subcommand, 2.");
 
   webhooks
     .command('list')
     .description('List the registrations (a table; --json for scripts).')
     .option('--json', 'print JSON')
-    .addHelpText('after', `\n${EXIT_CODES}`)
+    .addHelpText('after', exitCodes('listed', 'runtime failure (the service failed)'))
     .action(
       action(async ({ config, logger }, opts: { json?: boolean }) =>
         withClient(config, logger, async (client) => {
@@ -36,28 +35,36 @@ export function webhooksCommand(): Command {
     .command('create')
     .description('Register a URL for some event types; prints its signing secret, once.')
     .requiredOption('--url <url>', 'the receiver, e.g. https://app.example.com/webhooks')
-    .requiredOption('--events <types>', 'comma-separated full type names, or "*" for all')
+    .requiredOption(
+      '--events <types>',
+      'comma-separated full type names (a type added since this release as +name), or "*" for all',
+    )
     .option('--json', 'print JSON (the secret included)')
-    .addHelpText('after', `\n${EXIT_CODES}`)
+    .addHelpText(
+      'after',
+      exitCodes(
+        'registered',
+        'runtime failure (the service failed)',
+        'usage or configuration error (an event type this release does not know, a bad URL)',
+      ),
+    )
     .action(
       action(async ({ config, logger }, opts: { url: string; events: string; json?: boolean }) => {
         const { ConfigError } = await import('../../errors.js');
-        const events = [
-          ...new Set(
-            opts.events
-              .split(',')
-              .map((e) => e.trim())
-              .filter(Boolean),
-          ),
-        ];
-        if (events.length === 0) throw new ConfigError('webhooks create: --events is empty', 'USAGE');
-        const bad = events.find((e) => e !== '*' && !TYPE_PATTERN.test(e));
-        if (bad !== undefined) {
-          throw new ConfigError(
-            `webhooks create: --events "${bad}" is not a full type name such as email.delivered (or "*")`,
-            'USAGE',
-          );
+        const { NEW_TYPE_MARK, parseEventTypes } = await import('../../feed/event-types.js');
+        const entries = opts.events
+          .split(',')
+          .map((e) => e.trim())
+          .filter(Boolean);
+        if (entries.length === 0) throw new ConfigError('webhooks create: --events is empty', 'USAGE');
+        // The FEED_TYPES rule: a typo would register a hook that never fires.
+        try {
+          parseEventTypes(entries.filter((e) => e !== '*'));
+        } catch (err) {
+          throw new ConfigError(`webhooks create: --events ${(err as Error).message}`, 'USAGE');
         }
+        // In the order given, without the marks of types added since this release.
+        const events = [...new Set(entries.map((e) => (e.startsWith(NEW_TYPE_MARK) ? e.slice(1) : e)))];
         if (!isHttpUrl(opts.url)) {
           throw new ConfigError('webhooks create: --url must be an absolute http(s) URL', 'USAGE');
         }
@@ -80,7 +87,10 @@ export function webhooksCommand(): Command {
   webhooks
     .command('delete <id>')
     .description('Delete a registration; the service stops delivering to it.')
-    .addHelpText('after', `\n${EXIT_CODES}`)
+    .addHelpText(
+      'after',
+      exitCodes('deleted', 'runtime failure (the service failed, or no registration has that id)'),
+    )
     .action(
       action(async ({ config, logger }, id: string) =>
         withClient(config, logger, async (client) => {
@@ -134,7 +144,7 @@ async function withClient(
     ...requireService(config),
     timeoutMs: config.feed.timeoutMs,
     retry: { maxRetries: config.feed.maxRetries, maxRetryWaitMs: config.feed.maxRetryWaitMs },
-    retryDeps: { onRetry: logRetries(logger.child({ module: 'webhooks' }), config.feed.maxRetries) },
+    retryDeps: { onRetry: logRetries(logger.child({ module: 'webhooks' })) },
   });
   try {
     return await fn(client);

@@ -1,0 +1,50 @@
+import { type Config, VARIABLES } from '../config.js';
+import { editDistance } from '../feed/event-types.js';
+
+/**
+ * A warning for each variable of the environment that looks like one of feedsync's own
+ * but is not one it reads (`QUEUE_PREFX`, `DATABSE_SCHEMA`): such a typo is otherwise
+ * ignored, and the default it leaves in place can act on the wrong schema or queues.
+ * A name is of feedsync's families when its first word is the first word of a known
+ * variable (FEED, QUEUE, REDIS…), or one letter off it for words of five letters or more.
+ * `inUse` holds values read through other names (a sources file's `api_key_env`): a
+ * variable carrying one of them is read, whatever its name.
+ */
+export function unknownVariables(
+  env: Record<string, string | undefined>,
+  known: readonly string[],
+  inUse: readonly string[] = [],
+): string[] {
+  const knownSet = new Set(known);
+  const families = [...new Set(known.filter((n) => n.includes('_')).map((n) => n.split('_')[0]!))];
+  const ofFamily = (word: string): boolean =>
+    families.some((f) => f === word || (f.length >= 5 && editDistance(f, word) <= 1));
+  const warnings: string[] = [];
+  for (const [name, value] of Object.entries(env)) {
+    if (knownSet.has(name) || value === undefined || !name.includes('_')) continue;
+    if (!ofFamily(name.split('_')[0]!) || inUse.includes(value)) continue;
+    const near = closest(name, known);
+    warnings.push(
+      `${name} is not a variable feedsync reads, so it is ignored` +
+        (near ? `; did you mean ${near}?` : ' (the configuration table of the README lists them)'),
+    );
+  }
+  return warnings.sort();
+}
+
+/** The warnings for this environment and the config loaded from it. */
+export function variableWarnings(env: Record<string, string | undefined>, config: Config): string[] {
+  const keys = config.sources.flatMap((s) => (s.apiKey ? [s.apiKey] : []));
+  return unknownVariables(env, VARIABLES, keys);
+}
+
+/** The known name nearest to `name`, when it is near enough to be what was meant. */
+function closest(name: string, known: readonly string[]): string | null {
+  let best: string | null = null;
+  let bestDistance = Math.max(2, Math.floor(name.length / 4)) + 1;
+  for (const candidate of known) {
+    const d = editDistance(name, candidate);
+    if (d < bestDistance) [best, bestDistance] = [candidate, d];
+  }
+  return best;
+}

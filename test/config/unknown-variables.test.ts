@@ -1,0 +1,40 @@
+import { describe, expect, it } from 'vitest';
+import { unknownVariables } from '../../src/config/unknown-variables.js';
+import { VARIABLES } from '../../src/config.js';
+
+describe('variables of feedsync families that feedsync does not read', () => {
+  it('warns of a misspelt name with the closest known one', () => {
+    expect(
+      unknownVariables({ QUEUE_PREFX: 'foo', DATABSE_SCHEMA: 'x', WEBHOOK_SECRETS: 's' }, VARIABLES),
+    ).toEqual([
+      'DATABSE_SCHEMA is not a variable feedsync reads, so it is ignored; did you mean DATABASE_SCHEMA?',
+      'QUEUE_PREFX is not a variable feedsync reads, so it is ignored; did you mean QUEUE_PREFIX?',
+      'WEBHOOK_SECRETS is not a variable feedsync reads, so it is ignored; did you mean WEBHOOK_SECRET?',
+    ]);
+  });
+
+  it('knows every variable the config reads, _FILE variants included, from the config itself', () => {
+    const env = Object.fromEntries(VARIABLES.map((n) => [n, 'x']));
+    expect(unknownVariables(env, VARIABLES)).toEqual([]);
+    expect(VARIABLES).toContain('FEED_API_KEY_FILE');
+    expect(VARIABLES).toContain('REDIS_WAIT_REPLICAS');
+  });
+
+  it('leaves other programs’ variables alone, and a key named by a sources file', () => {
+    const env = {
+      PATH: '/bin',
+      NODE_OPTIONS: '-r x',
+      PGHOST: 'db',
+      LC_ALL: 'C',
+      FEED_API_KEY_ACME: 'k_acme',
+    };
+    expect(unknownVariables(env, VARIABLES, ['k_acme'])).toEqual([]);
+    expect(unknownVariables({ FEED_API_KEY_ACME: 'other' }, VARIABLES, ['k_acme'])).toHaveLength(1);
+  });
+
+  it('names no variable when none is near', () => {
+    expect(unknownVariables({ REDIS_SOMETHING_ELSE_ENTIRELY: '1' }, VARIABLES)).toEqual([
+      'REDIS_SOMETHING_ELSE_ENTIRELY is not a variable feedsync reads, so it is ignored (the configuration table of the README lists them)',
+    ]);
+  });
+});
