@@ -1,7 +1,27 @@
 import { ConfigError } from '../errors.js';
+import { JOB_RETENTION } from '../queue/routes.js';
 import { quoteSchema, type Store } from './db.js';
 
 const DAY_MS = 86_400_000;
+const HOUR_MS = 3_600_000;
+/** The service retries a webhook delivery for a day: a retry must still find its event stored. */
+export const WEBHOOK_RETRY_WINDOW_MS = DAY_MS;
+
+/**
+ * How long an event is kept after it arrived under EVENTS_RETENTION_DAYS: never less
+ * than the service's retry window, the time BullMQ keeps a completed job (its job id
+ * de-duplicates only that long) and the time requeue keeps published rows
+ * (OUTBOX_RETENTION_HOURS). Shorter, an event served again would be stored and
+ * enqueued again as new, and requeue would find rows without their event.
+ */
+export function eventsKeptMs(days: number, outboxHours: number): number {
+  return Math.max(
+    days * DAY_MS,
+    WEBHOOK_RETRY_WINDOW_MS,
+    JOB_RETENTION.removeOnComplete.age * 1000,
+    outboxHours * HOUR_MS,
+  );
+}
 
 /** Events created before this instant are pruned under EVENTS_RETENTION_DAYS. */
 export function retentionCutoff(days: number, now = Date.now()): Date {

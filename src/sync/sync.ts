@@ -208,7 +208,12 @@ export function createSync(config: Config, opts: SyncOptions = {}): Sync {
         await relay.drain();
         await pruneOutbox(store, config.queues.outboxRetentionHours);
         if (config.eventsRetentionDays !== null && result.status === 'caught-up') {
-          await pruneAfterRun(store, { source, days: config.eventsRetentionDays, signal, logger });
+          await pruneAfterRun(store, {
+            days: config.eventsRetentionDays,
+            outboxHours: config.queues.outboxRetentionHours,
+            signal,
+            logger,
+          });
         }
       } catch (err) {
         if (err instanceof ConfigError) throw err;
