@@ -7,6 +7,7 @@ import { type Relay, startRelay } from '../queue/relay.js';
 import { jobOptionsFor, routeFor } from '../queue/routes.js';
 import { createApplier } from '../store/applier.js';
 import { createStore, type Store } from '../store/db.js';
+import { startRetentionLoop } from '../store/retention-loop.js';
 import { createDeliveryHandler } from './receiver.js';
 import { type ReceiverServer, startReceiverServer } from './receiver-server.js';
 import { schemaGate } from './schema-gate.js';
@@ -25,6 +26,8 @@ export interface WebhookServiceOptions {
   now?: () => number;
   /** How long close() waits for the relay to publish what the last deliveries stored. Default 5000 ms. */
   drainTimeoutMs?: number;
+  /** Between two rounds of pruning (EVENTS_RETENTION_DAYS, OUTBOX_RETENTION_HOURS). Default 5 minutes. */
+  retentionIntervalMs?: number;
 }
 
 export interface WebhookService {
@@ -128,6 +131,14 @@ export async function startWebhookService(
     if (ownsStore) await store.close();
     throw listenFailure(err, at);
   }
+  // A receive-only deployment has no sync run to prune after: storage stays bounded all the same.
+  const retention = startRetentionLoop({
+    store,
+    logger,
+    days: config.eventsRetentionDays,
+    outboxHours: config.queues.outboxRetentionHours,
+    ...(opts.retentionIntervalMs ? { intervalMs: opts.retentionIntervalMs } : {}),
+  });
   log.info(
     {
       host: at.host,
@@ -147,6 +158,7 @@ export async function startWebhookService(
     close() {
       closing ??= (async () => {
         await server.close();
+        await retention.stop();
         const drainMs = opts.drainTimeoutMs ?? 5_000;
         let timer: NodeJS.Timeout | undefined;
         const timeout = new Promise<void>((resolve) => {

@@ -106,11 +106,16 @@ export interface TestReceiver {
 export async function startTestReceiver(
   config: Config,
   logger: Logger,
-  opts: { connections: number; schema: string; prefix: string },
+  opts: { connections: number; schema: string; prefix: string; retentionIntervalMs?: number },
 ): Promise<TestReceiver> {
   const store = createStore({ url: TEST_DATABASE_URL, schema: opts.schema });
   await migrate(store);
-  const service = await startWebhookService(config, { logger, port: 0, host: '127.0.0.1' });
+  const service = await startWebhookService(config, {
+    logger,
+    port: 0,
+    host: '127.0.0.1',
+    ...(opts.retentionIntervalMs ? { retentionIntervalMs: opts.retentionIntervalMs } : {}),
+  });
   const pool = poolFor(service.server.url, opts.connections);
   return {
     store,
