@@ -4,7 +4,7 @@ import { type RunResult, runFailed, type SyncHooks } from '../sync/sync.js';
 
 /** Reads the gauges that come from the database, at scrape or summary time. */
 export interface GaugeSource {
-  /** Per source: seconds since its newest stored event's created_at (absent while nothing is stored). */
+  /** Per source: seconds since its newest stored event's created_at, future dates left out (absent while nothing is stored). */
   cursorLagSeconds(): Promise<ReadonlyMap<string, number>>;
   outboxBacklog(): Promise<number>;
   /** Per source: when it last caught up (unix seconds), from its cursor row (absent before the first time). */
@@ -118,7 +118,7 @@ export function createMetrics(gauges: GaugeSource, sources: readonly string[]): 
   };
   new Gauge({
     name: 'feedsync_cursor_lag_seconds',
-    help: "Now minus the newest stored event's created_at, by source.",
+    help: "Now minus the newest stored event's created_at (events dated in the future left out), by source.",
     labelNames: ['source'],
     registers: [registry],
     async collect() {
