@@ -1,6 +1,7 @@
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { CommitInfo } from '../sync/catch-up.js';
 import { type RunResult, runFailed, type SyncHooks } from '../sync/sync.js';
+import { typeLabel } from './type-label.js';
 
 /** Reads the gauges that come from the database, at scrape or summary time. */
 export interface GaugeSource {
@@ -34,7 +35,7 @@ export function createMetrics(gauges: GaugeSource, sources: readonly string[]): 
   const registry = new Registry();
   const stored = new Counter({
     name: 'feedsync_events_stored_total',
-    help: 'Events stored for the first time, by source and type.',
+    help: 'Events stored for the first time, by source and type (a type this release does not know: "other").',
     labelNames: ['source', 'type'],
     registers: [registry],
   });
@@ -157,7 +158,7 @@ export function createMetrics(gauges: GaugeSource, sources: readonly string[]): 
   const hooksFor = (source: string): Required<SyncHooks> => ({
     onCommit(info: CommitInfo) {
       pages.inc({ source }, info.pages);
-      for (const e of info.result.inserted) stored.inc({ source, type: e.type });
+      for (const e of info.result.inserted) stored.inc({ source, type: typeLabel(e.type) });
       if (info.result.duplicates > 0) duplicates.inc({ source }, info.result.duplicates);
       if (info.result.quarantined > 0) quarantined.inc({ source }, info.result.quarantined);
       if (info.result.conflicts > 0) conflicts.inc({ source }, info.result.conflicts);
