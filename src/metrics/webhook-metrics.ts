@@ -1,6 +1,7 @@
 import { Counter, Histogram, Registry } from 'prom-client';
 import type { Applier } from '../store/applier.js';
 import type { DeliveryAnswer, DeliveryHandler } from '../webhooks/receiver.js';
+import { REFUSAL_REASONS, type RefusalReason } from '../webhooks/receiver-server.js';
 
 /** The Prometheus metrics of `serve-webhooks` (names in docs/DEPLOYMENT.md). */
 export interface WebhookMetrics {
@@ -13,6 +14,8 @@ export interface WebhookMetrics {
   timeCommits(applier: Applier): Applier;
   /** Counts jobs the receiver's own outbox relay handed to BullMQ. */
   onPublished(queue: string, count: number): void;
+  /** Counts a request refused before the handler saw it (see RefusalReason). */
+  onRefused(reason: RefusalReason): void;
 }
 
 /** Signature refusals, by reason: every label set exists from the start, at 0. */
@@ -54,6 +57,15 @@ export function createWebhookMetrics(source: string, queues: readonly string[]):
     labelNames: ['queue'],
     registers: [registry],
   });
+  const refusedEarly = new Counter({
+    name: 'feedsync_webhook_refused_total',
+    help:
+      'Requests refused before any check of the delivery, by reason: bad_request (400), headers_too_large (431), ' +
+      'timeout (408), connections (over the cap, closed), busy (503: body buffer budget full).',
+    labelNames: ['source', 'reason'],
+    registers: [registry],
+  });
+  for (const reason of REFUSAL_REASONS) refusedEarly.inc({ source, reason }, 0);
   for (const queue of queues) published.inc({ queue }, 0);
   // Zero series from the start: increase() cannot see a series born at 1, so the first
   // quarantined delivery (400), refusal (401) or outage (503) would go unseen by the alerts.
@@ -63,6 +75,7 @@ export function createWebhookMetrics(source: string, queues: readonly string[]):
   return {
     registry,
     onPublished: (queue, count) => published.inc({ queue }, count),
+    onRefused: (reason) => refusedEarly.inc({ source, reason }),
     onAnswered: (status) => requests.inc({ source, status: String(status) }),
     countRejections: (handle) => async (raw, signature) => {
       const answer = await handle(raw, signature);

@@ -113,6 +113,7 @@ export async function startWebhookService(
       maxBodyBytes: config.webhooks.maxBodyBytes,
       handle: metrics.countRejections(handle),
       onAnswered: metrics.onAnswered,
+      onRefused: metrics.onRefused,
       logger,
       ready: async () => {
         const postgres = await gate
