@@ -11,6 +11,7 @@ import { shutdownSignal } from '../sync/signals.js';
 import { createSync, type RunResult, runFailed } from '../sync/sync.js';
 import { watch } from '../sync/watch.js';
 import { progressReporter } from './progress.js';
+import { redisAdvice } from './redis-advice.js';
 
 /**
  * V8 lets the old generation grow to four times what survived the last full
@@ -89,7 +90,7 @@ export async function runSync(
       if (!result.drained && result.status !== 'stopped') {
         process.stderr.write(
           `feedsync: the events are stored, but Redis (REDIS_URL, ${hostOf(config.redis.url)}) did not take their jobs; ` +
-            'check that Redis runs: the next run hands them over\n',
+            `${redisAdvice(sync.relay.lastError)}: the next run hands them over\n`,
         );
       }
       return exitCode(result);
