@@ -249,7 +249,7 @@ describe('requeue', () => {
 
   it('refuses a start older than EVENTS_RETENTION_DAYS, by time or by event id (exit 2)', async () => {
     await store.pool.query(
-      `UPDATE "${schema}".events SET created_at = now() - interval '40 days' WHERE id = 'evt_000000000005'`,
+      `UPDATE "${schema}".events SET received_at = now() - interval '40 days' WHERE id = 'evt_000000000005'`,
     );
     const opts = { source: 'default', retentionHours: 168, eventsRetentionDays: 30, dryRun: true };
     await expect(

@@ -241,7 +241,7 @@ describe('EVENTS_RETENTION_DAYS in a run', () => {
       { FEED_SOURCE: 'sim', EVENTS_RETENTION_DAYS: '7' },
     );
     await store.pool.query(
-      `UPDATE ${s}.events SET created_at = now() - interval '8 days' WHERE source = 'sim' AND id = 'evt_000000000020'`,
+      `UPDATE ${s}.events SET received_at = now() - interval '8 days' WHERE source = 'sim' AND id = 'evt_000000000020'`,
     );
     const [setOld, setPruned, fromOld, fromStart, setRecent] = await Promise.all([
       runCli(['cursor', 'set', 'evt_000000000020'], env, CLI_TIMEOUT_MS),
