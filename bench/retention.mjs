@@ -82,7 +82,7 @@ function pruneAll(store) {
   const started = performance.now();
   const finished = (async () => {
     for (;;) {
-      const result = await pruneExpired(store, { source: SOURCE, days: RETENTION_DAYS });
+      const result = await pruneExpired(store, { days: RETENTION_DAYS, outboxHours: 168 });
       deleted += result.events;
       if (result.done) return { deleted, seconds: (performance.now() - started) / 1000 };
     }

@@ -83,7 +83,7 @@ export interface Config {
     /** JOB_BACKOFF_MS: the first retry's delay; each later one doubles it. Default 1000. */
     readonly jobBackoffMs: number;
   };
-  /** EVENTS_RETENTION_DAYS: events older than this (by created_at) are pruned; null keeps every event. */
+  /** EVENTS_RETENTION_DAYS: events that arrived longer ago are pruned (see eventsKeptMs); null keeps every event. */
   readonly eventsRetentionDays: number | null;
   /** SYNC_INTERVAL_MS: the pause between runs in watch mode. Default 30000. */
   readonly syncIntervalMs: number;

@@ -17,6 +17,7 @@ import { shutdownSignal } from '../sync/signals.js';
 import { createSync, leaseHolder, runFailed, type SyncOptions } from '../sync/sync.js';
 import { describeFailure } from './failure.js';
 import { progressReporter } from './progress.js';
+import { redisAdvice } from './redis-advice.js';
 
 /**
  * `feedsync sync`, for the one source of FEED_SOURCE and for a sources file alike (a
@@ -168,7 +169,7 @@ export async function runSources(
         },
         'sync run finished',
       );
-      tellOperator(config, outcomes, describe, handedOver);
+      tellOperator(config, outcomes, describe, handedOver, relay.lastError);
       const code = exitCodeFor(outcomes);
       return code === 0 && !handedOver ? 1 : code;
     }
@@ -243,6 +244,7 @@ function tellOperator(
   outcomes: readonly Outcome[],
   describe: (err: unknown) => string,
   handedOver: boolean,
+  redisError: unknown,
 ): void {
   const prefix = (source: string): string => (config.sourcesFile === null ? '' : `source ${source}: `);
   for (const o of outcomes) {
@@ -251,7 +253,7 @@ function tellOperator(
   if (!handedOver || outcomes.some((o) => o.ok && !o.result.drained && o.result.status !== 'stopped')) {
     process.stderr.write(
       `feedsync: the events are stored, but Redis (REDIS_URL, ${hostOf(config.redis.url)}) did not take their jobs; ` +
-        'check that Redis runs: the next run hands them over\n',
+        `${redisAdvice(redisError)}: the next run hands them over\n`,
     );
   }
 }

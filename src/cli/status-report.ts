@@ -64,7 +64,7 @@ export async function statusReport(
      SELECT src.source, c.after_id, c.types, c.last_success_at,
        l.holder, l.token::text AS token, l.expires_at, l.expires_at > now() AS live, l.failures, l.last_error,
        (SELECT count(*) FROM ${s}.events e WHERE e.source = src.source) AS events,
-       (SELECT max(created_at) FROM ${s}.events e WHERE e.source = src.source) AS newest,
+       (SELECT max(created_at) FROM ${s}.events e WHERE e.source = src.source AND e.created_at <= now()) AS newest,
        (SELECT count(*) FROM ${s}.outbox o WHERE o.source = src.source AND o.published_at IS NULL) AS backlog,
        (SELECT count(*) FROM ${s}.quarantine q WHERE q.source = src.source) AS quarantined,
        (SELECT count(*) FROM ${s}.conflicts k WHERE k.source = src.source) AS conflicts

@@ -4,6 +4,8 @@ import { normaliseTimestamp } from './timestamp.js';
 
 /** The longest event id kept; the key of three indexes. */
 export const MAX_ID_LENGTH = 500;
+/** The longest event type kept: the service's are about 20 characters; it goes into every log line of the event. */
+export const MAX_TYPE_LENGTH = 100;
 /** The longest data.email_id of an email event: the key of email_status (a btree row holds about 2.7 KB). */
 export const MAX_EMAIL_ID_LENGTH = 500;
 /**
@@ -37,6 +39,7 @@ export function readEnvelope(item: unknown): Envelope {
   if (typeof e.id !== 'string' || e.id.length === 0) return fail('no id');
   if (e.id.length > MAX_ID_LENGTH) return fail(`id longer than ${MAX_ID_LENGTH} characters`);
   if (typeof e.type !== 'string' || e.type.length === 0) return fail('no type');
+  if (e.type.length > MAX_TYPE_LENGTH) return fail(`type longer than ${MAX_TYPE_LENGTH} characters`);
   const createdAt = typeof e.created_at === 'string' ? normaliseTimestamp(e.created_at) : null;
   if (createdAt === null) return fail('bad created_at');
   if (typeof e.data !== 'object' || e.data === null || Array.isArray(e.data)) {

@@ -4,7 +4,9 @@ import type { GaugeSource } from './metrics.js';
 
 /**
  * The gauges read from Postgres for `sources`: lag of each one's newest stored event
- * (one index probe per source), its last success, and the outbox backlog.
+ * (one index probe per source), its last success, and the outbox backlog. An event
+ * dated in the future is left out of the lag: one `created_at` of 9999 from the feed
+ * would otherwise hold it below zero for good, and FeedsyncCursorLag could never fire.
  */
 export function dbGauges(store: Store, sources: readonly string[]): GaugeSource {
   const s = quoteSchema(store.schema);
@@ -18,7 +20,8 @@ export function dbGauges(store: Store, sources: readonly string[]): GaugeSource 
   return {
     cursorLagSeconds: () =>
       perSource(
-        `SELECT extract(epoch FROM now() - max(created_at))::float8 FROM ${s}.events e WHERE e.source = src`,
+        `SELECT extract(epoch FROM now() - max(created_at))::float8 FROM ${s}.events e
+          WHERE e.source = src AND e.created_at <= now()`,
       ),
     outboxBacklog: () => outboxBacklog(store),
     lastSuccessSeconds: () =>

@@ -2,10 +2,11 @@ import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { CommitInfo } from '../sync/catch-up.js';
 import { type RunResult, runFailed, type SyncHooks } from '../sync/sync.js';
 import { publishMetrics } from './publish-metrics.js';
+import { typeLabel } from './type-label.js';
 
 /** Reads the gauges that come from the database, at scrape or summary time. */
 export interface GaugeSource {
-  /** Per source: seconds since its newest stored event's created_at (absent while nothing is stored). */
+  /** Per source: seconds since its newest stored event's created_at, future dates left out (absent while nothing is stored). */
   cursorLagSeconds(): Promise<ReadonlyMap<string, number>>;
   outboxBacklog(): Promise<number>;
   /** Per source: when it last caught up (unix seconds), from its cursor row (absent before the first time). */
@@ -37,7 +38,7 @@ export function createMetrics(gauges: GaugeSource, sources: readonly string[]): 
   const registry = new Registry();
   const stored = new Counter({
     name: 'feedsync_events_stored_total',
-    help: 'Events stored for the first time, by source and type.',
+    help: 'Events stored for the first time, by source and type (a type this release does not know: "other").',
     labelNames: ['source', 'type'],
     registers: [registry],
   });
@@ -122,7 +123,7 @@ export function createMetrics(gauges: GaugeSource, sources: readonly string[]): 
   };
   new Gauge({
     name: 'feedsync_cursor_lag_seconds',
-    help: "Now minus the newest stored event's created_at, by source.",
+    help: "Now minus the newest stored event's created_at (events dated in the future left out), by source.",
     labelNames: ['source'],
     registers: [registry],
     async collect() {
@@ -158,7 +159,7 @@ export function createMetrics(gauges: GaugeSource, sources: readonly string[]): 
   const hooksFor = (source: string): Required<SyncHooks> => ({
     onCommit(info: CommitInfo) {
       pages.inc({ source }, info.pages);
-      for (const e of info.result.inserted) stored.inc({ source, type: e.type });
+      for (const e of info.result.inserted) stored.inc({ source, type: typeLabel(e.type) });
       if (info.result.duplicates > 0) duplicates.inc({ source }, info.result.duplicates);
       if (info.result.quarantined > 0) quarantined.inc({ source }, info.result.quarantined);
       if (info.result.conflicts > 0) conflicts.inc({ source }, info.result.conflicts);

@@ -1,6 +1,7 @@
 import { Counter, Histogram, Registry } from 'prom-client';
 import type { Applier } from '../store/applier.js';
 import type { DeliveryAnswer, DeliveryHandler } from '../webhooks/receiver.js';
+import { REFUSAL_REASONS, type RefusalReason } from '../webhooks/receiver-server.js';
 import { publishMetrics } from './publish-metrics.js';
 
 /** The Prometheus metrics of `serve-webhooks` (names in docs/DEPLOYMENT.md). */
@@ -16,6 +17,8 @@ export interface WebhookMetrics {
   onPublished(queue: string, count: number): void;
   /** One job's delay from commit to publication. */
   onPublishDelay(seconds: number): void;
+  /** Counts a request refused before the handler saw it (see RefusalReason). */
+  onRefused(reason: RefusalReason): void;
 }
 
 /** Signature refusals, by reason: every label set exists from the start, at 0. */
@@ -52,6 +55,15 @@ export function createWebhookMetrics(source: string, queues: readonly string[]):
     registers: [registry],
   });
   const publishing = publishMetrics(registry);
+  const refusedEarly = new Counter({
+    name: 'feedsync_webhook_refused_total',
+    help:
+      'Requests refused before any check of the delivery, by reason: bad_request (400), headers_too_large (431), ' +
+      'timeout (408), connections (over the cap, closed), busy (503: body buffer budget full).',
+    labelNames: ['source', 'reason'],
+    registers: [registry],
+  });
+  for (const reason of REFUSAL_REASONS) refusedEarly.inc({ source, reason }, 0);
   for (const queue of queues) publishing.onPublished(queue, 0);
   // Zero series from the start: increase() cannot see a series born at 1, so the first
   // quarantined delivery (400), refusal (401) or outage (503) would go unseen by the alerts.
@@ -61,6 +73,7 @@ export function createWebhookMetrics(source: string, queues: readonly string[]):
   return {
     registry,
     ...publishing,
+    onRefused: (reason) => refusedEarly.inc({ source, reason }),
     onAnswered: (status) => requests.inc({ source, status: String(status) }),
     countRejections: (handle) => async (raw, signature) => {
       const answer = await handle(raw, signature);

@@ -44,7 +44,17 @@ export interface RequeueResult {
   predatesRetention: boolean;
   /** Rows of this source not yet published: the relay of the next sync adds them, not requeue. */
   unpublished: number;
+  /**
+   * Published rows in the range whose event is no longer stored, so they have no job
+   * data to re-drive (a dry run counts them the same way): not in `requeued`.
+   */
+  unavailable: number;
+  /** The event ids of the first of those (at most 20, each cut to 200 characters). */
+  unavailableIds: string[];
 }
+
+/** How many ids of rows that cannot be re-driven a result names. */
+const UNAVAILABLE_IDS_SHOWN = 20;
 
 interface OutboxRow {
   seq: string;
@@ -93,20 +103,37 @@ export async function requeue(
     oldestKept,
     predatesRetention,
     unpublished: Number(kept[0]?.unpublished ?? 0),
+    unavailable: 0,
+    unavailableIds: [],
   };
+  const events = `${quoteSchema(store.schema)}.events`;
+  const data = outboxJobDataSql('o', 'e');
 
   // Rows after `seq`, published, and (for a time) published at or after it.
   const where = `o.source = $1 AND o.published_at IS NOT NULL AND o.seq > $2::bigint AND o.published_at >= $3`;
   const params = [opts.source, start.afterSeq, start.publishedFrom ?? new Date(0)];
   if (opts.dryRun) {
-    const { rows } = await store.pool.query<{ queue: string; n: string; first: string }>(
-      `SELECT queue, count(*) AS n, min(seq) AS first FROM ${t} o WHERE ${where} GROUP BY queue`,
+    // The same rows and the same test for an event that is gone as the real run's.
+    const { rows } = await store.pool.query<{ queue: string; n: string; gone: string; first: string }>(
+      `SELECT o.queue, count(*) FILTER (WHERE ${data} IS NOT NULL) AS n,
+              count(*) FILTER (WHERE ${data} IS NULL) AS gone, min(o.seq) AS first
+         FROM ${t} o LEFT JOIN ${events} e ON e.source = o.source AND e.id = o.event_id
+        WHERE ${where} GROUP BY o.queue`,
       params,
     );
     for (const row of rows) {
-      result.byQueue[row.queue] = Number(row.n);
+      if (Number(row.n) > 0) result.byQueue[row.queue] = Number(row.n);
       result.requeued += Number(row.n);
+      result.unavailable += Number(row.gone);
       if (result.fromSeq === null || BigInt(row.first) < BigInt(result.fromSeq)) result.fromSeq = row.first;
+    }
+    if (result.unavailable > 0) {
+      const { rows: gone } = await store.pool.query<{ event_id: string }>(
+        `SELECT o.event_id FROM ${t} o LEFT JOIN ${events} e ON e.source = o.source AND e.id = o.event_id
+          WHERE ${where} AND ${data} IS NULL ORDER BY o.seq LIMIT ${UNAVAILABLE_IDS_SHOWN}`,
+        params,
+      );
+      result.unavailableIds = gone.map((r) => r.event_id.slice(0, 200));
     }
     return result;
   }
@@ -114,11 +141,12 @@ export async function requeue(
   let after = start.afterSeq;
   // Bounded: each round moves `after` forward past at least one row, and rows are finite.
   for (;;) {
-    // The job's data is the event's (rows before schema version 3 carry a copy); a row whose
-    // event the retention has pruned has no job to give, and is passed over.
+    // The job's data is the event's (rows before schema version 3 carry a copy). The retention
+    // keeps every event a kept row needs; a row whose event is gone all the same (deleted by
+    // hand, or pruned by an older build) has no job to give: counted and named, never skipped quietly.
     const { rows } = await store.pool.query<OutboxRow>(
-      `SELECT o.seq, o.event_id, o.queue, o.job_name, ${outboxJobDataSql('o', 'e')} AS data
-         FROM ${t} o LEFT JOIN ${quoteSchema(store.schema)}.events e ON e.source = o.source AND e.id = o.event_id
+      `SELECT o.seq, o.event_id, o.queue, o.job_name, ${data} AS data
+         FROM ${t} o LEFT JOIN ${events} e ON e.source = o.source AND e.id = o.event_id
         WHERE ${where} ORDER BY o.seq LIMIT ${batchSize}`,
       [opts.source, after, params[2]],
     );
@@ -126,7 +154,13 @@ export async function requeue(
     result.fromSeq ??= rows[0]!.seq;
     const byQueue = new Map<string, JobToAdd[]>();
     for (const row of rows) {
-      if (row.data === null) continue;
+      if (row.data === null) {
+        result.unavailable++;
+        if (result.unavailableIds.length < UNAVAILABLE_IDS_SHOWN) {
+          result.unavailableIds.push(row.event_id.slice(0, 200));
+        }
+        continue;
+      }
       const jobs = byQueue.get(row.queue) ?? [];
       byQueue.set(row.queue, jobs);
       jobs.push({ name: row.job_name, jobId: jobIdFor(opts.source, row.event_id), data: row.data });

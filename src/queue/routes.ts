@@ -33,7 +33,7 @@ export function jobIdFor(source: string, eventId: string): string {
 }
 
 /** Completed jobs kept 7 days and failed ones 30: jobId de-duplication lasts as long. */
-const JOB_RETENTION = {
+export const JOB_RETENTION = {
   removeOnComplete: { age: 7 * 24 * 3600 },
   removeOnFail: { age: 30 * 24 * 3600 },
 } as const;

@@ -3,7 +3,15 @@ import { SimError } from './errors.js';
 import type { Registration } from './webhooks.js';
 
 /**
- * Every account, by key: one is made the first time its key is used. The
+ * The most accounts one simulator makes. Each holds its own feed, emails and
+ * webhooks, and shows in /_sim/stats: a key per request (a load test, a client
+ * with a bug) would grow both without end. Far above what a test or a bench uses.
+ */
+export const MAX_ACCOUNTS = 1_000;
+
+/**
+ * Every account, by key: one is made the first time its key is used, up to
+ * MAX_ACCOUNTS (a new key past it is a 403 `too_many_accounts`). The
  * default account (of `defaultKey`) is the one that control calls and the
  * in-process API reach when they name no account.
  */
@@ -26,6 +34,13 @@ export class Accounts {
     const id = accountIdOf(key);
     let account = this.byId.get(id);
     if (!account) {
+      if (this.byId.size >= MAX_ACCOUNTS) {
+        throw new SimError(
+          403,
+          'too_many_accounts',
+          `this simulator keeps at most ${MAX_ACCOUNTS} accounts (one per key); use a key it knows, or restart it`,
+        );
+      }
       account = new Account(key, false, this.backlog, this.deps);
       this.byId.set(id, account);
     }

@@ -15,6 +15,7 @@ export type SimErrorCode =
   | 'webhook_not_found'
   | 'delivery_not_found'
   | 'account_not_found'
+  | 'too_many_accounts'
   | 'unknown_event_id'
   | 'invalid_limit'
   | 'invalid_type'

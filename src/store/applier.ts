@@ -1,7 +1,7 @@
 import type { ServiceEvent } from '../api/types.js';
 import { applyStatement } from './apply-statement.js';
 import { quoteSchema, type Store } from './db.js';
-import { type ApplyRow, applyIsolated, isUnstorable, type Part, type RunPart } from './isolate.js';
+import { type ApplyRow, applyIsolated, isSplittable, type Part, type RunPart } from './isolate.js';
 
 /** Where the outbox sends an event type; null from the router means "store only". */
 export interface EventRoute {
@@ -77,7 +77,8 @@ export interface ApplierOptions {
  * move commit together or not at all. The cursor row must exist (ensureCursor)
  * for a compare-and-set to succeed. An event Postgres can never store is that
  * event's problem, not its batch's: when the statement fails so, the batch is
- * applied again in parts (isolate.ts) and the refused events are quarantined.
+ * applied again in parts (isolate.ts) and the refused events are quarantined. A
+ * batch that hits statement_timeout is applied again in parts the same way.
  */
 export function createApplier(
   store: Store,
@@ -152,7 +153,7 @@ export function createApplier(
       try {
         row = await run(store.pool, part);
       } catch (err) {
-        if (!isUnstorable(err)) throw err;
+        if (!isSplittable(err)) throw err;
         const isolated = await applyIsolated(store.pool, run, part, begin);
         row = isolated.row;
         const refused = new Set(isolated.refused.map((r) => r.event));

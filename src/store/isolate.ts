@@ -42,6 +42,20 @@ export function isUnstorable(err: unknown): boolean {
   return code.startsWith('23') && code !== '23505' && code !== '23P01';
 }
 
+/**
+ * Whether a batch that failed so is applied again in parts: data Postgres refuses
+ * (isUnstorable), or a statement cancelled by `statement_timeout` (57014), which a
+ * batch of the same events in smaller parts, each its own statement, may pass. Left
+ * whole, a page too large to commit within the timeout would fail every run.
+ */
+export function isSplittable(err: unknown): boolean {
+  return isUnstorable(err) || isStatementTimeout(err);
+}
+
+function isStatementTimeout(err: unknown): boolean {
+  return (err as { code?: unknown } | null)?.code === '57014';
+}
+
 /** The quarantine reason for an event Postgres refused. */
 export function refusal(err: unknown): string {
   const e = err as { code?: string; message?: string };
@@ -56,12 +70,15 @@ export interface Isolated {
 }
 
 /**
- * The slow path, after the whole batch failed with an unstorable error: one
- * transaction that moves the cursor and keeps the batch's quarantine first, then
- * stores the events in halves under savepoints, halving again whatever fails
- * until single events remain; those are quarantined with Postgres's reason. Feed
- * order is kept (left halves first). At most 2n - 1 statements for n events, so
- * it always ends; any other error rolls everything back and is thrown.
+ * The slow path, after the whole batch failed with an unstorable error or hit
+ * statement_timeout: one transaction that moves the cursor and keeps the batch's
+ * quarantine first, then stores the events in halves under savepoints, halving
+ * again whatever fails so until single events remain; those are quarantined with
+ * Postgres's reason (a single event that still times out is an error of the run,
+ * not a refusal: the next run tries again). statement_timeout bounds each
+ * statement, not the transaction, so the parts commit together. Feed order is kept
+ * (left halves first). At most 2n - 1 statements for n events, so it always ends;
+ * any other error rolls everything back and is thrown.
  */
 export async function applyIsolated(
   pool: pg.Pool,
@@ -98,7 +115,7 @@ export async function applyIsolated(
         add(await run(client, { events, repeats, raws: [], reasons: [] }));
         await client.query('RELEASE SAVEPOINT feedsync_part');
       } catch (err) {
-        if (!isUnstorable(err)) throw err;
+        if (!isSplittable(err) || (events.length === 1 && !isUnstorable(err))) throw err;
         await client.query('ROLLBACK TO SAVEPOINT feedsync_part');
         if (events.length === 1) {
           refused.push({ event: events[0]!, reason: refusal(err) });

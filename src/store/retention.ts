@@ -1,12 +1,13 @@
 import { defaultSleep } from '../api/retry.js';
 import type { Logger } from '../logger.js';
 import { quoteSchema, type Store } from './db.js';
-import { retentionCutoff } from './retention-guard.js';
+import { eventsKeptMs } from './retention-guard.js';
 
 export interface PruneOptions {
-  source: string;
-  /** EVENTS_RETENTION_DAYS: rows older than this many days go. */
+  /** EVENTS_RETENTION_DAYS: rows that arrived longer ago than this go (never sooner than eventsKeptMs allows). */
   days: number;
+  /** OUTBOX_RETENTION_HOURS: an event is kept at least as long as the published rows requeue reads. */
+  outboxHours: number;
   /** Rows per DELETE, each its own short transaction. Default 1000. */
   batchSize?: number;
   /** No batch starts after this long, so a run's tail stays bounded. Default 5000 ms. */
@@ -18,73 +19,91 @@ export interface PruneOptions {
   restShare?: number;
   /** Stops before the next batch (SIGTERM: the run ends promptly). */
   signal?: AbortSignal;
-  now?: number;
   sleep?: (ms: number) => Promise<void>;
 }
 
 export interface PruneResult {
-  /** Events deleted (created_at before the cutoff). */
+  /** Events deleted (arrived before the cutoff). */
   events: number;
-  /** Quarantined items deleted (received before the cutoff). */
+  /** Quarantined items deleted (arrived before the cutoff). */
   quarantine: number;
-  /** Recorded conflicts deleted (received before the cutoff). */
+  /** Recorded conflicts deleted (arrived before the cutoff). */
   conflicts: number;
   /** False when the budget ran out with old rows left: the next run goes on. */
   done: boolean;
 }
 
 /**
- * What each table keeps: events by the time the service created them (the index on
- * `(source, created_at)` finds the oldest first); quarantine and conflicts by the time
- * they arrived (small tables, read without an index): a conflict outlives the kept
- * version it differs from by at most the retention, and an operator who has not
- * looked at either in that time will not. `email_status` is never pruned: it is the
- * projection a consumer reads, one row per email. An event whose outbox row is not
- * published yet stays: the relay reads the job's data from it (Redis down for longer
- * than the retention). Outbox rows are not touched here: published ones have their
- * own retention (OUTBOX_RETENTION_HOURS).
+ * Every table keeps a row by the time it arrived (`received_at`, Postgres's own
+ * clock), never by a date the feed sent: a `created_at` before 1970 or in 9999 can
+ * neither keep a row for ever nor have it pruned the moment it lands. An event that
+ * arrives already old is kept as long as a new one, so the feed or a webhook retry
+ * serving it again within that time is a duplicate, not a new event.
+ *
+ * An event also stays while requeue may still need its data: while its outbox row
+ * is unpublished (the relay reads it; Redis down for longer than the retention), and
+ * while any published row as old as it is kept (OUTBOX_RETENTION_HOURS). The second
+ * is told without an index from the outbox to its events: outbox rows are written in
+ * the transaction of their events (`created_at` = the events' `received_at`) in seq
+ * order, so no event that arrived after the oldest kept published row (less an hour
+ * for transactions that overlap) is pruned.
+ *
+ * `email_status` is never pruned: it is the projection a consumer reads, one row
+ * per email. Outbox rows are not touched here: published ones have their own
+ * retention (pruneOutbox).
  */
 const TARGETS = [
-  { table: 'events', time: 'created_at', ordered: true, keep: 'unpublished' },
-  { table: 'quarantine', time: 'received_at', ordered: false, keep: null },
-  { table: 'conflicts', time: 'received_at', ordered: false, keep: null },
+  { table: 'events', ordered: true },
+  { table: 'quarantine', ordered: false },
+  { table: 'conflicts', ordered: false },
 ] as const;
 
+/** Outbox rows of one transaction may take their seqs in another order than their `created_at`; this covers it. */
+const SEQ_ORDER_SLACK = "interval '1 hour'";
+
 /**
- * Deletes one source's rows older than the retention, a small batch per statement
- * (row locks on old rows only, held for one batch), until none is left or the time
- * budget is spent. Within a call each batch starts where the previous one ended,
- * so it never walks the index entries it has just deleted.
+ * Deletes every source's rows older than the retention (a source no worker syncs any
+ * more included), a small batch per statement (row locks on old rows only, held for
+ * one batch; rows another pruner holds are skipped), until none is left or the time
+ * budget is spent. Within a call each batch starts where the previous one ended, so
+ * it never walks the index entries it has just deleted.
  */
 export async function pruneExpired(store: Store, opts: PruneOptions): Promise<PruneResult> {
   const batchSize = opts.batchSize ?? 1000;
   const budgetMs = opts.budgetMs ?? 5000;
   const restShare = opts.restShare ?? 1;
   const sleep = opts.sleep ?? defaultSleep;
-  const cutoff = retentionCutoff(opts.days, opts.now);
   const deadline = performance.now() + budgetMs;
   const s = quoteSchema(store.schema);
   const result: PruneResult = { events: 0, quarantine: 0, conflicts: 0, done: false };
+  const keptMs = eventsKeptMs(opts.days, opts.outboxHours);
 
-  for (const { table, time, ordered, keep } of TARGETS) {
-    const kept =
-      keep === 'unpublished'
-        ? `AND NOT EXISTS (SELECT FROM ${s}.outbox o WHERE o.source = t.source AND o.event_id = t.id AND o.published_at IS NULL)`
-        : '';
-    let from = new Date(0);
+  const { rows: cut } = await store.pool.query<{ rows: Date; events: Date }>(
+    `SELECT now() - make_interval(secs => $1::float8 / 1000) AS rows,
+            least(now() - make_interval(secs => $1::float8 / 1000),
+                  (SELECT created_at - ${SEQ_ORDER_SLACK} FROM ${s}.outbox
+                    WHERE published_at IS NOT NULL ORDER BY seq LIMIT 1)) AS events`,
+    [keptMs],
+  );
+  for (const { table, ordered } of TARGETS) {
+    const cutoff = ordered ? cut[0]!.events : cut[0]!.rows;
+    const kept = ordered
+      ? `AND NOT EXISTS (SELECT FROM ${s}.outbox o WHERE o.source = t.source AND o.event_id = t.id AND o.published_at IS NULL)`
+      : '';
+    let from: Date | string = '-infinity';
     // Bounded: every round deletes a full batch of rows (finite) or ends the table.
     for (;;) {
       if (performance.now() >= deadline || opts.signal?.aborted) return result;
       const started = performance.now();
-      const { rows } = await store.pool.query<{ n: string; last: Date | null }>(
+      const { rows }: { rows: { n: string; last: Date | null }[] } = await store.pool.query(
         `WITH gone AS (
            DELETE FROM ${s}.${table} WHERE ctid = ANY(ARRAY(
              SELECT ctid FROM ${s}.${table} t
-              WHERE source = $1 AND ${time} >= $2 AND ${time} < $3 ${kept}
-              ${ordered ? `ORDER BY ${time}` : ''} LIMIT $4))
-           RETURNING ${time} AS t)
-         SELECT count(*) AS n, max(t) AS last FROM gone`,
-        [opts.source, from, cutoff, batchSize],
+              WHERE received_at >= $1 AND received_at < $2 ${kept}
+              ${ordered ? 'ORDER BY received_at' : ''} LIMIT $3 FOR UPDATE SKIP LOCKED))
+           RETURNING received_at)
+         SELECT count(*) AS n, max(received_at) AS last FROM gone`,
+        [from, cutoff, batchSize],
       );
       const n = Number(rows[0]?.n ?? 0);
       result[table] += n;
@@ -98,8 +117,8 @@ export async function pruneExpired(store: Store, opts: PruneOptions): Promise<Pr
 }
 
 /**
- * The end of a run: prunes what the retention lets go, logs what went. A failure is
- * logged, not thrown: the run's events are stored, and the next run prunes again.
+ * Prunes what the retention lets go and logs what went. A failure is logged, not
+ * thrown: the events are stored, and the next round prunes again.
  */
 export async function pruneAfterRun(
   store: Store,
@@ -110,13 +129,13 @@ export async function pruneAfterRun(
     const result = await pruneExpired(store, opts);
     if (result.events + result.quarantine + result.conflicts > 0 || !result.done) {
       log.info(
-        { ...result, source: opts.source, days: opts.days },
+        { ...result, days: opts.days, keptHours: eventsKeptMs(opts.days, opts.outboxHours) / 3_600_000 },
         'pruned rows older than EVENTS_RETENTION_DAYS',
       );
     }
     return result;
   } catch (err) {
-    log.warn({ err, source: opts.source }, 'pruning old events failed; the next run tries again');
+    log.warn({ err }, 'pruning old events failed; the next round tries again');
     return null;
   }
 }

@@ -252,7 +252,12 @@ export function createSync(config: Config, opts: SyncOptions = {}): Sync {
         await relay.drain();
         await pruneNowAndThen(store, config.queues.outboxRetentionHours);
         if (config.eventsRetentionDays !== null && result.status === 'caught-up') {
-          await pruneAfterRun(store, { source, days: config.eventsRetentionDays, signal, logger });
+          await pruneAfterRun(store, {
+            days: config.eventsRetentionDays,
+            outboxHours: config.queues.outboxRetentionHours,
+            signal,
+            logger,
+          });
         }
       } catch (err) {
         if (err instanceof ConfigError) throw err;

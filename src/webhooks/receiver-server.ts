@@ -1,5 +1,5 @@
-import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { createServer, type IncomingMessage, type ServerResponse, STATUS_CODES } from 'node:http';
+import type { AddressInfo, Socket } from 'node:net';
 import type { Logger } from '../logger.js';
 import { readBody } from './read-body.js';
 import type { DeliveryAnswer, DeliveryHandler } from './receiver.js';
@@ -25,7 +25,31 @@ export interface ReceiverServerOptions {
   requestTimeoutMs?: number;
   /** Called with the status of every answer sent to a request at POST /webhooks' path. */
   onAnswered?: (status: number) => void;
+  /** Open connections at most; more are closed as they come. Default 1024. */
+  maxConnections?: number;
+  /**
+   * Request bodies buffered at once, in bytes, over every connection: a delivery that
+   * would pass it is answered 503 with Retry-After before its body is read. Default
+   * 32 MiB (128 bodies of the default WEBHOOK_MAX_BODY_BYTES).
+   */
+  maxBufferedBytes?: number;
+  /**
+   * Called for every request refused before any handler saw it: by Node's parser
+   * (400 bad request, 431 headers too large), a header or body timeout (408), the
+   * connection cap ('connections': closed unanswered) or the buffer budget (503).
+   */
+  onRefused?: (reason: RefusalReason) => void;
 }
+
+/** Why a request was refused before it reached the delivery handler. */
+export type RefusalReason = 'bad_request' | 'headers_too_large' | 'timeout' | 'connections' | 'busy';
+export const REFUSAL_REASONS: readonly RefusalReason[] = [
+  'bad_request',
+  'headers_too_large',
+  'timeout',
+  'connections',
+  'busy',
+];
 
 export interface ReceiverServer {
   readonly port: number;
@@ -43,6 +67,10 @@ const LINGER_MS = 2_000;
 /** POST /webhooks, GET /healthz and /readyz, on node:http. Bad input never gets a 500. */
 export async function startReceiverServer(opts: ReceiverServerOptions): Promise<ReceiverServer> {
   const log = opts.logger.child({ module: 'webhook-server' });
+  const maxBuffered = opts.maxBufferedBytes ?? 32 * 1024 * 1024;
+  const refused = (reason: RefusalReason): void => opts.onRefused?.(reason);
+  /** Bytes reserved by the bodies being read or handled now. */
+  let buffered = 0;
   let inFlight = 0;
   let closing = false;
   const idleWaiters: (() => void)[] = [];
@@ -61,6 +89,28 @@ export async function startReceiverServer(opts: ReceiverServerOptions): Promise<
   });
   server.requestTimeout = opts.requestTimeoutMs ?? 30_000;
   server.headersTimeout = Math.min(server.requestTimeout, 10_000);
+  // Memory is bounded whatever the number of senders: connections are capped, bodies share
+  // one budget (below), and a request that does not arrive in time is cut (408).
+  server.maxConnections = opts.maxConnections ?? 1024;
+  server.on('drop', () => refused('connections'));
+  // What Node answers itself (a request it cannot parse, headers too large, a timeout) is
+  // answered the same, and counted.
+  server.on('clientError', (err: NodeJS.ErrnoException, socket: Socket) => {
+    if (err.code === 'ECONNRESET' || !socket.writable) {
+      socket.destroy();
+      return;
+    }
+    const [status, reason]: [number, RefusalReason] =
+      err.code === 'HPE_HEADER_OVERFLOW'
+        ? [431, 'headers_too_large']
+        : err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+          ? [408, 'timeout']
+          : [400, 'bad_request'];
+    refused(reason);
+    socket.end(
+      `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nConnection: close\r\nContent-Length: 0\r\n\r\n`,
+    );
+  });
 
   // While closing, every answer ends its connection, so keep-alive clients move on.
   const reply = (
@@ -94,6 +144,26 @@ export async function startReceiverServer(opts: ReceiverServerOptions): Promise<
   };
 
   const delivery = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
+    // The body's room is reserved before a byte is read: its declared length, or the
+    // largest body allowed when it declares none (chunked).
+    const declared = Number(req.headers['content-length']);
+    const reserve = Number.isSafeInteger(declared) && declared >= 0 ? declared : opts.maxBodyBytes;
+    if (reserve <= opts.maxBodyBytes && buffered + reserve > maxBuffered) {
+      refused('busy');
+      reply(res, 503, { error: 'busy', message: 'retry later' }, { 'retry-after': '1', connection: 'close' });
+      linger(req);
+      return;
+    }
+    const held = Math.min(reserve, opts.maxBodyBytes);
+    buffered += held;
+    try {
+      await answerDelivery(req, res);
+    } finally {
+      buffered -= held;
+    }
+  };
+
+  const answerDelivery = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
     const body = await readBody(req, opts.maxBodyBytes);
     if (!body.ok) {
       if (body.reason === 'aborted') {

@@ -8,6 +8,7 @@ import { jobOptionsFor, routeFor } from '../queue/routes.js';
 import { createApplier } from '../store/applier.js';
 import { createStore, type Store } from '../store/db.js';
 import { pgOutbox } from '../store/outbox.js';
+import { startRetentionLoop } from '../store/retention-loop.js';
 import { createDeliveryHandler } from './receiver.js';
 import { type ReceiverServer, startReceiverServer } from './receiver-server.js';
 import { schemaGate } from './schema-gate.js';
@@ -28,6 +29,8 @@ export interface WebhookServiceOptions {
   drainTimeoutMs?: number;
   /** The relay's sweep of the outbox when nothing kicks it, in ms (tests set it past their own length). Default 60000. */
   relaySweepMs?: number;
+  /** Between two rounds of pruning (EVENTS_RETENTION_DAYS, OUTBOX_RETENTION_HOURS). Default 5 minutes. */
+  retentionIntervalMs?: number;
 }
 
 export interface WebhookService {
@@ -120,6 +123,7 @@ export async function startWebhookService(
       maxBodyBytes: config.webhooks.maxBodyBytes,
       handle: metrics.countRejections(handle),
       onAnswered: metrics.onAnswered,
+      onRefused: metrics.onRefused,
       logger,
       ready: async () => {
         const postgres = await gate
@@ -138,6 +142,14 @@ export async function startWebhookService(
     if (ownsStore) await store.close();
     throw listenFailure(err, at);
   }
+  // A receive-only deployment has no sync run to prune after: storage stays bounded all the same.
+  const retention = startRetentionLoop({
+    store,
+    logger,
+    days: config.eventsRetentionDays,
+    outboxHours: config.queues.outboxRetentionHours,
+    ...(opts.retentionIntervalMs ? { intervalMs: opts.retentionIntervalMs } : {}),
+  });
   log.info(
     {
       host: at.host,
@@ -157,6 +169,7 @@ export async function startWebhookService(
     close() {
       closing ??= (async () => {
         await server.close();
+        await retention.stop();
         const drainMs = opts.drainTimeoutMs ?? 5_000;
         let timer: NodeJS.Timeout | undefined;
         const timeout = new Promise<void>((resolve) => {

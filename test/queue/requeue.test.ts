@@ -249,7 +249,7 @@ describe('requeue', () => {
 
   it('refuses a start older than EVENTS_RETENTION_DAYS, by time or by event id (exit 2)', async () => {
     await store.pool.query(
-      `UPDATE "${schema}".events SET created_at = now() - interval '40 days' WHERE id = 'evt_000000000005'`,
+      `UPDATE "${schema}".events SET received_at = now() - interval '40 days' WHERE id = 'evt_000000000005'`,
     );
     const opts = { source: 'default', retentionHours: 168, eventsRetentionDays: 30, dryRun: true };
     await expect(
@@ -270,6 +270,33 @@ describe('requeue', () => {
     expect(refused.code).toBe(2);
     expect(refused.stderr).toContain('older than EVENTS_RETENTION_DAYS (30)');
   });
+
+  it('counts the rows whose event is gone the same on a dry run and a real one, names them, and exits 1', async () => {
+    await store.pool.query(
+      `DELETE FROM "${schema}".events WHERE id IN ('evt_000000000007', 'evt_000000002400')`,
+    );
+    const opts = { source: 'default', retentionHours: 168, since: { time: startedAt } };
+    const dry = await requeue(store, publisher, { ...opts, dryRun: true });
+    const real = await requeue(store, publisher, opts);
+    for (const result of [dry, real]) {
+      expect(result).toMatchObject({
+        requeued: 2_499,
+        unavailable: 2,
+        unavailableIds: ['evt_000000000007', 'evt_000000002400'],
+      });
+    }
+    expect(dry.byQueue).toEqual(real.byQueue);
+    const env = { ...process.env, ...testEnv({ schema, prefix }) };
+    for (const flags of [['--dry-run'], []]) {
+      const failed = (await run('node', ['dist/bin/feedsync.js', 'requeue', '--since', '1h', ...flags], {
+        env,
+      }).catch((err: unknown) => err)) as { code: number; stdout: string };
+      expect(failed.code).toBe(1);
+      expect(failed.stdout).toContain('2499 published outbox rows');
+      expect(failed.stdout).toContain('2 published rows');
+      expect(failed.stdout).toContain('"evt_000000000007", "evt_000000002400"');
+    }
+  }, 60_000);
 });
 
 describe('parseSince', () => {

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ServiceEvent } from '../../src/api/types.js';
+import { MAX_ACCOUNTS } from '../../src/simulator/accounts.js';
 import { startSimulator } from '../../src/simulator/index.js';
 import { TEST_API_KEY, useSimulator } from '../support/simulator.js';
 import { call, EMAIL } from './http.js';
@@ -191,4 +192,25 @@ describe('the default account', () => {
       /defaultKey/,
     );
   });
+});
+
+describe('the number of accounts', () => {
+  it(`is bounded: past ${MAX_ACCOUNTS}, a new key is a 403 too_many_accounts and /_sim/stats stops growing`, async () => {
+    const own = await startSimulator({ port: 0 });
+    try {
+      const keys = Array.from(
+        { length: MAX_ACCOUNTS + 5 },
+        (_, i) => `sim_test_many_${String(i).padStart(5, '0')}`,
+      );
+      const statuses: number[] = [];
+      for (const key of keys) statuses.push((await call(own, 'GET', '/api/events?limit=1', { key })).status);
+      expect(statuses.filter((s) => s === 200)).toHaveLength(MAX_ACCOUNTS - 1);
+      const refused = await call(own, 'GET', '/api/events?limit=1', { key: keys.at(-1)! });
+      expect(refused).toMatchObject({ status: 403, body: { error: { code: 'too_many_accounts' } } });
+      // A key it already knows still works.
+      expect((await call(own, 'GET', '/api/events?limit=1', { key: keys[0]! })).status).toBe(200);
+    } finally {
+      await own.close();
+    }
+  }, 120_000);
 });

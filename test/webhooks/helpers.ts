@@ -106,7 +106,13 @@ export interface TestReceiver {
 export async function startTestReceiver(
   config: Config,
   logger: Logger,
-  opts: { connections: number; schema: string; prefix: string; relaySweepMs?: number },
+  opts: {
+    connections: number;
+    schema: string;
+    prefix: string;
+    relaySweepMs?: number;
+    retentionIntervalMs?: number;
+  },
 ): Promise<TestReceiver> {
   const store = createStore({ url: TEST_DATABASE_URL, schema: opts.schema });
   await migrate(store);
@@ -115,6 +121,7 @@ export async function startTestReceiver(
     port: 0,
     host: '127.0.0.1',
     ...(opts.relaySweepMs === undefined ? {} : { relaySweepMs: opts.relaySweepMs }),
+    ...(opts.retentionIntervalMs ? { retentionIntervalMs: opts.retentionIntervalMs } : {}),
   });
   const pool = poolFor(service.server.url, opts.connections);
   return {

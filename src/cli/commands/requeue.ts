@@ -39,7 +39,9 @@ export function requeueCommand(): Command {
         'older than that cannot be re-driven. With EVENTS_RETENTION_DAYS set, a start older than that is\n' +
         'refused. Rows not yet published are left to the relay of the next sync.\n' +
         'A job fails for good after JOB_ATTEMPTS runs (default 5); --failed runs it again, JOB_ATTEMPTS more times.\n' +
-        'Exit codes: 0 done, 1 Redis or Postgres failed (run it again: it is idempotent), 2 usage error.',
+        'Exit codes: 0 done, 1 Redis or Postgres failed (run it again: it is idempotent) or some rows could\n' +
+        'not be re-driven because their event is no longer stored (named in the output; a dry run says the\n' +
+        'same), 2 usage error.',
     )
     .action(
       action(async ({ config, logger }, opts: RequeueFlags) => {
@@ -77,7 +79,8 @@ export function requeueCommand(): Command {
               ? `${JSON.stringify({ source, dryRun: opts.dryRun === true, ...result })}\n`
               : describeRequeue(config, source, opts.dryRun === true, result),
           );
-          return 0;
+          // Rows with no event left cannot be re-driven: their jobs need a hand, so the run is not a success.
+          return result.unavailable > 0 ? 1 : 0;
         } finally {
           await publisher.close();
         }
@@ -141,6 +144,13 @@ function describeRequeue(config: Config, source: string, dryRun: boolean, result
       `note: the start predates the oldest kept row (${result.oldestKept?.toISOString() ?? 'none kept'}): ` +
         `published rows are pruned after OUTBOX_RETENTION_HOURS (${config.queues.outboxRetentionHours} h), ` +
         'so jobs published before it cannot be re-driven',
+    );
+  }
+  if (result.unavailable > 0) {
+    const shown = result.unavailableIds.map((id) => JSON.stringify(id)).join(', ');
+    lines.push(
+      `error: ${result.unavailable} published rows ${dryRun ? 'could not be' : 'were not'} re-driven: their events ` +
+        `are no longer stored, so their jobs' data is gone (${shown}${result.unavailable > result.unavailableIds.length ? ', …' : ''})`,
     );
   }
   if (result.unpublished > 0) {

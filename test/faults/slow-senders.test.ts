@@ -1,0 +1,165 @@
+import { readFileSync } from 'node:fs';
+import { connect, type Socket } from 'node:net';
+import { request } from 'undici';
+import { afterAll, expect, it } from 'vitest';
+import { signWebhookPayload } from '../../src/webhooks/signature.js';
+import { CLI, freePort, killChildren, spawnNode, waitFor } from '../support/processes.js';
+import { measured } from './support/results.js';
+import { useSandboxes } from './support/sandbox.js';
+
+const sandbox = useSandboxes();
+const SECRET = 'whsec_slow_senders_0123456789';
+const SENDERS = 800;
+const BODY = 262_144;
+afterAll(async () => {
+  await killChildren();
+});
+
+/** A figure of /proc/<pid>/status, in MB. */
+function memoryMb(pid: number, field: 'VmRSS' | 'VmHWM'): number {
+  const line = readFileSync(`/proc/${pid}/status`, 'utf8').match(new RegExp(`^${field}:\\s+(\\d+) kB`, 'm'));
+  return Math.round(Number(line?.[1] ?? 0) / 1024);
+}
+
+async function metric(port: number, pattern: RegExp): Promise<number> {
+  const res = await request(`http://127.0.0.1:${port}/metrics`);
+  const text = await res.body.text();
+  return [...text.matchAll(pattern)].reduce((sum, m) => sum + Number(m[1]), 0);
+}
+
+/** Announces a full body, sends all of it but the last byte, and holds the connection. */
+function slowSender(port: number): Promise<Socket> {
+  return new Promise((resolve) => {
+    const socket = connect(port, '127.0.0.1', () => {
+      socket.write(
+        `POST /webhooks HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${BODY}\r\n\r\n`,
+      );
+      socket.write(Buffer.alloc(BODY - 1, 0x20), () => resolve(socket));
+    });
+    socket.on('error', () => resolve(socket));
+    socket.resume();
+  });
+}
+
+it('24. slow senders: the receiver keeps memory bounded and counts what it refused', async () => {
+  await measured(
+    {
+      item: 24,
+      title: 'slow senders hold connections open',
+      claim:
+        'However many senders announce a full body and hold their connection open, `serve-webhooks` buffers at most ' +
+        'its body budget, refuses the rest (503 with Retry-After, or a closed connection past the cap), counts every ' +
+        'refusal in `feedsync_webhook_refused_total`, Node’s own 400 and 431 included, and stores every signed ' +
+        'delivery sent meanwhile once.',
+      method:
+        `${SENDERS} connections to \`feedsync serve-webhooks\` (the built CLI) that each announce ${BODY.toLocaleString('en-US')} bytes, ` +
+        'send all but one and hold; a request the parser cannot read and one with 64 KB of headers; then 200 signed ' +
+        'deliveries, retried on 503 as the service does. Memory from /proc of the receiver process.',
+    },
+    async (rec) => {
+      rec.injectedWhat = 'slow senders and bad requests';
+      const box = await sandbox('slow_senders');
+      const [port, metricsPort] = [await freePort(), await freePort()];
+      const child = spawnNode(
+        [CLI, 'serve-webhooks'],
+        box.env(null, {
+          WEBHOOK_SECRET: SECRET,
+          WEBHOOK_PORT: String(port),
+          METRICS_PORT: String(metricsPort),
+        }),
+      );
+      await waitFor(
+        async () =>
+          (await request(`http://127.0.0.1:${port}/healthz`).then(
+            (r) => r.body.dump().then(() => r.statusCode),
+            () => 0,
+          )) === 200,
+        { timeoutMs: 30_000, what: 'serve-webhooks to listen' },
+      );
+      const idleMb = memoryMb(child.pid, 'VmRSS');
+      const sockets = await Promise.all(Array.from({ length: SENDERS }, () => slowSender(port)));
+      rec.injected += SENDERS;
+      const heldMb = memoryMb(child.pid, 'VmRSS');
+
+      // Node's own answers: a request line it cannot parse, and headers past its limit.
+      for (const raw of [
+        'NOT HTTP AT ALL\r\n\r\n',
+        `GET /healthz HTTP/1.1\r\nX-Big: ${'a'.repeat(65_536)}\r\n\r\n`,
+      ]) {
+        const answer = await new Promise<string>((resolve) => {
+          const s = connect(port, '127.0.0.1', () => s.write(raw));
+          let text = '';
+          s.on('data', (d) => {
+            text += d.toString();
+          });
+          s.on('close', () => resolve(text));
+          s.on('error', () => resolve(text));
+        });
+        expect(answer).toMatch(/^HTTP\/1\.1 (400|431) /);
+        rec.injected++;
+      }
+
+      // Signed deliveries while the slow senders hold on.
+      const ids: string[] = [];
+      for (let i = 0; i < 200; i++) {
+        const id = `evt_slow_${i}`;
+        ids.push(id);
+        const body = JSON.stringify({
+          id,
+          type: 'email.delivered',
+          created_at: new Date().toISOString(),
+          data: { email_id: `em_slow_${i}`, to: ['a@example.com'] },
+        });
+        await waitFor(
+          async () => {
+            const res = await request(`http://127.0.0.1:${port}/webhooks`, {
+              method: 'POST',
+              headers: {
+                'content-type': 'application/json',
+                'service-signature': signWebhookPayload(body, SECRET, Math.floor(Date.now() / 1000)),
+              },
+              body,
+            }).catch(() => null);
+            await res?.body.dump();
+            return res?.statusCode === 200;
+          },
+          { timeoutMs: 60_000, what: `delivery ${id} answered 200` },
+        );
+      }
+      const peakMb = memoryMb(child.pid, 'VmHWM');
+      for (const s of sockets) s.destroy();
+      const busy = await metric(
+        metricsPort,
+        /^feedsync_webhook_refused_total\{[^}]*reason="busy"[^}]*\} (\d+)$/gm,
+      );
+      const early = await metric(
+        metricsPort,
+        /^feedsync_webhook_refused_total\{[^}]*reason="(?:bad_request|headers_too_large)"[^}]*\} (\d+)$/gm,
+      );
+      const { rows } = await box.store.pool.query<{ id: string; n: number }>(
+        `SELECT e.id, (SELECT count(*)::int FROM "${box.schema}".outbox o WHERE o.event_id = e.id) AS n
+           FROM "${box.schema}".events e`,
+      );
+      const stored = new Map(rows.map((r) => [r.id, r.n]));
+      child.signal('SIGTERM');
+      await child.waitExit(30_000);
+
+      rec.checked = ids.length;
+      rec.lost = ids.filter((id) => !stored.has(id)).length;
+      rec.duplicated = [...stored.values()].filter((n) => n > 1).length + (stored.size - ids.length);
+      rec.figures = [
+        ['receiver memory idle (RSS)', `${idleMb} MB`],
+        [`receiver memory with ${SENDERS} senders holding (RSS)`, `${heldMb} MB`],
+        ['receiver peak memory over the whole item (VmHWM)', `${peakMb} MB`],
+        ['senders refused 503 for the body budget (feedsync_webhook_refused_total busy)', busy],
+        ["Node's own 400 and 431, counted", early],
+      ];
+      expect(rec.lost).toBe(0);
+      expect(rec.duplicated).toBe(0);
+      expect(busy).toBeGreaterThan(SENDERS / 2);
+      expect(early).toBe(2);
+      // 256 KiB for each of 800 senders alone would be 200 MB over the idle figure.
+      expect(peakMb - idleMb).toBeLessThan(100);
+    },
+  );
+});
