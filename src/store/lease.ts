@@ -1,7 +1,7 @@
 import { quoteSchema, type Store } from './db.js';
 
 /**
- * A held lease of one source (migrations/0005_leases.sql): the row names this worker
+ * A held lease of one source (migrations/0004_leases.sql): the row names this worker
  * and the token, and ends `leaseMs` after Postgres's now() unless renewed. Nothing is
  * held in a Postgres session, so it works through a transaction pooler, and a holder
  * that freezes or is cut off loses the source when the lease runs out.

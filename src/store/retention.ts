@@ -42,7 +42,8 @@ export interface PruneResult {
  *
  * An event also stays while requeue may still need its data: while its outbox row
  * is unpublished (the relay reads it; Redis down for longer than the retention), and
- * while any published row as old as it is kept (OUTBOX_RETENTION_HOURS). The second
+ * while any published row as old as it is kept (OUTBOX_RETENTION_HOURS; a row past it
+ * counts as gone, whether or not its own pruning, at most once a minute, has run). The second
  * is told without an index from the outbox to its events: outbox rows are written in
  * the transaction of their events (`created_at` = the events' `received_at`) in seq
  * order, so no event that arrived after the oldest kept published row (less an hour
@@ -82,8 +83,9 @@ export async function pruneExpired(store: Store, opts: PruneOptions): Promise<Pr
     `SELECT now() - make_interval(secs => $1::float8 / 1000) AS rows,
             least(now() - make_interval(secs => $1::float8 / 1000),
                   (SELECT created_at - ${SEQ_ORDER_SLACK} FROM ${s}.outbox
-                    WHERE published_at IS NOT NULL ORDER BY seq LIMIT 1)) AS events`,
-    [keptMs],
+                    WHERE published_at >= now() - make_interval(hours => $2)
+                    ORDER BY seq LIMIT 1)) AS events`,
+    [keptMs, opts.outboxHours],
   );
   for (const { table, ordered } of TARGETS) {
     const cutoff = ordered ? cut[0]!.events : cut[0]!.rows;

@@ -1,4 +1,4 @@
--- feedsync schema, version 6: retention by arrival.
+-- feedsync schema, version 5: retention by arrival.
 -- Events are pruned by the time they arrived (received_at, Postgres's clock), not by
 -- the created_at the feed sent: a date before 1970 or in the year 9999 cannot keep a
 -- row for ever, and an event that arrives already old is kept, and so recognised as a

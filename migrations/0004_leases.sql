@@ -1,4 +1,4 @@
--- feedsync schema, version 5: leases instead of session advisory locks.
+-- feedsync schema, version 4: leases instead of session advisory locks.
 -- A session advisory lock lives as long as the session that took it: a worker that
 -- freezes or is cut off keeps it until Postgres notices the dead peer (about two hours
 -- with the default keepalives), and behind a transaction pooler it does not hold at
