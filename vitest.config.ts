@@ -7,6 +7,8 @@ export default defineConfig({
     exclude: ['test/faults/**', 'node_modules/**'],
     // Files share one Postgres and one Redis (each in its own schema and queue
     // prefix); two at a time keeps the two cores busy without starving the servers.
+    // Fails a file that leaves a socket, server, child process or timer open.
+    setupFiles: ['test/support/leaked-handles.ts'],
     pool: 'forks',
     maxWorkers: 2,
     testTimeout: 30_000,

@@ -7,6 +7,8 @@ export default defineConfig({
   test: {
     include: ['test/faults/**/*.test.ts'],
     globalSetup: ['test/faults/support/global-setup.ts'],
+    // As in vitest.config.ts: a file that leaves a socket, server, child or timer open fails.
+    setupFiles: ['test/support/leaked-handles.ts'],
     pool: 'forks',
     maxWorkers: 1,
     fileParallelism: false,

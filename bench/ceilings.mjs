@@ -1,9 +1,9 @@
 import { Pool } from 'undici';
+import { parseRedisSettings } from '../dist/config/redis-settings.js';
 import { createLogger } from '../dist/logger.js';
 import { createPublisher } from '../dist/queue/publisher.js';
 import { startRelay } from '../dist/queue/relay.js';
 import { jobIdFor, jobOptionsFor } from '../dist/queue/routes.js';
-import { parseRedisSettings } from '../dist/redis/settings.js';
 import { createApplier } from '../dist/store/applier.js';
 import { ensureCursor } from '../dist/store/cursor.js';
 import { outboxBacklog, pgOutbox } from '../dist/store/outbox.js';

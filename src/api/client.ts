@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
+import { checkBaseUrl } from '../config/base-url.js';
 import { ConfigError, PageError } from '../errors.js';
-import { checkBaseUrl } from './base-url.js';
 import { createTransport, type HttpResponse, type RequestFn } from './http.js';
 import { type RetryDeps, type RetryPolicy, withRetries } from './retry.js';
 import type {

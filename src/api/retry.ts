@@ -1,6 +1,6 @@
-import { setTimeout as sleepTimer } from 'node:timers/promises';
 import { ApiError } from '../errors.js';
 import type { Logger } from '../logger.js';
+import { defaultSleep } from '../sleep.js';
 
 /** How a request is retried: exponential backoff with full jitter, never sooner than Retry-After. */
 export interface RetryPolicy {
@@ -34,9 +34,6 @@ export function logRetries(log: Pick<Logger, 'info'>): NonNullable<RetryDeps['on
       `${error.message}; retry ${attempt} of ${maxRetries} in ${(waitMs / 1000).toFixed(1)} s`,
     );
 }
-
-export const defaultSleep = (ms: number, signal?: AbortSignal): Promise<void> =>
-  sleepTimer(ms, undefined, signal ? { signal } : undefined);
 
 /** Parses Retry-After (delta seconds or an HTTP date) into milliseconds from now; undefined when absent or unreadable. */
 export function parseRetryAfter(value: string | undefined, now: number): number | undefined {

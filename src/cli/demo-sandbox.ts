@@ -1,8 +1,8 @@
 import type { Redis } from 'ioredis';
+import type { RedisSettings } from '../config/redis-settings.js';
 import { ConfigError } from '../errors.js';
 import { clearPrefix } from '../queue/clear-prefix.js';
 import { connectRedis } from '../redis/connect.js';
-import type { RedisSettings } from '../redis/settings.js';
 import { quoteSchema, type Store } from '../store/db.js';
 
 /** Written on what the demo makes, so that it drops only what it made itself. */

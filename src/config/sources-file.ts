@@ -1,5 +1,5 @@
-import { checkBaseUrl } from '../api/base-url.js';
 import { ConfigError } from '../errors.js';
+import { checkBaseUrl } from './base-url.js';
 
 /** One account to sync: its cursor key, where its feed is and the key it is read with. */
 export interface FeedSource {

@@ -1,5 +1,5 @@
 import { type Config, VARIABLES } from '../config.js';
-import { editDistance } from '../feed/event-types.js';
+import { editDistance } from '../edit-distance.js';
 
 /**
  * A warning for each variable of the environment that looks like one of feedsync's own

@@ -1,3 +1,4 @@
+import type { RedisSettings } from '../config/redis-settings.js';
 import type { Config } from '../config.js';
 import { ConfigError } from '../errors.js';
 import { redactUrl } from '../logger.js';
@@ -6,7 +7,6 @@ import { jobOptionsFor } from '../queue/routes.js';
 import { connectRedis, type RedisConnection } from '../redis/connect.js';
 import { toRedisError } from '../redis/errors.js';
 import { planWait } from '../redis/replicas.js';
-import type { RedisSettings } from '../redis/settings.js';
 import { type Check, check } from './report.js';
 
 /**

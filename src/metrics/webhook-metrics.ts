@@ -1,16 +1,24 @@
 import { Counter, Histogram, Registry } from 'prom-client';
 import type { Applier } from '../store/applier.js';
-import type { DeliveryAnswer, DeliveryHandler } from '../webhooks/receiver.js';
-import { REFUSAL_REASONS, type RefusalReason } from '../webhooks/receiver-server.js';
 import { publishMetrics } from './publish-metrics.js';
+
+/** Why the receiver refused a request before it reached the delivery handler: each a label value of its own. */
+export type RefusalReason = 'bad_request' | 'headers_too_large' | 'timeout' | 'connections' | 'busy';
+export const REFUSAL_REASONS: readonly RefusalReason[] = [
+  'bad_request',
+  'headers_too_large',
+  'timeout',
+  'connections',
+  'busy',
+];
 
 /** The Prometheus metrics of `serve-webhooks` (names in docs/DEPLOYMENT.md). */
 export interface WebhookMetrics {
   readonly registry: Registry;
   /** Counts one answer to POST /webhooks, whatever layer gave it (413 and 405 included). */
   onAnswered(status: number): void;
-  /** The handler, counting why signatures were refused. */
-  countRejections(handle: DeliveryHandler): DeliveryHandler;
+  /** The handler (webhooks/receiver.ts's DeliveryHandler), counting why signatures were refused. */
+  countRejections<A extends RefusableAnswer>(handle: Handler<A>): Handler<A>;
   /** The applier, timing each transaction (commit latency). */
   timeCommits(applier: Applier): Applier;
   /** Counts jobs the receiver's own outbox relay handed to BullMQ. */
@@ -21,10 +29,26 @@ export interface WebhookMetrics {
   onRefused(reason: RefusalReason): void;
 }
 
-/** Signature refusals, by reason: every label set exists from the start, at 0. */
-const REASONS = ['missing', 'malformed', 'stale', 'mismatch'] as const satisfies readonly NonNullable<
-  DeliveryAnswer['rejected']
->[];
+/**
+ * Signature refusals, by reason: every label set exists from the start, at 0. A reason
+ * webhooks/signature.ts adds fails to compile where the receiver's handler is passed to
+ * countRejections until it is listed here.
+ */
+const REASONS = ['missing', 'malformed', 'stale', 'mismatch'] as const;
+
+/** Why a signature was refused: the label `reason`. */
+export type SignatureRefusal = (typeof REASONS)[number];
+
+/** A delivery's answer as far as the metrics read it. */
+export interface RefusableAnswer {
+  rejected?: SignatureRefusal;
+}
+
+/**
+ * A delivery handler. The receiver's own types sit above the metrics (webhooks/ imports
+ * metrics/), so this names only the shape the metrics wrap.
+ */
+export type Handler<A> = (raw: Buffer, signature: string | undefined) => Promise<A>;
 
 /**
  * The receiver's own registry: requests by HTTP answer, signature failures by reason,

@@ -1,9 +1,9 @@
 import type { Registry } from 'prom-client';
+import { maxBackoffMs } from '../config/backoff.js';
 import type { Config } from '../config.js';
 import type { Logger } from '../logger.js';
 import type { Publisher } from '../queue/publisher.js';
 import type { Store } from '../store/db.js';
-import { maxBackoffMs } from '../sync/scheduler.js';
 import { startHealthServer } from './server.js';
 
 /**

@@ -1,5 +1,5 @@
+import type { RedisSettings } from '../config/redis-settings.js';
 import { connectRedis } from '../redis/connect.js';
-import type { RedisSettings } from '../redis/settings.js';
 
 /**
  * Deletes every BullMQ key under `prefix` (`<prefix>:<queue>:…`), a SCAN page at a time,

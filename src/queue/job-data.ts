@@ -1,40 +1,15 @@
 import type { ServiceEvent } from '../api/types.js';
+import type { JobData } from '../store/event-json.js';
 
-/** A job's data: the event with its source. */
-export interface JobData {
-  source: string;
-  id: string;
-  type: string;
-  /** The envelope's canonical form (feed/timestamp.ts): UTC, milliseconds, or microseconds when it has them. */
-  created_at: string;
-  data: unknown;
-}
+export type { JobData } from '../store/event-json.js';
+// requeue.ts still takes the SQL form from here; it moves to store/event-json.ts
+// with requeue's next change, and this re-export goes.
+export { outboxJobDataSql } from '../store/event-json.js';
 
-/** The job data of an event the worker holds: what it just committed. */
+/**
+ * The job data of an event the worker holds: what it just committed. Postgres builds
+ * the same object for rows read back (store/event-json.ts, `jobDataSql`).
+ */
 export function jobData(source: string, event: ServiceEvent): JobData {
   return { source, id: event.id, type: event.type, created_at: event.created_at, data: event.data };
-}
-
-/**
- * The same object built by Postgres from a row `e` of events: for the outbox rows a
- * crash left behind, and for requeue. created_at is printed in the canonical form
- * that normaliseTimestamp gives every event, so both ways make the same job.
- */
-export function jobDataSql(e: string): string {
-  const utc = `(${e}.created_at AT TIME ZONE 'UTC')`;
-  const fraction =
-    `CASE WHEN extract(microseconds FROM ${e}.created_at)::bigint % 1000 = 0 ` +
-    `THEN to_char(${utc}, '.MS') ELSE to_char(${utc}, '.US') END`;
-  return (
-    `jsonb_build_object('source', ${e}.source, 'id', ${e}.id, 'type', ${e}.type, 'created_at', ` +
-    `to_char(${utc}, 'YYYY-MM-DD"T"HH24:MI:SS') || ${fraction} || 'Z', 'data', ${e}.data)`
-  );
-}
-
-/**
- * The job data of an outbox row `o` joined (LEFT) to its event `e`: the copy a row
- * written before schema version 3 carries, else the event's; NULL when the event is gone.
- */
-export function outboxJobDataSql(o: string, e: string): string {
-  return `COALESCE(${o}.payload, CASE WHEN ${e}.id IS NOT NULL THEN ${jobDataSql(e)} END)`;
 }

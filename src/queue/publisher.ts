@@ -1,11 +1,11 @@
 import { createRequire } from 'node:module';
 import type { Queue } from 'bullmq';
+import type { RedisSettings } from '../config/redis-settings.js';
 import { RedisError } from '../errors.js';
 import { connectRedis, type RedisConnection } from '../redis/connect.js';
 import { withDeadline } from '../redis/deadline.js';
 import { toRedisError } from '../redis/errors.js';
 import { planWait, type WaitPlan, waitForReplicas } from '../redis/replicas.js';
-import type { RedisSettings } from '../redis/settings.js';
 import type { JobOptions } from './routes.js';
 
 // BullMQ and ioredis are loaded on first use: a run with nothing to publish (a CronJob

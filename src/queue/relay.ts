@@ -1,6 +1,6 @@
-import { defaultSleep } from '../api/retry.js';
 import { ConfigError } from '../errors.js';
 import type { Logger } from '../logger.js';
+import { defaultSleep } from '../sleep.js';
 import type { OutboxEntry } from '../store/applier.js';
 import type { Outbox } from '../store/outbox.js';
 import { jobData } from './job-data.js';

@@ -1,3 +1,4 @@
+import { JOB_RETENTION } from '../config/job-retention.js';
 import type { Config } from '../config.js';
 
 /** Where an event's job goes. Mirrors the store's EventRoute. */
@@ -31,12 +32,6 @@ export function routeFor(queues: Config['queues']): (type: string) => Route | nu
 export function jobIdFor(source: string, eventId: string): string {
   return `${encodeURIComponent(source)}/${encodeURIComponent(eventId)}`;
 }
-
-/** Completed jobs kept 7 days and failed ones 30: jobId de-duplication lasts as long. */
-export const JOB_RETENTION = {
-  removeOnComplete: { age: 7 * 24 * 3600 },
-  removeOnFail: { age: 30 * 24 * 3600 },
-} as const;
 
 /** The options every added job carries: its retention and BullMQ's retries. */
 export interface JobOptions {

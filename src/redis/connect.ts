@@ -1,8 +1,13 @@
 import { createRequire } from 'node:module';
 import type { Cluster, Redis, RedisOptions } from 'ioredis';
+import {
+  hashTagOf,
+  missingHashTagError,
+  type RedisNode,
+  type RedisSettings,
+} from '../config/redis-settings.js';
 import { ConfigError, RedisError } from '../errors.js';
 import { withDeadline } from './deadline.js';
-import { hashTagOf, missingHashTagError, type RedisNode, type RedisSettings } from './settings.js';
 
 // ioredis is loaded on first use: a run with nothing to publish starts without it.
 const require = createRequire(import.meta.url);

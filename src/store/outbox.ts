@@ -1,6 +1,6 @@
 import type pg from 'pg';
-import { type JobData, outboxJobDataSql } from '../queue/job-data.js';
 import type { Store } from './db.js';
+import { type JobData, outboxJobDataSql } from './event-json.js';
 
 /** An unpublished outbox row, with its job's data built from the stored event. */
 export interface OutboxRow {

@@ -1,5 +1,5 @@
+import { JOB_RETENTION } from '../config/job-retention.js';
 import { ConfigError } from '../errors.js';
-import { JOB_RETENTION } from '../queue/routes.js';
 import { quoteSchema, type Store } from './db.js';
 
 const DAY_MS = 86_400_000;

@@ -1,5 +1,5 @@
-import { defaultSleep } from '../api/retry.js';
 import type { Logger } from '../logger.js';
+import { defaultSleep } from '../sleep.js';
 import { quoteSchema, type Store } from './db.js';
 import { eventsKeptMs } from './retention-guard.js';
 

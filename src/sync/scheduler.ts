@@ -1,3 +1,4 @@
+import { maxBackoffMs } from '../config/backoff.js';
 import type { Logger } from '../logger.js';
 import type { SourceLease } from '../store/lease.js';
 import { type RunResult, runFailed } from './sync.js';
@@ -9,11 +10,6 @@ export type Turn = (lease: SourceLease, signal: AbortSignal) => Promise<RunResul
 export type Outcome =
   | { readonly source: string; readonly ok: true; readonly result: RunResult }
   | { readonly source: string; readonly ok: false; readonly error: unknown };
-
-/** The longest a failing source waits between two turns: ten intervals, after many failures in a row. */
-export function maxBackoffMs(intervalMs: number): number {
-  return intervalMs * 10;
-}
 
 /** When a source is due again after a turn: one interval, or its back-off after `failures` failed turns in a row. */
 export function dueInMs(intervalMs: number, failures: number): number {

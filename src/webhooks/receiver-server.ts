@@ -1,6 +1,7 @@
 import { createServer, type IncomingMessage, type ServerResponse, STATUS_CODES } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import type { Logger } from '../logger.js';
+import type { RefusalReason } from '../metrics/webhook-metrics.js';
 import { readBody } from './read-body.js';
 import type { DeliveryAnswer, DeliveryHandler } from './receiver.js';
 import { SIGNATURE_HEADER } from './signature.js';
@@ -40,16 +41,6 @@ export interface ReceiverServerOptions {
    */
   onRefused?: (reason: RefusalReason) => void;
 }
-
-/** Why a request was refused before it reached the delivery handler. */
-export type RefusalReason = 'bad_request' | 'headers_too_large' | 'timeout' | 'connections' | 'busy';
-export const REFUSAL_REASONS: readonly RefusalReason[] = [
-  'bad_request',
-  'headers_too_large',
-  'timeout',
-  'connections',
-  'busy',
-];
 
 export interface ReceiverServer {
   readonly port: number;

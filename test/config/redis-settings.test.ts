@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
+import { hashTagOf, parseRedisSettings } from '../../src/config/redis-settings.js';
 import { loadConfig, secretsOf } from '../../src/config.js';
 import { ConfigError } from '../../src/errors.js';
-import { hashTagOf, parseRedisSettings } from '../../src/redis/settings.js';
 
 function configError(env: Record<string, string>): ConfigError {
   try {

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { normaliseTimestamp } from '../../src/feed/timestamp.js';
-import { jobData, jobDataSql } from '../../src/queue/job-data.js';
+import { jobData } from '../../src/queue/job-data.js';
+import { jobDataSql } from '../../src/store/event-json.js';
 import { createApplier, type Store } from '../../src/store/index.js';
 import { event, migratedStore, route } from '../store/migrated-store.js';
 

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
+import { parseRedisSettings, type RedisSettings } from '../../src/config/redis-settings.js';
 import { clearPrefix } from '../../src/queue/clear-prefix.js';
 import { jobOptionsFor } from '../../src/queue/routes.js';
-import { parseRedisSettings, type RedisSettings } from '../../src/redis/settings.js';
 
 export const TEST_REDIS_URL = 'redis://127.0.0.1:6379';
 

@@ -51,7 +51,7 @@ export function webhooksCommand(): Command {
     .action(
       action(async ({ config, logger }, opts: { url: string; events: string; json?: boolean }) => {
         const { ConfigError } = await import('../../errors.js');
-        const { NEW_TYPE_MARK, parseEventTypes } = await import('../../feed/event-types.js');
+        const { NEW_TYPE_MARK, parseEventTypes } = await import('../../config/event-types.js');
         const entries = opts.events
           .split(',')
           .map((e) => e.trim())

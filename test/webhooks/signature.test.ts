@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { signWebhookPayload, verifyWebhookSignature } from '../src/index.js';
+import { signWebhookPayload, verifyWebhookSignature } from '../../src/index.js';
 
 interface Vector {
   name: string;
@@ -12,7 +12,7 @@ interface Vector {
   valid: boolean;
 }
 const { vectors } = JSON.parse(
-  readFileSync(new URL('./fixtures/signature-vectors.json', import.meta.url), 'utf8'),
+  readFileSync(new URL('../fixtures/signature-vectors.json', import.meta.url), 'utf8'),
 ) as {
   vectors: Vector[];
 };

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { ServiceClient } from '../../src/api/client.js';
-import { redactUrl } from '../../src/logger.js';
-import { captureLogger } from '../support/logs.js';
+import { ServiceClient } from '../src/api/client.js';
+import { redactUrl } from '../src/logger.js';
+import { captureLogger } from './support/logs.js';
 
 describe('logger redaction', () => {
   it('scrubs secret values wherever they appear, and secret keys by name', () => {

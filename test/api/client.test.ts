@@ -3,9 +3,9 @@ import { ServiceClient } from '../../src/api/client.js';
 import { ApiError, AuthError } from '../../src/errors.js';
 import { verifyWebhookSignature } from '../../src/index.js';
 import { DEFAULT_FAULTS } from '../../src/simulator/index.js';
+import { EMAIL } from '../simulator/http.js';
+import { type Receiver, startReceiver } from '../simulator/receiver.js';
 import { TEST_API_KEY, useSimulator } from '../support/simulator.js';
-import { EMAIL } from './http.js';
-import { type Receiver, startReceiver } from './receiver.js';
 
 // The project's own API client, end to end against the simulator: the two must agree.
 const sim = useSimulator();

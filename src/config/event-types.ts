@@ -1,3 +1,4 @@
+import { editDistance } from '../edit-distance.js';
 /** The event types of the service's specification, as this release knows them. */
 export const KNOWN_EVENT_TYPES: readonly string[] = [
   'contact.subscribed',
@@ -53,18 +54,4 @@ export function closestType(name: string): string {
     if (d < bestDistance) [best, bestDistance] = [known, d];
   }
   return best;
-}
-
-/** Levenshtein distance, two rows at a time. */
-export function editDistance(a: string, b: string): number {
-  let prev = Array.from({ length: b.length + 1 }, (_, j) => j);
-  for (let i = 1; i <= a.length; i++) {
-    const row = [i];
-    for (let j = 1; j <= b.length; j++) {
-      const cost = a[i - 1] === b[j - 1] ? 0 : 1;
-      row[j] = Math.min(prev[j]! + 1, row[j - 1]! + 1, prev[j - 1]! + cost);
-    }
-    prev = row;
-  }
-  return prev[b.length]!;
 }

@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parseRedisSettings } from '../../src/config/redis-settings.js';
 import { loadConfig } from '../../src/config.js';
 import { runDoctor } from '../../src/doctor/doctor.js';
 import { connectRedis } from '../../src/redis/connect.js';
-import { parseRedisSettings } from '../../src/redis/settings.js';
 import { testEnv } from '../support/config.js';
 import { CLI, killChildren, spawnNode, waitFor } from '../support/processes.js';
 import { command, type LocalSentinel, startLocalSentinel } from '../support/redis-topologies.js';
