@@ -51,9 +51,9 @@ describe('the command line', () => {
     expect(nested.stdout).toContain('Usage: feedsync cursor set');
   });
 
-  it('simulator --help points at a section the package ships, not at a contract the user lacks', async () => {
+  it("simulator --help points at the simulator's own page, not at the contract", async () => {
     const { stdout } = await runCli(['simulator', '--help'], env);
-    expect(stdout).toContain('"The simulator" of README.md');
+    expect(stdout).toContain('docs/SIMULATOR.md');
     expect(stdout).not.toContain('DESIGN');
   });
 

@@ -50,7 +50,7 @@ export function simulatorCommand(): Command {
   return (
     new Command('simulator')
       .description(
-        'Run a local stand-in for the email delivery service, state in memory (README.md, "The simulator").',
+        'Run a local stand-in for the email delivery service, state in memory (docs/SIMULATOR.md).',
       )
       // addCommand does not pass the program's settings down: a bad flag must still reach cli.ts (exit 2).
       .exitOverride()
@@ -111,7 +111,7 @@ export function simulatorCommand(): Command {
           '  GET /_sim/accounts/{account}/webhooks|emails|events   what the page shows of an account\n' +
           'Add "key" (or "account") to a body to act on that account (default: the example key\'s).\n' +
           'Stop with Ctrl-C (SIGINT) or SIGTERM.\n' +
-          'What it serves and every knob: the section "The simulator" of README.md (in the package).\n' +
+          'What it serves and every knob: docs/SIMULATOR.md (in the repository).\n' +
           'Exit codes: 0 stopped by a signal, 1 could not start (the port is in use), 2 usage error.',
       )
       .action(async (flags: SimulatorFlags) => {
