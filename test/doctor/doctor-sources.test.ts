@@ -146,7 +146,13 @@ describe('mapBounded', () => {
     );
     expect(most).toBe(4);
     expect(out).toEqual(items.map((i) => i * 2));
-    const late = await mapBounded(items, 4, 0, async () => 1, () => -1);
+    const late = await mapBounded(
+      items,
+      4,
+      0,
+      async () => 1,
+      () => -1,
+    );
     expect(late).toEqual(items.map(() => -1));
   });
 });
