@@ -34,7 +34,7 @@ const SOURCE_BUDGET_TIMEOUTS = 8;
 
 /**
  * Checks what a deployment needs: the configuration, Postgres and the schema,
- * the cursor against FEED_TYPES, the feed and the key, Redis and its
+ * each source's cursor against its types and its key against its feed, Redis and its
  * maxmemory-policy, the queues, the outbox and the quarantine. Never writes.
  * Secrets never appear in the report. `ok` only when every check is ok: a check
  * that could not run is not a clean bill of health.

@@ -145,6 +145,8 @@ async function cursorCheck(
 ): Promise<Check> {
   const name = `cursor${suffix}`;
   const source = config.feed.source;
+  // A source of FEED_SOURCES_FILE has its types there (or FEED_TYPES when its entry has none).
+  const typesFrom = suffix === '' ? 'FEED_TYPES' : `the types of source "${source}"`;
   const row = await getCursor(store, source);
   const wanted = config.feed.types ? [...config.feed.types].sort().join(',') : 'all types';
   if (!row) {
@@ -155,9 +157,9 @@ async function cursorCheck(
     return check(
       name,
       'fail',
-      `the cursor of source "${source}" was built with ${stored}, but FEED_TYPES is ${wanted}: sync refuses to run`,
-      `set FEED_TYPES back (${stored === 'all types' ? 'unset' : stored}), or "feedsync cursor reset --source ${shellQuote(source)}" ` +
-        '(events are re-read and de-duplicated), or use another FEED_SOURCE',
+      `the cursor of source "${source}" was built with ${stored}, but ${typesFrom} is ${wanted}: sync refuses to run`,
+      `set ${typesFrom} back (${stored === 'all types' ? 'unset' : stored}), or "feedsync cursor reset --source ${shellQuote(source)}" ` +
+        `(events are re-read and de-duplicated), or use another ${suffix === '' ? 'FEED_SOURCE' : 'source name'}`,
     );
   }
   const unknown = row.afterId !== null && unknownId ? await unknownId(row.afterId) : null;
