@@ -1,10 +1,11 @@
 import { type Config, secretsOf } from '../config.js';
 import { createLogger, type Logger, scrubSecrets } from '../logger.js';
 import { checkConfig } from './config-check.js';
-import { feedCheck, feedKnowsId, receiverCheck } from './feed-check.js';
+import { feedKnowsId, receiverCheck } from './feed-check.js';
 import { postgresChecks } from './postgres-checks.js';
 import { redisChecks } from './redis-checks.js';
 import type { Check, DoctorReport } from './report.js';
+import { sourceFeedChecks, sourcesUnderCheck } from './sources.js';
 
 export interface DoctorOptions {
   /** Loads the configuration; a failure becomes the `config` check. */
@@ -20,11 +21,20 @@ export interface DoctorOptions {
    * (serve-webhooks alone) needs WEBHOOK_SECRET instead, and no feed.
    */
   mode?: 'sync' | 'receiver';
+  /** Check this source alone (`--source`); a name not in FEED_SOURCES_FILE is a failing config check. */
+  source?: string;
 }
 
 /**
+ * How long the sources' checks may take, in timeouts: past it, the sources not yet
+ * checked are skip lines. With SOURCE_CONCURRENCY at once, about 8 × 8 sources whose
+ * feed takes the whole timeout; a healthy feed answers in far less, so hundreds fit.
+ */
+const SOURCE_BUDGET_TIMEOUTS = 8;
+
+/**
  * Checks what a deployment needs: the configuration, Postgres and the schema,
- * the cursor against FEED_TYPES, the feed and the key, Redis and its
+ * each source's cursor against its types and its key against its feed, Redis and its
  * maxmemory-policy, the queues, the outbox and the quarantine. Never writes.
  * Secrets never appear in the report. `ok` only when every check is ok: a check
  * that could not run is not a clean bill of health.
@@ -32,22 +42,30 @@ export interface DoctorOptions {
 export async function runDoctor(opts: DoctorOptions): Promise<DoctorReport> {
   const timeoutMs = opts.timeoutMs ?? 5000;
   const logger = opts.logger ?? createLogger({ level: 'silent' });
-  const { config, check: configCheck } = checkConfig(opts.load, opts.env);
+  const source = opts.source;
+  // A --source not in the file is a configuration that does not load, for this run.
+  const load = (): Config => {
+    const loaded = opts.load();
+    if (source !== undefined) sourcesUnderCheck(loaded, source);
+    return loaded;
+  };
+  const { config, check: configCheck } = checkConfig(load, opts.env);
   if (!config) return { ok: false, checks: [configCheck] };
   const receiver = opts.mode === 'receiver';
+  const sources = sourcesUnderCheck(config, source);
+  const deadline = performance.now() + SOURCE_BUDGET_TIMEOUTS * timeoutMs;
   const [pg, feed, redis] = await Promise.all([
-    postgresChecks(
-      config,
-      logger,
-      timeoutMs,
-      receiver ? undefined : (id) => feedKnowsId(config, id, timeoutMs),
-    ),
-    receiver ? receiverCheck(config) : feedCheck(config, timeoutMs),
+    postgresChecks(config, logger, timeoutMs, {
+      sources,
+      deadline,
+      ...(receiver ? {} : { unknownId: (s, id) => feedKnowsId(s.config, id, timeoutMs) }),
+    }),
+    receiver ? [receiverCheck(config)] : sourceFeedChecks(sources, timeoutMs, deadline),
     redisChecks(config, timeoutMs),
   ]);
   // Error messages from drivers are not ours: take any secret out of them all the same.
   const secrets = secretsOf(config);
-  const checks: Check[] = [configCheck, ...pg, feed, ...redis].map((c) => ({
+  const checks: Check[] = [configCheck, ...pg, ...feed, ...redis].map((c) => ({
     ...c,
     message: scrubSecrets(c.message, secrets),
     ...(c.fix === undefined ? {} : { fix: scrubSecrets(c.fix, secrets) }),

@@ -5,12 +5,26 @@ import { probeFeed, unknownEventReason } from '../feed/known-event.js';
 import { feedTypeParam, parsePage } from '../feed/page.js';
 import { type Check, check } from './report.js';
 
+/** Which source a feed check is of: `feed` for the one source of FEED_*, `feed <source>` for each of a file. */
+export interface FeedCheckOf {
+  name: string;
+  /** Where the key comes from, for the fix of a rejected key. */
+  keyHint: string;
+}
+
+const ONE_SOURCE: FeedCheckOf = { name: 'feed', keyHint: 'FEED_API_KEY (or FEED_API_KEY_FILE)' };
+
 /** One `GET /events?limit=1` with the configured key, when FEED_BASE_URL is set. */
-export async function feedCheck(config: Config, timeoutMs: number): Promise<Check> {
+export async function feedCheck(
+  config: Config,
+  timeoutMs: number,
+  of: FeedCheckOf = ONE_SOURCE,
+): Promise<Check> {
   const { baseUrl, apiKey } = config.feed;
+  const { name } = of;
   if (baseUrl === null) {
     return check(
-      'feed',
+      name,
       'fail',
       'FEED_BASE_URL is not set: sync, reconcile and cursor set cannot run',
       'set FEED_BASE_URL (the service\'s API, ending in /api); for a deployment that only runs serve-webhooks, run "feedsync doctor --receiver"',
@@ -18,7 +32,7 @@ export async function feedCheck(config: Config, timeoutMs: number): Promise<Chec
   }
   if (apiKey === null) {
     return check(
-      'feed',
+      name,
       'fail',
       'FEED_BASE_URL is set but no API key is',
       'set FEED_API_KEY, or FEED_API_KEY_FILE to a file that holds it',
@@ -40,26 +54,26 @@ export async function feedCheck(config: Config, timeoutMs: number): Promise<Chec
       types: config.feed.types,
     });
     const ms = Math.round(performance.now() - started);
-    return check('feed', 'ok', `${baseUrl}/events answered in ${ms} ms; the key is accepted`);
+    return check(name, 'ok', `${baseUrl}/events answered in ${ms} ms; the key is accepted`);
   } catch (err) {
-    return failure(baseUrl, err);
+    return failure(baseUrl, err, of);
   } finally {
     await client.close();
   }
 }
 
-function failure(baseUrl: string, err: unknown): Check {
+function failure(baseUrl: string, err: unknown, { name, keyHint }: FeedCheckOf): Check {
   if (err instanceof AuthError) {
     return check(
-      'feed',
+      name,
       'fail',
       `the service rejected the key (HTTP ${err.status})`,
-      'check FEED_API_KEY (or FEED_API_KEY_FILE): a key of this account, <service>_live_… in production',
+      `check ${keyHint}: a key of this account, <service>_live_… in production`,
     );
   }
   if (err instanceof PageError) {
     return check(
-      'feed',
+      name,
       'fail',
       `${baseUrl}/events answered, but: ${err.message}`,
       'check FEED_BASE_URL points at the service (it ends in /api), and FEED_LIST_FIELD if the list has another name',
@@ -67,7 +81,7 @@ function failure(baseUrl: string, err: unknown): Check {
   }
   if (err instanceof ApiError && err.status === 429) {
     return check(
-      'feed',
+      name,
       'warn',
       `${baseUrl}/events is rate limited right now (HTTP 429)`,
       'sync waits and retries by itself; if it persists, run fewer workers or a longer SYNC_INTERVAL_MS',
@@ -75,14 +89,14 @@ function failure(baseUrl: string, err: unknown): Check {
   }
   if (err instanceof ApiError && err.status === 0) {
     return check(
-      'feed',
+      name,
       'fail',
       `cannot reach ${baseUrl}: ${err.message}`,
       'check FEED_BASE_URL, DNS, proxies and firewalls between this host and the service',
     );
   }
   return check(
-    'feed',
+    name,
     'fail',
     `${baseUrl}/events failed: ${(err as Error).message}`,
     'check FEED_BASE_URL, and FEED_TYPES (full type names such as email.delivered)',

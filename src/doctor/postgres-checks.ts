@@ -6,23 +6,34 @@ import { shellQuote } from '../shell-quote.js';
 import { getCursor } from '../store/cursor.js';
 import { createStore, quoteSchema, type Store } from '../store/db.js';
 import { schemaState } from '../store/migrate.js';
+import { mapBounded } from './bounded.js';
 import { conflictsCheck } from './conflicts-check.js';
 import { type Check, check } from './report.js';
+import { outOfTime, SOURCE_CONCURRENCY, type SourceUnderCheck } from './sources.js';
 
 /** An unpublished outbox row older than this means the relay is not draining. */
 export const STALE_OUTBOX_MS = 5 * 60_000;
 
+/** The sources whose cursors to check, and how to ask the feed about a stored one. */
+export interface CursorTargets {
+  sources: readonly SourceUnderCheck[];
+  /** Why the source's feed refuses an id (null when it serves it); omitted, stored cursors are not asked about. */
+  unknownId?: (source: SourceUnderCheck, id: string) => Promise<string | null>;
+  /** A cursor not checked by then (performance.now()) is a skip line. */
+  deadline: number;
+}
+
 /**
- * Postgres answers, the schema is current, the cursor matches FEED_TYPES, the outbox
- * drains, nothing is quarantined, no event came back with other content.
+ * Postgres answers, the schema is current, each source's cursor matches its types, the
+ * outbox drains, nothing is quarantined, no event came back with other content.
  */
 export async function postgresChecks(
   config: Config,
   logger: Logger,
   timeoutMs: number,
-  /** Why the feed refuses an id (null when it serves it); omitted, the stored cursor is not asked about. */
-  unknownId?: (id: string) => Promise<string | null>,
+  cursors: CursorTargets,
 ): Promise<Check[]> {
+  const cursorNames = cursors.sources.map((s) => `cursor${s.suffix}`);
   const where = redactUrl(config.database.url);
   const reached = await reach(config.database.url, timeoutMs);
   if ('error' in reached) {
@@ -33,7 +44,7 @@ export async function postgresChecks(
         `cannot reach Postgres at ${where}: ${reached.error}`,
         'check DATABASE_URL (host, port, database, user, password) and that the server runs and accepts this client',
       ),
-      ...['schema', 'cursor', 'outbox', 'quarantine', 'conflicts'].map((name) =>
+      ...['schema', ...cursorNames, 'outbox', 'quarantine', 'conflicts'].map((name) =>
         check(name, 'skip', 'not checked: Postgres is unreachable'),
       ),
     ];
@@ -44,13 +55,21 @@ export async function postgresChecks(
     const schema = await schemaCheck(store);
     checks.push(schema);
     if (schema.status !== 'ok') {
-      for (const name of ['cursor', 'outbox', 'quarantine', 'conflicts']) {
+      for (const name of [...cursorNames, 'outbox', 'quarantine', 'conflicts']) {
         checks.push(check(name, 'skip', 'not checked: the schema is not current'));
       }
       return checks;
     }
+    // One connection (max: 1) serves them all; the pool bounds how many feed probes run at once.
+    const cursorChecks = await mapBounded(
+      cursors.sources,
+      SOURCE_CONCURRENCY,
+      cursors.deadline,
+      (s) => cursorCheck(store, s, cursors.unknownId && ((id) => cursors.unknownId!(s, id))),
+      (s) => outOfTime(`cursor${s.suffix}`),
+    );
     checks.push(
-      await cursorCheck(store, config, unknownId),
+      ...cursorChecks,
       await outboxCheck(store, config),
       await quarantineCheck(store),
       await conflictsCheck(store),
@@ -121,29 +140,32 @@ async function schemaCheck(store: Store): Promise<Check> {
 
 async function cursorCheck(
   store: Store,
-  config: Config,
+  { config, suffix }: SourceUnderCheck,
   unknownId: ((id: string) => Promise<string | null>) | undefined,
 ): Promise<Check> {
+  const name = `cursor${suffix}`;
   const source = config.feed.source;
+  // A source of FEED_SOURCES_FILE has its types there (or FEED_TYPES when its entry has none).
+  const typesFrom = suffix === '' ? 'FEED_TYPES' : `the types of source "${source}"`;
   const row = await getCursor(store, source);
   const wanted = config.feed.types ? [...config.feed.types].sort().join(',') : 'all types';
   if (!row) {
-    return check('cursor', 'ok', `source "${source}" has no cursor yet: the first sync reads from the start`);
+    return check(name, 'ok', `source "${source}" has no cursor yet: the first sync reads from the start`);
   }
   const stored = row.types ? [...row.types].sort().join(',') : 'all types';
   if (stored !== wanted) {
     return check(
-      'cursor',
+      name,
       'fail',
-      `the cursor of source "${source}" was built with ${stored}, but FEED_TYPES is ${wanted}: sync refuses to run`,
-      `set FEED_TYPES back (${stored === 'all types' ? 'unset' : stored}), or "feedsync cursor reset --source ${shellQuote(source)}" ` +
-        '(events are re-read and de-duplicated), or use another FEED_SOURCE',
+      `the cursor of source "${source}" was built with ${stored}, but ${typesFrom} is ${wanted}: sync refuses to run`,
+      `set ${typesFrom} back (${stored === 'all types' ? 'unset' : stored}), or "feedsync cursor reset --source ${shellQuote(source)}" ` +
+        `(events are re-read and de-duplicated), or use another ${suffix === '' ? 'FEED_SOURCE' : 'source name'}`,
     );
   }
   const unknown = row.afterId !== null && unknownId ? await unknownId(row.afterId) : null;
   if (unknown !== null) {
     return check(
-      'cursor',
+      name,
       'fail',
       `the cursor of source "${source}" is after ${row.afterId}, an id the feed does not know (${unknown}): every sync fails`,
       `move it to an id the feed knows: "feedsync cursor set <event-id> --source ${shellQuote(source)}", ` +
@@ -151,7 +173,7 @@ async function cursorCheck(
     );
   }
   return check(
-    'cursor',
+    name,
     'ok',
     `source "${source}": after ${row.afterId ?? '(start)'}, types ${stored}, ` +
       `last success ${row.lastSuccessAt?.toISOString() ?? 'never'}`,

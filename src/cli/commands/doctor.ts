@@ -21,22 +21,35 @@ export function doctorCommand(): Command {
         'check a deployment that runs serve-webhooks alone: WEBHOOK_SECRET instead of the feed',
       )
       .option('--timeout-ms <ms>', 'longest wait for each service', milliseconds, 5000)
+      .option('--source <name>', 'check this source alone (one of FEED_SOURCES_FILE); default every source')
       .addHelpText(
         'after',
         '\nOne line per check: ok, warn, fail, or skip (could not run because an earlier check failed).\n' +
           'The feed check needs FEED_BASE_URL and FEED_API_KEY; a stored cursor is asked about at the feed.\n' +
+          'With FEED_SOURCES_FILE, each source gets its own feed and cursor line ("feed <source>"), checked 8 at\n' +
+          'once within 8 times --timeout-ms; a source not reached by then is a skip line.\n' +
           'Exit codes: 0 only when every check is ok, 1 when any warns, fails or could not run (a warning is\n' +
-          'something to fix too, such as an evicting Redis), 2 usage error. Secrets are never printed.',
+          'something to fix too, such as an evicting Redis), 2 usage error (an unknown --source among them).\n' +
+          'Secrets are never printed.',
       )
       // No action() wrapper: a configuration that does not load is a finding here, not a reason to stop.
-      .action(async (opts: { json?: boolean; receiver?: boolean; timeoutMs: number }) => {
-        const [{ runDoctor }, { formatReport }, { loadConfig }] = await Promise.all([
+      .action(async (opts: { json?: boolean; receiver?: boolean; timeoutMs: number; source?: string }) => {
+        const [{ runDoctor }, { formatReport }, { loadConfig }, { unknownSource }] = await Promise.all([
           import('../../doctor/doctor.js'),
           import('../../doctor/report.js'),
           import('../../config.js'),
+          import('../../doctor/sources.js'),
         ]);
+        // An unknown --source is a usage error (exit 2), as for every command that takes one.
+        const refused = opts.source === undefined ? null : unknownSource(loadConfig, opts.source);
+        if (refused !== null) {
+          process.stderr.write(`feedsync: ${refused}\n`);
+          process.exitCode = 2;
+          return;
+        }
         const report = await runDoctor({
           load: () => loadConfig(),
+          ...(opts.source === undefined ? {} : { source: opts.source }),
           env: process.env,
           timeoutMs: opts.timeoutMs,
           mode: opts.receiver ? 'receiver' : 'sync',
