@@ -168,3 +168,29 @@ export function queryBuilder(store: Store): Promise<Kysely<Database>> {
   }
   return builder;
 }
+
+/**
+ * Runs `fn` on a pooled client of its own. If Postgres ends the session meanwhile, a
+ * checked-out client without a listener would crash the process, so the error is kept
+ * and thrown instead. A client `fn` failed on is dropped, not pooled: a transaction may
+ * still be open on it.
+ */
+export async function withClient<T>(store: Store, fn: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+  const client = await store.pool.connect();
+  let broken: Error | undefined;
+  const onError = (err: Error): void => {
+    broken = err;
+  };
+  client.on('error', onError);
+  try {
+    return await fn(client);
+  } catch (err) {
+    // The session's own error (it ended) says more than the query's that failed with it.
+    const cause = broken ?? err;
+    broken ??= err instanceof Error ? err : new Error(String(err));
+    throw cause;
+  } finally {
+    client.off('error', onError);
+    client.release(broken);
+  }
+}

@@ -2,7 +2,7 @@ import type { MigrationResultSet, Migrator, PostgresPool, PostgresPoolClient } f
 import type pg from 'pg';
 import { FeedsyncError } from '../errors.js';
 import { advisoryKey } from './advisory-key.js';
-import { quoteSchema, type Store } from './db.js';
+import { quoteSchema, type Store, withClient } from './db.js';
 import { MIGRATIONS_FOLDER, migrationNames } from './migration-files.js';
 
 const MIGRATION_TABLE = 'kysely_migration';
@@ -27,14 +27,7 @@ export interface SchemaState {
  */
 export async function migrate(store: Store, opts: { folder?: URL } = {}): Promise<{ applied: string[] }> {
   const quotedSchema = quoteSchema(store.schema);
-  const client = await store.pool.connect();
-  let broken: Error | undefined;
-  // Postgres going away mid-migrate must fail the call, not crash the process.
-  const onError = (err: Error): void => {
-    broken = err;
-  };
-  client.on('error', onError);
-  try {
+  return withClient(store, async (client) => {
     const [k1, k2] = advisoryKey('feedsync.migrate', store.schema);
     // kysely's migrator is loaded here only: a run's own statements are plain SQL, and its
     // modules are a third of a run's start-up.
@@ -73,14 +66,7 @@ export async function migrate(store: Store, opts: { folder?: URL } = {}): Promis
       );
     }
     return { applied: results.filter((r) => r.status === 'Success').map((r) => r.migrationName) };
-  } catch (err) {
-    // A transaction may still be open: drop the connection rather than pool it.
-    broken ??= err instanceof Error ? err : new Error(String(err));
-    throw err;
-  } finally {
-    client.off('error', onError);
-    client.release(broken);
-  }
+  });
 }
 
 /** Where the schema stands against the migrations this build ships. Changes nothing. */

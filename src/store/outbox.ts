@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import type { Store } from './db.js';
+import { type Store, withClient } from './db.js';
 import { type JobData, outboxJobDataSql } from './event-json.js';
 
 /** An unpublished outbox row, with its job's data built from the stored event. */
@@ -105,34 +105,18 @@ export function pgOutbox(store: Store): Outbox {
   };
 }
 
-/**
- * Runs `fn` in a transaction on a client of its own. If Postgres ends the session
- * meanwhile, a checked-out client without a listener would crash the process, so the
- * error is kept and thrown instead.
- */
-export async function inTransaction<T>(
+/** Runs `fn` in a transaction on a client of its own (withClient). */
+export function inTransaction<T>(
   store: Store,
   begin: string,
   fn: (client: pg.ClientBase) => Promise<T>,
 ): Promise<T> {
-  const client = await store.pool.connect();
-  let broken: Error | undefined;
-  const onError = (err: Error): void => {
-    broken = err;
-  };
-  client.on('error', onError);
-  try {
+  return withClient(store, async (client) => {
     await client.query(begin);
     const value = await fn(client);
     await client.query('COMMIT');
     return value;
-  } catch (err) {
-    await client.query('ROLLBACK').catch(() => {});
-    throw broken ?? err;
-  } finally {
-    client.off('error', onError);
-    client.release(broken);
-  }
+  });
 }
 
 /** Unpublished outbox rows. */
