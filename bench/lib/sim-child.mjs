@@ -4,7 +4,8 @@ import { startSimulator } from '../../dist/simulator/index.js';
 import { API_KEY } from './env.mjs';
 
 // The bench's key is the default account's: key-less /_sim calls set its backlog.
-const sim = await startSimulator({ port: 0, backlog: 0, defaultKey: API_KEY });
+// A fleet bench has a key per tenant: room for more accounts than the simulator's default.
+const sim = await startSimulator({ port: 0, backlog: 0, defaultKey: API_KEY, maxAccounts: 100_000 });
 process.stdout.write(`${JSON.stringify({ origin: sim.origin, baseUrl: sim.baseUrl })}\n`);
 const stop = () => sim.close().finally(() => process.exit(0));
 process.on('SIGTERM', stop);

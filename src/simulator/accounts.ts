@@ -3,15 +3,16 @@ import { SimError } from './errors.js';
 import type { Registration } from './webhooks.js';
 
 /**
- * The most accounts one simulator makes. Each holds its own feed, emails and
- * webhooks, and shows in /_sim/stats: a key per request (a load test, a client
- * with a bug) would grow both without end. Far above what a test or a bench uses.
+ * The most accounts one simulator makes unless told otherwise. Each holds its own
+ * feed, emails and webhooks, and shows in /_sim/stats: a key per request (a load
+ * test, a client with a bug) would grow both without end. A fleet bench of
+ * thousands of tenants raises it (`maxAccounts`, `--max-accounts`).
  */
 export const MAX_ACCOUNTS = 1_000;
 
 /**
  * Every account, by key: one is made the first time its key is used, up to
- * MAX_ACCOUNTS (a new key past it is a 403 `too_many_accounts`). The
+ * `maxAccounts` (a new key past it is a 403 `too_many_accounts`). The
  * default account (of `defaultKey`) is the one that control calls and the
  * in-process API reach when they name no account.
  */
@@ -24,6 +25,7 @@ export class Accounts {
     /** The backlog every account starts with. */
     private readonly backlog: number,
     private readonly deps: AccountDeps,
+    private readonly maxAccounts = MAX_ACCOUNTS,
   ) {
     this.default = new Account(defaultKey, true, backlog, deps);
     this.byId.set(this.default.id, this.default);
@@ -34,11 +36,11 @@ export class Accounts {
     const id = accountIdOf(key);
     let account = this.byId.get(id);
     if (!account) {
-      if (this.byId.size >= MAX_ACCOUNTS) {
+      if (this.byId.size >= this.maxAccounts) {
         throw new SimError(
           403,
           'too_many_accounts',
-          `this simulator keeps at most ${MAX_ACCOUNTS} accounts (one per key); use a key it knows, or restart it`,
+          `this simulator keeps at most ${this.maxAccounts} accounts (one per key); use a key it knows, restart it, or start it with --max-accounts`,
         );
       }
       account = new Account(key, false, this.backlog, this.deps);

@@ -41,14 +41,19 @@ export class SimContext {
       stats: this.stats,
       logger: this.logger,
     });
-    this.accounts = new Accounts(opts.defaultKey, opts.backlog ?? 0, {
-      now: this.now,
-      deliverer: this.deliverer,
-      nextEmailId: () => {
-        this.emailsSent += 1;
-        return `em_${String(this.emailsSent).padStart(9, '0')}`;
+    this.accounts = new Accounts(
+      opts.defaultKey,
+      opts.backlog ?? 0,
+      {
+        now: this.now,
+        deliverer: this.deliverer,
+        nextEmailId: () => {
+          this.emailsSent += 1;
+          return `em_${String(this.emailsSent).padStart(9, '0')}`;
+        },
       },
-    });
+      opts.maxAccounts,
+    );
   }
 
   /** The account of a key named in a control request; a key the API would refuse is a 400 (never echoed). */

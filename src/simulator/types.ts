@@ -13,6 +13,8 @@ export interface SimulatorOptions {
   timeScale?: number;
   /** A synthetic backlog of N events at the start of every account's feed, generated on the fly. Default 0. */
   backlog?: number;
+  /** The most accounts (one per key) it makes; a new key past it gets 403 `too_many_accounts`. Default 1000. */
+  maxAccounts?: number;
   /**
    * The key of the default account: the one that `/_sim` calls naming no account,
    * and the in-process `setBacklog` / `emitContactEvent`, act on. Default

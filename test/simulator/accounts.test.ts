@@ -213,4 +213,18 @@ describe('the number of accounts', () => {
       await own.close();
     }
   }, 120_000);
+
+  it('takes a bound of its own (maxAccounts): a fleet bench of many tenants raises it', async () => {
+    const own = await startSimulator({ port: 0, maxAccounts: 3 });
+    try {
+      const statuses: number[] = [];
+      for (const i of [1, 2, 3]) {
+        statuses.push((await call(own, 'GET', '/api/events?limit=1', { key: `sim_test_few_${i}` })).status);
+      }
+      // The default account is one of the three.
+      expect(statuses).toEqual([200, 200, 403]);
+    } finally {
+      await own.close();
+    }
+  });
 });

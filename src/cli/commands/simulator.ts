@@ -6,6 +6,7 @@ interface SimulatorFlags {
   keyPrefix?: string;
   timeScale: number;
   backlog: number;
+  maxAccounts: number;
   latencyMs?: number;
   rate429?: number;
   retryAfterSec?: number;
@@ -73,6 +74,12 @@ export function simulatorCommand(): Command {
         number(0, 1e11, true),
         0,
       )
+      .option(
+        '--max-accounts <n>',
+        'the most accounts (one per key) it makes; a new key past it gets 403',
+        number(1, 1_000_000, true),
+        1_000,
+      )
       .option('--latency-ms <ms>', 'milliseconds added to every /api response', ms)
       .option('--rate-429 <share>', 'share (0..1) of /api requests answered 429 with Retry-After', share)
       .option('--retry-after-sec <s>', 'the Retry-After sent with a 429 (default 1)', number(0, 86_400, true))
@@ -136,6 +143,7 @@ async function runSimulator(flags: SimulatorFlags): Promise<number> {
       host: flags.host,
       timeScale: flags.timeScale,
       backlog: flags.backlog,
+      maxAccounts: flags.maxAccounts,
       faults,
       logger: logger.child({ module: 'simulator' }),
       trustNetwork: flags.trustNetwork,
