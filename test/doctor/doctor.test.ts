@@ -1,4 +1,3 @@
-import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config.js';
 import { runDoctor } from '../../src/doctor/doctor.js';
@@ -114,7 +113,8 @@ describe('feedsync doctor', () => {
   });
 
   it('flags a Redis whose maxmemory-policy evicts, with the fix', async () => {
-    const admin = new Redis(redis.url);
+    // CONFIG SET on the server this file started, never the shared one.
+    const admin = redis.admin();
     await admin.config('SET', 'maxmemory-policy', 'allkeys-lru');
     admin.disconnect();
     const report = await diagnose({ REDIS_URL: redis.url });

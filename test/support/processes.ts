@@ -166,6 +166,11 @@ export interface RedisServer {
   dispose(): Promise<void>;
   /** Its data directory (removed by `dispose`). */
   readonly dir: string;
+  /**
+   * A client for what acts on the whole server (FLUSHALL, CONFIG SET): only ever this
+   * server, which the test started on a port of its own; the caller disconnects it.
+   */
+  admin(): Redis;
 }
 
 export interface RedisServerOptions {
@@ -215,6 +220,8 @@ export async function startRedisServer(opts: RedisServerOptions = {}): Promise<R
     child = null;
   };
 
+  // The shared Redis of this machine must never be flushed or reconfigured by a test.
+  if (port === SHARED_REDIS_PORT) throw new Error(`startRedisServer: port ${port} is the shared Redis's`);
   await start();
   return {
     port,
@@ -229,8 +236,14 @@ export async function startRedisServer(opts: RedisServerOptions = {}): Promise<R
       await stop('SIGTERM');
       rmSync(dir, { recursive: true, force: true });
     },
+    admin() {
+      return new Redis({ port, host: '127.0.0.1' });
+    },
   };
 }
+
+/** The machine's own Redis, shared with other work. */
+const SHARED_REDIS_PORT = 6379;
 
 async function ping(port: number): Promise<boolean> {
   const redis = new Redis({
