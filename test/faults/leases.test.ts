@@ -134,6 +134,20 @@ async function fleet(label: string): Promise<Fleet> {
 
 const leaseLostLine = 'this worker lost the lease of the source';
 
+/** Waits until replica-b holds `held`'s source and has moved its cursor on; returns the ms since `since`. */
+function takenOverAfter(f: Fleet, held: { source: string; cursor: string }, since: number): Promise<number> {
+  return waitFor(
+    async () => {
+      const holder = await f.holderOf(held.source);
+      const cursor = await f.cursorOf(held.source);
+      return holder?.startsWith('replica-b/') && cursor !== held.cursor
+        ? Math.round(performance.now() - since)
+        : null;
+    },
+    { what: `replica-b to take ${held.source} over`, timeoutMs: OUTAGE_MS, intervalMs: 50 },
+  );
+}
+
 it('17. a replica frozen (SIGSTOP) in mid catch-up: its source moves on within the lease, nothing twice after it wakes', async () => {
   await measured(
     {
@@ -165,16 +179,7 @@ it('17. a replica frozen (SIGSTOP) in mid catch-up: its source moves on within t
       // Started now, so that it finds A's source held: it takes the other, then A's once the lease runs out.
       const b = f.start('replica-b', { SYNC_CONCURRENCY: '2' });
       // While A is still frozen: B holds the source and its cursor moves past where A left it.
-      const movedAfterMs = await waitFor(
-        async () => {
-          const holder = await f.holderOf(held.source);
-          const cursor = await f.cursorOf(held.source);
-          return holder?.startsWith('replica-b/') && cursor !== held.cursor
-            ? Math.round(performance.now() - stoppedAt)
-            : null;
-        },
-        { what: `replica-b to take ${held.source} over`, timeoutMs: OUTAGE_MS, intervalMs: 50 },
-      );
+      const movedAfterMs = await takenOverAfter(f, held, stoppedAt);
       const cursorWhileFrozen = await f.cursorOf(held.source);
       await sleep(Math.max(0, OUTAGE_MS - (performance.now() - stoppedAt)));
       a.signal('SIGCONT');
@@ -232,16 +237,7 @@ it('18. a replica cut off from Postgres (the packets stop, the sockets stay open
         rec.injected++;
         const cutAt = performance.now();
         const b = f.start('replica-b', { SYNC_CONCURRENCY: '2' });
-        const movedAfterMs = await waitFor(
-          async () => {
-            const holder = await f.holderOf(held.source);
-            const cursor = await f.cursorOf(held.source);
-            return holder?.startsWith('replica-b/') && cursor !== held.cursor
-              ? Math.round(performance.now() - cutAt)
-              : null;
-          },
-          { what: `replica-b to take ${held.source} over`, timeoutMs: OUTAGE_MS, intervalMs: 50 },
-        );
+        const movedAfterMs = await takenOverAfter(f, held, cutAt);
         await sleep(Math.max(0, OUTAGE_MS - (performance.now() - cutAt)));
         proxy.resume();
         await waitFor(() => a.stdout().includes(leaseLostLine), {

@@ -5,6 +5,7 @@ import type { WebhookService } from '../../src/webhooks/webhook-service.js';
 import { testConfig } from '../support/config.js';
 import { uniqueSchema } from '../support/postgres.js';
 import { waitFor } from '../support/processes.js';
+import { between, seeded } from '../support/random.js';
 import { TEST_REDIS_URL, uniquePrefix } from '../support/redis.js';
 import {
   captureLogger,
@@ -54,10 +55,9 @@ async function jobsWaiting(): Promise<number> {
 
 /** A seeded shuffle, so a failure can be replayed. */
 function shuffle<T>(list: T[], seed: number): T[] {
-  let s = seed >>> 0;
+  const random = seeded(seed);
   for (let i = list.length - 1; i > 0; i--) {
-    s = (s * 1_664_525 + 1_013_904_223) >>> 0;
-    const j = Math.floor((s / 2 ** 32) * (i + 1));
+    const j = between(random, 0, i);
     [list[i], list[j]] = [list[j]!, list[i]!];
   }
   return list;

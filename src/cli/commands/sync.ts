@@ -1,4 +1,5 @@
 import { Command, Option } from 'commander';
+import { onlySource } from '../../config.js';
 import { action } from '../context.js';
 
 export function syncCommand(): Command {
@@ -32,10 +33,9 @@ export function syncCommand(): Command {
           { config, logger },
           opts: { once?: boolean; watch?: boolean; migrate?: boolean; source?: string },
         ) => {
-          const { runSync } = await import('../run-sync.js');
-          const { onlySource } = await import('../../config.js');
+          const { runSources } = await import('../run-sources.js');
           const own = opts.source === undefined ? config : onlySource(config, opts.source);
-          return runSync(own, logger, { watch: opts.watch === true, migrate: opts.migrate === true });
+          return runSources(own, logger, { watch: opts.watch === true, migrate: opts.migrate === true });
         },
       ),
     );
