@@ -88,10 +88,15 @@ export async function schemaState(store: Store, opts: { folder?: URL } = {}): Pr
   return { current, latest, pending: names.filter((n) => !applied.has(n)) };
 }
 
+/** What a catalog scan sees when another client drops a schema, a table or a column during it. */
+const FOREIGN_DROP_CODES = new Set(['3F000', '42P01', '42703']);
+
 /**
- * kysely's Migrator looks for its table among the tables of every schema; a schema
- * that another client drops at that moment fails the look-up ("schema … does not
- * exist"). Nothing of ours changed: roll back and try again, lock and all.
+ * kysely's Migrator looks for its table among the tables (and their columns) of every
+ * schema; a schema, table or column that another client drops at that moment fails
+ * the look-up ("schema … does not exist", "relation … does not exist", "column … of
+ * relation … does not exist"). Nothing of ours changed: roll back and try again, lock
+ * and all.
  */
 async function migrateRetryingRaces(
   migrator: Migrator,
@@ -107,8 +112,7 @@ async function migrateRetryingRaces(
     }
     await tx('rollback');
     const err = outcome.error as { code?: string; message?: string };
-    const foreign =
-      (err.code === '3F000' || err.code === '42P01') && !String(err.message).includes(`"${schema}"`);
+    const foreign = FOREIGN_DROP_CODES.has(err.code ?? '') && !String(err.message).includes(`"${schema}"`);
     if (!foreign || attempt >= 3) return outcome;
   }
 }
