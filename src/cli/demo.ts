@@ -1,11 +1,9 @@
-import { ServiceClient } from '../api/client.js';
+import { clientFor } from '../compose/parts.js';
 import type { Config } from '../config.js';
 import { hostOf } from '../connection-url.js';
 import type { Logger } from '../logger.js';
-import { createPublisher } from '../queue/publisher.js';
-import { jobOptionsFor } from '../queue/routes.js';
 import { startSimulator } from '../simulator/index.js';
-import { createStore, quoteSchema } from '../store/db.js';
+import { quoteSchema } from '../store/db.js';
 import { migrate } from '../store/migrate.js';
 import { createSync } from '../sync/sync.js';
 import { clearDemoPrefix, dropDemoSchema, markSchema } from './demo-sandbox.js';
@@ -40,13 +38,8 @@ export async function runDemo(base: Config, logger: Logger, out: (line: string) 
     database: { ...base.database, schema },
     queues: { ...base.queues, prefix },
   };
-  const store = createStore({ ...config.database, logger });
-  const publisher = createPublisher({
-    redis: config.redis,
-    prefix,
-    jobOptions: jobOptionsFor(config.queues),
-  });
-  const sync = createSync(config, { logger, store, publisher });
+  const sync = createSync(config, { logger });
+  const { store, publisher } = sync;
   try {
     out(
       `0. the demo starts afresh: it drops schema ${schema} in the Postgres at ${hostOf(config.database.url)} ` +
@@ -57,7 +50,7 @@ export async function runDemo(base: Config, logger: Logger, out: (line: string) 
     // The demo's queues start empty, so their counts are its own.
     await clearDemoPrefix(config.redis, prefix);
     out(`1. simulator listening at ${sim.baseUrl}`);
-    const client = new ServiceClient({ baseUrl: sim.baseUrl, apiKey });
+    const client = clientFor(config);
     for (const to of RECIPIENTS) {
       const { id } = await client.sendEmail({
         from: 'app@example.com',
@@ -107,8 +100,6 @@ export async function runDemo(base: Config, logger: Logger, out: (line: string) 
     return after === sent && first.drained ? 0 : 1;
   } finally {
     await sync.close();
-    await publisher.close();
-    await store.close();
     await sim.close();
   }
 }

@@ -1,3 +1,4 @@
+import { composeParts } from '../compose/parts.js';
 import { type Config, configForSource, requireService } from '../config.js';
 import { hostOf } from '../connection-url.js';
 import { ConfigError, exitCodeOf } from '../errors.js';
@@ -6,15 +7,18 @@ import { dbGauges } from '../metrics/db-gauges.js';
 import { createMetrics } from '../metrics/metrics.js';
 import { pushMetrics } from '../metrics/push.js';
 import { startWorkerHealth } from '../metrics/worker-health.js';
-import { createPublisher } from '../queue/publisher.js';
-import { startRelay } from '../queue/relay.js';
-import { jobOptionsFor } from '../queue/routes.js';
-import { createStore } from '../store/db.js';
-import { claimDue, ensureLeaseRows, type LeaseOptions, nextDueInMs, takeLease } from '../store/lease.js';
-import { pgOutbox } from '../store/outbox.js';
+import { claimDue, ensureLeaseRows, nextDueInMs, takeLease } from '../store/lease.js';
 import { type Outcome, runEachOnce, type Turn, watchSources } from '../sync/scheduler.js';
 import { shutdownSignal } from '../sync/signals.js';
-import { createSync, leaseHolder, runFailed, type SyncOptions } from '../sync/sync.js';
+import {
+  applierFor,
+  createSourceSync,
+  feedOf,
+  runFailed,
+  type SourceSync,
+  type SyncHooks,
+  sourceSettings,
+} from '../sync/sync.js';
 import { describeFailure } from './failure.js';
 import { progressReporter } from './progress.js';
 import { redisAdvice } from './redis-advice.js';
@@ -23,8 +27,9 @@ import { redisAdvice } from './redis-advice.js';
  * `feedsync sync`, for the one source of FEED_SOURCE and for a sources file alike (a
  * list of one is a list): one Postgres pool, one publisher and one outbox relay shared
  * by the turns, which the scheduler runs at most SYNC_CONCURRENCY at a time. A turn
- * builds its own one-source Sync (and feed client) and closes it at its end, so memory
- * and sockets follow SYNC_CONCURRENCY, not the number of sources. Returns the exit code.
+ * runs over those shared parts with a feed client of its own, closed at its end, so
+ * memory and sockets follow SYNC_CONCURRENCY, not the number of sources. Returns the
+ * exit code.
  */
 export async function runSources(
   config: Config,
@@ -37,56 +42,59 @@ export async function runSources(
   if (config.sourcesFile === null) requireService(config);
   const shutdown = shutdownSignal(logger);
   const progress = opts.watch ? null : progressReporter();
-  // Per turn in flight, one connection for its commits; then the relay's, and one for
-  // claims, renewals, gauges and the schema check. No connection holds a source.
-  const store = createStore({
-    ...config.database,
-    logger,
-    max: config.syncConcurrency + 2,
-  });
-  const publisher = createPublisher({
-    redis: config.redis,
-    prefix: config.queues.prefix,
-    jobOptions: jobOptionsFor(config.queues),
+  const parts = composeParts(config, logger, {
+    // Per turn in flight, one connection for its commits; then the relay's, and one for
+    // claims, renewals, gauges and the schema check. No connection holds a source.
+    poolMax: config.syncConcurrency + 2,
     stopping: shutdown.signal,
+    // Called once the relay publishes, by which time the metrics below exist.
+    relay: {
+      onPublished: (queue, count) => metrics.onPublished(queue, count),
+      onPublishDelay: (seconds) => metrics.onPublishDelay(seconds),
+    },
   });
-  const metrics = createMetrics(dbGauges(store, names), names);
-  const relay = startRelay({
-    outbox: pgOutbox(store),
-    publisher,
-    logger,
-    onPublished: metrics.onPublished,
-    onPublishDelay: metrics.onPublishDelay,
-  });
+  // The metrics read their gauges from the parts' store; the relay, made on first use, counts into them.
+  const metrics = createMetrics(dbGauges(parts.store, names), names);
+  const { store, publisher, relay } = parts;
+  const applier = applierFor(config, store);
   let lastBeat = Date.now();
   const beat = (): void => {
     lastBeat = Date.now();
   };
-  const lease: LeaseOptions = { holder: leaseHolder(config), leaseMs: config.sourceLeaseMs };
+  const { lease } = sourceSettings(config);
   const keyProblems = new Map(
     config.sources.flatMap((s) => (s.keyProblem ? [[s.source, s.keyProblem]] : [])),
   );
-  const syncOptions = (source: string): SyncOptions => {
+  const hooksFor = (source: string): SyncHooks => {
     const hooks = metrics.hooksFor(source);
     return {
-      logger: logger.child({ source }),
-      store,
-      publisher,
-      relay,
-      autoMigrate: opts.migrate,
-      hooks: {
-        ...hooks,
-        onCommit: (info) => {
-          progress?.onCommit(info);
-          hooks.onCommit(info);
-          beat();
-        },
-        onRetry: (info) => {
-          hooks.onRetry(info);
-          beat();
-        },
+      ...hooks,
+      onCommit: (info) => {
+        progress?.onCommit(info);
+        hooks.onCommit(info);
+        beat();
+      },
+      onRetry: () => {
+        hooks.onRetry();
+        beat();
       },
     };
+  };
+  /** The runs of one source over the shared parts; its feed client lives for one turn. */
+  const syncOf = (source: string): SourceSync => {
+    const own = configForSource(config, source);
+    const hooks = hooksFor(source);
+    const log = logger.child({ source });
+    return createSourceSync({
+      settings: sourceSettings(own),
+      store,
+      relay,
+      applier,
+      openFeed: feedOf(own, log, hooks),
+      logger: log,
+      hooks,
+      autoMigrate: opts.migrate,
+    });
   };
   const turn: Turn = async (held, signal) => {
     const problem = keyProblems.get(held.source);
@@ -96,23 +104,18 @@ export async function runSources(
         'KEY_FILE',
       );
     }
-    const sync = createSync(configForSource(config, held.source), syncOptions(held.source));
-    try {
-      return await sync.runHeld(held, signal);
-    } finally {
-      await sync.close();
-    }
+    return syncOf(held.source).runHeld(held, signal);
   };
   const describe = (err: unknown): string => describeFailure(err, config);
   const observe = (outcome: Outcome): void => {
-    if (outcome.ok) metrics.observeRun(outcome.source, outcome.result);
+    if (outcome.ok)
+      metrics.observeRun(outcome.source, { ...outcome.result, failed: runFailed(outcome.result) });
     else metrics.observeFailure(outcome.source);
   };
 
   try {
     // Once, before any turn starts, so that two turns never migrate at the same time.
-    const first = createSync(configForSource(config, names[0]!), syncOptions(names[0]!));
-    await first.checkSchema().finally(() => first.close());
+    await syncOf(names[0]!).checkSchema();
     await ensureLeaseRows(store, names);
     const scheduled = {
       concurrency: config.syncConcurrency,
@@ -212,9 +215,7 @@ export async function runSources(
     return 0;
   } finally {
     progress?.done();
-    await relay.stop();
-    await publisher.close();
-    await store.close();
+    await parts.close();
     shutdown.dispose();
   }
 }

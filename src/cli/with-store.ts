@@ -1,4 +1,5 @@
 import type { Config } from '../config.js';
+import { ConfigError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import type { Store } from '../store/db.js';
 
@@ -8,10 +9,9 @@ export async function withStore<T>(
   logger: Logger,
   fn: (store: Store) => Promise<T>,
 ): Promise<T> {
-  const { createStore } = await import('../store/db.js');
+  const { storeFor } = await import('../compose/parts.js');
   const { schemaState } = await import('../store/migrate.js');
-  const { ConfigError } = await import('../errors.js');
-  const store = createStore({ ...config.database, logger });
+  const store = storeFor(config, logger);
   try {
     const state = await schemaState(store);
     if (state.current === null) {

@@ -1,7 +1,7 @@
-import { ServiceClient } from '../api/client.js';
+import { clientFor, feedReaderFor } from '../compose/parts.js';
 import type { Config } from '../config.js';
 import { ApiError, AuthError, PageError } from '../errors.js';
-import { probeFeed, unknownEventReason } from '../feed/known-event.js';
+import { unknownEventReason } from '../feed/known-event.js';
 import { feedTypeParam, parsePage } from '../feed/page.js';
 import { type Check, check } from './report.js';
 
@@ -38,12 +38,7 @@ export async function feedCheck(
       'set FEED_API_KEY, or FEED_API_KEY_FILE to a file that holds it',
     );
   }
-  const client = new ServiceClient({
-    baseUrl,
-    apiKey,
-    timeoutMs: Math.min(timeoutMs, config.feed.timeoutMs),
-    maxResponseBytes: config.feed.maxResponseBytes,
-  });
+  const client = clientFor(config, { timeoutMs: Math.min(timeoutMs, config.feed.timeoutMs) });
   const started = performance.now();
   try {
     const page = await client.eventsPage({ after: null, type: feedTypeParam(config.feed.types), limit: 1 });
@@ -128,7 +123,11 @@ export function receiverCheck(config: Config): Check {
  */
 export async function feedKnowsId(config: Config, id: string, timeoutMs: number): Promise<string | null> {
   if (config.feed.baseUrl === null || config.feed.apiKey === null) return null;
-  const probe = probeFeed(config, { timeoutMs: Math.min(timeoutMs, config.feed.timeoutMs), maxRetries: 0 });
+  const probe = feedReaderFor(config, {
+    limit: 1,
+    timeoutMs: Math.min(timeoutMs, config.feed.timeoutMs),
+    maxRetries: 0,
+  });
   try {
     return await unknownEventReason(probe.fetchPage, id);
   } catch {

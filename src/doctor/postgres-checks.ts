@@ -1,10 +1,11 @@
 import pg from 'pg';
+import { storeFor } from '../compose/parts.js';
 import type { Config } from '../config.js';
 import type { Logger } from '../logger.js';
 import { redactUrl } from '../logger.js';
 import { shellQuote } from '../shell-quote.js';
 import { getCursor } from '../store/cursor.js';
-import { createStore, quoteSchema, type Store } from '../store/db.js';
+import { quoteSchema, type Store } from '../store/db.js';
 import { schemaState } from '../store/migrate.js';
 import { mapBounded } from './bounded.js';
 import { conflictsCheck } from './conflicts-check.js';
@@ -50,7 +51,7 @@ export async function postgresChecks(
     ];
   }
   const checks = [check('postgres', 'ok', `reachable at ${where}${reached.route}`)];
-  const store = createStore({ ...config.database, logger, max: 1, applicationName: 'feedsync-doctor' });
+  const store = storeFor(config, logger, { poolMax: 1, applicationName: 'feedsync-doctor' });
   try {
     const schema = await schemaCheck(store);
     checks.push(schema);

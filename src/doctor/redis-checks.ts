@@ -1,9 +1,8 @@
+import { publisherFor } from '../compose/parts.js';
 import type { RedisSettings } from '../config/redis-settings.js';
 import type { Config } from '../config.js';
 import { ConfigError } from '../errors.js';
 import { redactUrl } from '../logger.js';
-import { createPublisher } from '../queue/publisher.js';
-import { jobOptionsFor } from '../queue/routes.js';
 import { connectRedis, type RedisConnection } from '../redis/connect.js';
 import { toRedisError } from '../redis/errors.js';
 import { planWait } from '../redis/replicas.js';
@@ -73,12 +72,7 @@ function describeTarget(settings: RedisSettings): string {
 }
 
 async function queuesCheck(config: Config, timeoutMs: number): Promise<Check> {
-  const publisher = createPublisher({
-    redis: config.redis,
-    prefix: config.queues.prefix,
-    jobOptions: jobOptionsFor(config.queues),
-    timeoutMs,
-  });
+  const publisher = publisherFor(config, { redisTimeoutMs: timeoutMs });
   try {
     const parts: string[] = [];
     for (const queue of [config.queues.emailEvents, config.queues.contactEvents]) {

@@ -1,8 +1,5 @@
-import { ServiceClient } from '../api/client.js';
-import type { RetryDeps } from '../api/retry.js';
-import { type Config, requireService } from '../config.js';
 import { ApiError, AuthError } from '../errors.js';
-import { createFeedClient, type FetchPage } from './feed-client.js';
+import type { FetchPage } from './feed-client.js';
 
 /**
  * Why the feed refuses `after=<id>`, or null when it serves a page after it. The
@@ -25,31 +22,4 @@ export async function unknownEventReason(
     }
     throw err;
   }
-}
-
-/**
- * A one-event feed reader made from the config, for checks that ask the feed about
- * one id (`cursor set`, `doctor`). Close it after.
- */
-export function probeFeed(
-  config: Config,
-  opts: { timeoutMs?: number; maxRetries?: number; retryDeps?: RetryDeps } = {},
-): { fetchPage: FetchPage; close: () => Promise<void> } {
-  const client = new ServiceClient({
-    ...requireService(config),
-    timeoutMs: opts.timeoutMs ?? config.feed.timeoutMs,
-    maxResponseBytes: config.feed.maxResponseBytes,
-  });
-  const fetchPage = createFeedClient({
-    client,
-    limit: 1,
-    listField: config.feed.listField,
-    types: config.feed.types,
-    retry: {
-      maxRetries: opts.maxRetries ?? config.feed.maxRetries,
-      maxRetryWaitMs: config.feed.maxRetryWaitMs,
-    },
-    ...(opts.retryDeps ? { retryDeps: opts.retryDeps } : {}),
-  });
-  return { fetchPage, close: () => client.close() };
 }

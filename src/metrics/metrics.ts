@@ -1,6 +1,5 @@
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
-import type { CommitInfo } from '../sync/catch-up.js';
-import { type RunResult, runFailed, type SyncHooks } from '../sync/sync.js';
+import type { ApplyResult } from '../store/applier.js';
 import { publishMetrics } from './publish-metrics.js';
 import { typeLabel } from './type-label.js';
 
@@ -13,16 +12,39 @@ export interface GaugeSource {
   lastSuccessSeconds(): Promise<ReadonlyMap<string, number>>;
 }
 
+/** A page committed, as the sync tells it (its onCommit hook). */
+export interface CommitCounts {
+  pages: number;
+  result: Pick<ApplyResult, 'inserted' | 'duplicates' | 'quarantined' | 'conflicts'>;
+}
+
+/** The hooks of one source's runs; the sync's SyncHooks take them as they are. */
+export interface SourceHooks {
+  onCommit(info: CommitCounts): void;
+  onFeedResponse(info: { status: number; seconds: number }): void;
+  onRetry(): void;
+  onPublished(queue: string, count: number): void;
+  onPublishDelay(seconds: number): void;
+  onLeaseChange(held: boolean): void;
+}
+
+/** A run of a source that returned: how it ended, and whether it failed (`runFailed`). */
+export interface RunObservation {
+  status: string;
+  durationMs: number;
+  failed: boolean;
+}
+
 export interface Metrics {
   readonly registry: Registry;
-  /** Hooks to pass to the createSync of `source`. */
-  hooksFor(source: string): Required<SyncHooks>;
+  /** Hooks to pass to the sync of `source`. */
+  hooksFor(source: string): SourceHooks;
   /** Counts jobs handed to BullMQ (the relay is shared by every source). */
   onPublished(queue: string, count: number): void;
   /** One job's delay from commit to publication. */
   onPublishDelay(seconds: number): void;
   /** Times a run of `source` that returned, and counts it as failed when it is (outbox not drained). */
-  observeRun(source: string, result: RunResult): void;
+  observeRun(source: string, run: RunObservation): void;
   /** Counts a run of `source` that threw. */
   observeFailure(source: string): void;
   /** A short summary for the end of a once run. */
@@ -156,8 +178,8 @@ export function createMetrics(gauges: GaugeSource, sources: readonly string[]): 
     },
   });
 
-  const hooksFor = (source: string): Required<SyncHooks> => ({
-    onCommit(info: CommitInfo) {
+  const hooksFor = (source: string): SourceHooks => ({
+    onCommit(info) {
       pages.inc({ source }, info.pages);
       for (const e of info.result.inserted) stored.inc({ source, type: typeLabel(e.type) });
       if (info.result.duplicates > 0) duplicates.inc({ source }, info.result.duplicates);
@@ -176,12 +198,12 @@ export function createMetrics(gauges: GaugeSource, sources: readonly string[]): 
     hooksFor,
     onPublished,
     onPublishDelay,
-    observeRun(source, result) {
-      runDuration.observe({ source }, result.durationMs / 1000);
-      if (result.status === 'lease-lost') leaseLost.inc({ source });
-      if (runFailed(result)) failed(source);
+    observeRun(source, run) {
+      runDuration.observe({ source }, run.durationMs / 1000);
+      if (run.status === 'lease-lost') leaseLost.inc({ source });
+      if (run.failed) failed(source);
       // A run stopped by SIGTERM, or one that found or lost the lease to another worker, says nothing about the feed.
-      else if (result.status !== 'stopped' && result.status !== 'locked' && result.status !== 'lease-lost')
+      else if (run.status !== 'stopped' && run.status !== 'locked' && run.status !== 'lease-lost')
         consecutiveFailures.set({ source }, 0);
     },
     observeFailure: failed,

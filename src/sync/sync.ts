@@ -1,20 +1,20 @@
-import { ServiceClient } from '../api/client.js';
 import { logRetries, type RetryDeps } from '../api/retry.js';
-import { type Config, requireService } from '../config.js';
+import { composeParts, type FeedReader, feedReaderFor, leaseOptionsFor } from '../compose/parts.js';
+import type { Config } from '../config.js';
 import { ConfigError } from '../errors.js';
-import { createFeedClient, type FetchPage } from '../feed/feed-client.js';
+import type { FetchPage } from '../feed/feed-client.js';
 import { unknownEventReason } from '../feed/known-event.js';
 import { type Logger, loggerFor } from '../logger.js';
-import { createPublisher, type Publisher } from '../queue/publisher.js';
-import { type Relay, startRelay } from '../queue/relay.js';
-import { jobOptionsFor, routeFor } from '../queue/routes.js';
+import type { Publisher } from '../queue/publisher.js';
+import type { Relay } from '../queue/relay.js';
+import { routeFor } from '../queue/routes.js';
 import { shellQuote } from '../shell-quote.js';
-import { createApplier } from '../store/applier.js';
+import { type Applier, createApplier } from '../store/applier.js';
 import { ensureCursor, getCursor, isStored, markSuccess } from '../store/cursor.js';
-import { createStore, type Store } from '../store/db.js';
-import { type SourceLease, takeLease } from '../store/lease.js';
+import type { Store } from '../store/db.js';
+import { type LeaseOptions, type SourceLease, takeLease } from '../store/lease.js';
 import { migrate, schemaState } from '../store/migrate.js';
-import { pgOutbox, pruneOutbox } from '../store/outbox.js';
+import { pruneOutbox } from '../store/outbox.js';
 import { pruneAfterRun } from '../store/retention.js';
 import { assertEventWithinRetention } from '../store/retention-guard.js';
 import { type CatchUpResult, type CommitInfo, catchUp } from './catch-up.js';
@@ -67,7 +67,8 @@ export function runFailed(result: RunResult): boolean {
   return result.status !== 'stopped' && !result.drained;
 }
 
-export interface Sync {
+/** The runs of one source. */
+export interface SourceSync {
   /**
    * Takes the source's lease (status 'locked' when another worker holds it), pages until
    * caught up, gives the lease back and drains the outbox: one CronJob run.
@@ -83,79 +84,136 @@ export interface Sync {
   reconcile(from: string | null, signal?: AbortSignal): Promise<CatchUpResult>;
   /** Refuses an outdated schema, or migrates it with `autoMigrate`; once per Sync. runOnce calls it too. */
   checkSchema(): Promise<void>;
+}
+
+export interface Sync extends SourceSync {
   readonly store: Store;
   readonly publisher: Publisher;
   readonly relay: Relay;
   close(): Promise<void>;
 }
 
-/** The sync worker, for the CLI and for embedding. */
+/** What a source's runs need to know of the configuration. */
+export interface SourceSettings {
+  /** The cursor key (FEED_SOURCE, or a source of FEED_SOURCES_FILE). */
+  source: string;
+  /** Its FEED_TYPES: what its cursor was built with. */
+  types: readonly string[] | null;
+  /** FEED_MAX_RESPONSE_BYTES: the budget of the pages in memory. */
+  maxPageBytes: number;
+  /** SYNC_INTERVAL_MS: when the source falls due after a once run gives its lease back. */
+  intervalMs: number;
+  /** Who holds the lease, and for how long (SOURCE_LEASE_MS). */
+  lease: LeaseOptions;
+  /** EVENTS_RETENTION_DAYS and OUTBOX_RETENTION_HOURS. */
+  eventsRetentionDays: number | null;
+  outboxRetentionHours: number;
+}
+
+/** The settings of the source the config describes (`configForSource` picks one of a sources file). */
+export function sourceSettings(config: Config): SourceSettings {
+  return {
+    source: config.feed.source,
+    types: config.feed.types,
+    maxPageBytes: config.feed.maxResponseBytes,
+    intervalMs: config.syncIntervalMs,
+    lease: leaseOptionsFor(config),
+    eventsRetentionDays: config.eventsRetentionDays,
+    outboxRetentionHours: config.queues.outboxRetentionHours,
+  };
+}
+
+/** The parts a source's runs use, made by the composition root (or by `createSync`). */
+export interface SourceSyncDeps {
+  settings: SourceSettings;
+  store: Store;
+  /** The outbox relay; shared by every source of a worker. */
+  relay: Relay;
+  applier: Applier;
+  /** A reader of the source's feed for one turn (or one reconcile), closed at its end. */
+  openFeed: () => FeedReader;
+  logger: Logger;
+  hooks?: SyncHooks;
+  autoMigrate?: boolean;
+}
+
+/**
+ * The sync worker, for embedding: builds its store, publisher and relay from the config
+ * (or takes those given), then the runs of the config's FEED_SOURCE over them.
+ */
 export function createSync(config: Config, opts: SyncOptions = {}): Sync {
   const logger = opts.logger ?? loggerFor(config);
-  const log = logger.child({ module: 'sync' });
   const hooks = opts.hooks ?? {};
-  const ownsStore = !opts.store;
-  const ownsPublisher = !opts.publisher;
-  const store = opts.store ?? createStore({ ...config.database, logger });
-  const publisher =
-    opts.publisher ??
-    createPublisher({
-      redis: config.redis,
-      prefix: config.queues.prefix,
-      jobOptions: jobOptionsFor(config.queues),
+  const parts = composeParts(
+    config,
+    logger,
+    {
+      relay: {
+        ...(hooks.onPublished ? { onPublished: hooks.onPublished } : {}),
+        ...(hooks.onPublishDelay ? { onPublishDelay: hooks.onPublishDelay } : {}),
+      },
+    },
+    opts,
+  );
+  const { store, relay } = parts;
+  const { fetchPage } = opts;
+  const source = createSourceSync({
+    settings: sourceSettings(config),
+    store,
+    relay,
+    applier: applierFor(config, store),
+    openFeed: fetchPage
+      ? () => ({ fetchPage, close: async () => {} })
+      : feedOf(config, logger, hooks, opts.retryDeps),
+    logger,
+    hooks,
+    ...(opts.autoMigrate === undefined ? {} : { autoMigrate: opts.autoMigrate }),
+  });
+  return { ...source, store, publisher: parts.publisher, relay, close: () => parts.close() };
+}
+
+/**
+ * Readers of the feed of the source the config describes, one per turn: its retries
+ * logged and told to the hooks, its responses timed by them.
+ */
+export function feedOf(
+  config: Config,
+  logger: Logger,
+  hooks: SyncHooks,
+  retryDeps: RetryDeps = {},
+): () => FeedReader {
+  const logRetry = logRetries(logger.child({ module: 'sync' }));
+  return () =>
+    feedReaderFor(config, {
+      retryDeps: {
+        ...retryDeps,
+        onRetry: (info) => {
+          logRetry(info);
+          hooks.onRetry?.(info);
+        },
+      },
+      ...(hooks.onFeedResponse ? { onResponse: hooks.onFeedResponse } : {}),
     });
-  const applier = createApplier(store, routeFor(config.queues));
-  const ownsRelay = !opts.relay;
-  const relay =
-    opts.relay ??
-    startRelay({
-      outbox: pgOutbox(store),
-      publisher,
-      logger,
-      ...(hooks.onPublished ? { onPublished: hooks.onPublished } : {}),
-      ...(hooks.onPublishDelay ? { onPublishDelay: hooks.onPublishDelay } : {}),
-    });
-  const logRetry = logRetries(log);
-  const retried: NonNullable<RetryDeps['onRetry']> = (info) => {
-    logRetry(info);
-    hooks.onRetry?.(info);
-  };
-  /**
-   * A feed reader for one turn (or one reconcile), closed at its end. The client is
-   * made on first use: commands that never page the feed need no FEED_BASE_URL.
-   */
-  const openFeed = (): { fetchPage: FetchPage; close: () => Promise<void> } => {
-    if (opts.fetchPage) return { fetchPage: opts.fetchPage, close: async () => {} };
-    let client: ServiceClient | null = null;
-    let feed: FetchPage | null = null;
-    const fetchPage: FetchPage = (after, signal) => {
-      if (!feed) {
-        client = new ServiceClient({
-          ...requireService(config),
-          timeoutMs: config.feed.timeoutMs,
-          maxResponseBytes: config.feed.maxResponseBytes,
-        });
-        feed = createFeedClient({
-          client,
-          limit: config.feed.pageLimit,
-          listField: config.feed.listField,
-          types: config.feed.types,
-          retry: { maxRetries: config.feed.maxRetries, maxRetryWaitMs: config.feed.maxRetryWaitMs },
-          retryDeps: { ...opts.retryDeps, onRetry: retried },
-          ...(hooks.onFeedResponse ? { onResponse: hooks.onFeedResponse } : {}),
-        });
-      }
-      return feed(after, signal);
-    };
-    return { fetchPage, close: async () => client?.close() };
-  };
+}
+
+/** The page applier for the config's queues, its transactions bounded below SOURCE_LEASE_MS. */
+export function applierFor(config: Config, store: Store): Applier {
+  return createApplier(store, routeFor(config.queues), { leaseMs: config.sourceLeaseMs });
+}
+
+/** The runs of one source over parts made elsewhere: the scheduler's turns and `createSync` alike. */
+export function createSourceSync(deps: SourceSyncDeps): SourceSync {
+  const { settings, store, relay, applier, logger } = deps;
+  const { source } = settings;
+  const log = logger.child({ module: 'sync' });
+  const hooks = deps.hooks ?? {};
   let schemaChecked = false;
 
   const checkSchema = async (): Promise<void> => {
     if (schemaChecked) return;
     const state = await schemaState(store);
     if (state.pending.length > 0) {
-      if (!opts.autoMigrate) {
+      if (!deps.autoMigrate) {
         throw new ConfigError(
           `the schema "${store.schema}" is not up to date (pending: ${state.pending.join(', ')}); run "feedsync migrate" or "feedsync sync --migrate"`,
           'SCHEMA_OUTDATED',
@@ -167,17 +225,12 @@ export function createSync(config: Config, opts: SyncOptions = {}): Sync {
     schemaChecked = true;
   };
 
-  const holder = leaseHolder(config);
-
   const runOnce = async (signal: AbortSignal = new AbortController().signal): Promise<RunResult> => {
     const started = performance.now();
     await checkSchema();
-    const lease = await takeLease(store, config.feed.source, { holder, leaseMs: config.sourceLeaseMs });
+    const lease = await takeLease(store, source, settings.lease);
     if (!lease) {
-      log.info(
-        { source: config.feed.source },
-        'another worker holds the lease of this source; nothing to do',
-      );
+      log.info({ source }, 'another worker holds the lease of this source; nothing to do');
       return { ...emptyRun(), status: 'locked', drained: true, durationMs: performance.now() - started };
     }
     let failed = true;
@@ -186,7 +239,7 @@ export function createSync(config: Config, opts: SyncOptions = {}): Sync {
       failed = runFailed(result);
       return { ...result, durationMs: performance.now() - started };
     } finally {
-      await lease.release({ dueInMs: config.syncIntervalMs, failed });
+      await lease.release({ dueInMs: settings.intervalMs, failed });
     }
   };
 
@@ -194,15 +247,14 @@ export function createSync(config: Config, opts: SyncOptions = {}): Sync {
     const started = performance.now();
     // Rows an earlier run committed but did not publish go first.
     relay.kick();
-    const source = config.feed.source;
     // One signal for the turn: SIGTERM or the lease lost stop it alike.
     const turn = linkedAbort(signal, lease.signal);
     hooks.onLeaseChange?.(true);
-    const turnFeed = openFeed();
+    const turnFeed = deps.openFeed();
     let result: CatchUpResult;
     try {
-      const cursor = await ensureCursor(store, source, config.feed.types);
-      checkTypes(source, cursor.types, config.feed.types);
+      const cursor = await ensureCursor(store, source, settings.types);
+      checkTypes(source, cursor.types, settings.types);
       result = await catchUp({
         source,
         start: cursor.afterId,
@@ -213,7 +265,7 @@ export function createSync(config: Config, opts: SyncOptions = {}): Sync {
           return applier.apply({ ...batch, leaseToken: lease.token });
         },
         isStored: (id) => isStored(store, source, id),
-        maxPageBytes: config.feed.maxResponseBytes,
+        maxPageBytes: settings.maxPageBytes,
         signal: turn.signal,
         onCommit: (info) => {
           relay.offer(info.result.outbox);
@@ -250,11 +302,11 @@ export function createSync(config: Config, opts: SyncOptions = {}): Sync {
     if (drained) {
       try {
         await relay.drain();
-        await pruneNowAndThen(store, config.queues.outboxRetentionHours);
-        if (config.eventsRetentionDays !== null && result.status === 'caught-up') {
+        await pruneNowAndThen(store, settings.outboxRetentionHours);
+        if (settings.eventsRetentionDays !== null && result.status === 'caught-up') {
           await pruneAfterRun(store, {
-            days: config.eventsRetentionDays,
-            outboxHours: config.queues.outboxRetentionHours,
+            days: settings.eventsRetentionDays,
+            outboxHours: settings.outboxRetentionHours,
             signal,
             logger,
           });
@@ -273,8 +325,8 @@ export function createSync(config: Config, opts: SyncOptions = {}): Sync {
 
   const reconcile = async (from: string | null, signal: AbortSignal = new AbortController().signal) => {
     await checkSchema();
-    await checkReconcileStart(store, config, from);
-    const feed = openFeed();
+    await checkReconcileStart(store, settings, from);
+    const feed = deps.openFeed();
     try {
       return await reconcileWith(feed.fetchPage, from, signal);
     } finally {
@@ -292,7 +344,7 @@ export function createSync(config: Config, opts: SyncOptions = {}): Sync {
       );
     }
     const result = await catchUp({
-      source: config.feed.source,
+      source,
       start: from,
       fetchPage,
       // No cursor in the batch: reconcile never moves it.
@@ -300,8 +352,8 @@ export function createSync(config: Config, opts: SyncOptions = {}): Sync {
         await relay.ready();
         return applier.apply(batch);
       },
-      isStored: (id) => isStored(store, config.feed.source, id),
-      maxPageBytes: config.feed.maxResponseBytes,
+      isStored: (id) => isStored(store, source, id),
+      maxPageBytes: settings.maxPageBytes,
       signal,
       onCommit: (info) => {
         relay.offer(info.result.outbox);
@@ -312,20 +364,7 @@ export function createSync(config: Config, opts: SyncOptions = {}): Sync {
     return result;
   };
 
-  return {
-    runOnce,
-    runHeld,
-    reconcile,
-    checkSchema,
-    store,
-    publisher,
-    relay,
-    async close() {
-      if (ownsRelay) await relay.stop();
-      if (ownsPublisher) await publisher.close();
-      if (ownsStore) await store.close();
-    },
-  };
+  return { runOnce, runHeld, reconcile, checkSchema };
 }
 
 /** When each store's outbox was last pruned (performance.now()). */
@@ -344,19 +383,18 @@ async function pruneNowAndThen(store: Store, retentionHours: number): Promise<vo
   await pruneOutbox(store, retentionHours);
 }
 
-/** Who holds a lease taken by this process: host name (HOSTNAME in a pod) and pid, as `status` shows it. */
-export function leaseHolder(config: Config): string {
-  return `${config.hostName}/${process.pid}`;
-}
-
 /** A turn that did nothing: its counts at zero. */
 function emptyRun(): Omit<CatchUpResult, 'status'> {
   return { cursor: null, pages: 0, stored: 0, duplicates: 0, quarantined: 0 };
 }
 
 /** Under a retention, reconcile starts from a stored event inside it: the feed's start would bring back pruned events. */
-async function checkReconcileStart(store: Store, config: Config, from: string | null): Promise<void> {
-  const days = config.eventsRetentionDays;
+async function checkReconcileStart(
+  store: Store,
+  settings: SourceSettings,
+  from: string | null,
+): Promise<void> {
+  const days = settings.eventsRetentionDays;
   if (days === null) return;
   if (from === null) {
     throw new ConfigError(
@@ -365,7 +403,7 @@ async function checkReconcileStart(store: Store, config: Config, from: string | 
       'BEFORE_RETENTION',
     );
   }
-  await assertEventWithinRetention(store, config.feed.source, from, '--from', days);
+  await assertEventWithinRetention(store, settings.source, from, '--from', days);
 }
 
 /** A filter that differs from the cursor's would skip or mix events: refuse, and say how to reset. */

@@ -1,13 +1,13 @@
+import { composeParts } from '../compose/parts.js';
 import type { Config } from '../config.js';
 import { ConfigError, listenFailure } from '../errors.js';
 import { type Logger, loggerFor } from '../logger.js';
 import { createWebhookMetrics, type WebhookMetrics } from '../metrics/webhook-metrics.js';
-import { createPublisher, type Publisher } from '../queue/publisher.js';
-import { type Relay, startRelay } from '../queue/relay.js';
-import { jobOptionsFor, routeFor } from '../queue/routes.js';
+import type { Publisher } from '../queue/publisher.js';
+import type { Relay } from '../queue/relay.js';
+import { routeFor } from '../queue/routes.js';
 import { createApplier } from '../store/applier.js';
-import { createStore, type Store } from '../store/db.js';
-import { pgOutbox } from '../store/outbox.js';
+import type { Store } from '../store/db.js';
 import { startRetentionLoop } from '../store/retention-loop.js';
 import { createDeliveryHandler } from './receiver.js';
 import { type ReceiverServer, startReceiverServer } from './receiver-server.js';
@@ -59,41 +59,38 @@ export async function startWebhookService(
   }
   const logger = opts.logger ?? loggerFor(config);
   const log = logger.child({ module: 'serve-webhooks' });
-  const ownsStore = !opts.store;
-  const ownsPublisher = !opts.publisher;
-  // Deliveries come in parallel; a few more connections than a sync run needs.
-  const store =
-    opts.store ?? createStore({ ...config.database, max: 8, applicationName: 'feedsync-webhooks', logger });
+  const metrics = createWebhookMetrics(config.feed.source, [
+    config.queues.emailEvents,
+    config.queues.contactEvents,
+  ]);
+  const parts = composeParts(
+    config,
+    logger,
+    {
+      // Deliveries come in parallel; a few more connections than a sync run needs.
+      poolMax: 8,
+      applicationName: 'feedsync-webhooks',
+      relay: {
+        onPublished: metrics.onPublished,
+        onPublishDelay: metrics.onPublishDelay,
+        ...(opts.relaySweepMs === undefined ? {} : { sweepMs: opts.relaySweepMs }),
+      },
+    },
+    // A store or publisher given stays the caller's to close.
+    opts,
+  );
+  const { store } = parts;
   const gate = schemaGate(store);
   try {
     await gate.ensure();
   } catch (err) {
     if (err instanceof ConfigError) {
-      if (ownsStore) await store.close();
+      await parts.close();
       throw err;
     }
     log.warn({ err }, 'Postgres does not answer yet; deliveries get 503 until it does');
   }
-
-  const publisher =
-    opts.publisher ??
-    createPublisher({
-      redis: config.redis,
-      prefix: config.queues.prefix,
-      jobOptions: jobOptionsFor(config.queues),
-    });
-  const metrics = createWebhookMetrics(config.feed.source, [
-    config.queues.emailEvents,
-    config.queues.contactEvents,
-  ]);
-  const relay = startRelay({
-    outbox: pgOutbox(store),
-    publisher,
-    logger,
-    onPublished: metrics.onPublished,
-    onPublishDelay: metrics.onPublishDelay,
-    ...(opts.relaySweepMs === undefined ? {} : { sweepMs: opts.relaySweepMs }),
-  });
+  const { publisher, relay } = parts;
   // Rows a previous run stored but did not publish.
   if (gate.current) relay.kick();
 
@@ -137,9 +134,7 @@ export async function startWebhookService(
       },
     });
   } catch (err) {
-    await relay.stop();
-    if (ownsPublisher) await publisher.close();
-    if (ownsStore) await store.close();
+    await parts.close();
     throw listenFailure(err, at);
   }
   // A receive-only deployment has no sync run to prune after: storage stays bounded all the same.
@@ -184,9 +179,7 @@ export async function startWebhookService(
           ]);
         }
         clearTimeout(timer);
-        await relay.stop();
-        if (ownsPublisher) await publisher.close();
-        if (ownsStore) await store.close();
+        await parts.close();
         log.info('webhook receiver stopped');
       })();
       return closing;

@@ -25,8 +25,6 @@ it('the type label of feedsync_events_stored_total is a known type or "other": 2
   metrics.hooksFor('s').onCommit({
     pages: 1,
     result: { ...nothingApplied(), inserted },
-    filteredOut: 0,
-    cursor: null,
   });
   const text = await metrics.registry.metrics();
   const series = [...text.matchAll(/^feedsync_events_stored_total\{source="s",type="([^"]+)"\} (\d+)$/gm)];

@@ -1,5 +1,6 @@
 import { Command } from 'commander';
 import { type Config, configForSource } from '../../config.js';
+import { ConfigError, FeedsyncError } from '../../errors.js';
 import { shellQuote } from '../../shell-quote.js';
 import type { Store } from '../../store/db.js';
 import { action } from '../context.js';
@@ -57,8 +58,8 @@ export function cursorCommand(): Command {
     .action(
       action(async ({ config, logger }, eventId: string, opts: { source?: string }) => {
         const { setCursor } = await import('../../store/cursor.js');
-        const { ConfigError } = await import('../../errors.js');
-        const { probeFeed, unknownEventReason } = await import('../../feed/known-event.js');
+        const { feedReaderFor } = await import('../../compose/parts.js');
+        const { unknownEventReason } = await import('../../feed/known-event.js');
         const { logRetries } = await import('../../api/retry.js');
         const { assertEventWithinRetention } = await import('../../store/retention-guard.js');
         const own = configForSource(config, opts.source ?? config.feed.source);
@@ -70,7 +71,8 @@ export function cursorCommand(): Command {
           );
         }
         // Asked of this source's own feed (its base URL and key, when the sources file gives them).
-        const probe = probeFeed(own, {
+        const probe = feedReaderFor(own, {
+          limit: 1,
           retryDeps: { onRetry: logRetries(logger.child({ module: 'cursor' })) },
         });
         let unknown: string | null;
@@ -139,9 +141,8 @@ async function underLease(
   move: (token: string) => Promise<boolean>,
 ): Promise<void> {
   const { withLease, leaseHolderOf } = await import('../../store/lease.js');
-  const { leaseHolder } = await import('../../sync/sync.js');
-  const { FeedsyncError } = await import('../../errors.js');
-  const opts = { holder: leaseHolder(config), leaseMs: config.sourceLeaseMs, waitMs: config.sourceLeaseMs };
+  const { leaseOptionsFor } = await import('../../compose/parts.js');
+  const opts = { ...leaseOptionsFor(config), waitMs: config.sourceLeaseMs };
   const done = await withLease(store, source, opts, (lease) => move(lease.token));
   if (done?.value === true) return;
   const now = done ? null : await leaseHolderOf(store, source);

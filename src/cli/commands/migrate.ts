@@ -12,9 +12,9 @@ export function migrateCommand(): Command {
     .action(
       action(
         async ({ config, logger }) => {
-          const { createStore } = await import('../../store/db.js');
+          const { storeFor } = await import('../../compose/parts.js');
           const { migrate } = await import('../../store/migrate.js');
-          const store = createStore({ ...config.database, logger });
+          const store = storeFor(config, logger);
           try {
             const { applied } = await migrate(store);
             logger.info({ schema: config.database.schema, applied }, 'schema up to date');

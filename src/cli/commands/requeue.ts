@@ -51,13 +51,8 @@ export function requeueCommand(): Command {
         if (opts.queue !== undefined && !opts.failed) {
           throw new ConfigError('--queue: only with --failed', 'USAGE');
         }
-        const { createPublisher } = await import('../../queue/publisher.js');
-        const { jobOptionsFor } = await import('../../queue/routes.js');
-        const publisher = createPublisher({
-          redis: config.redis,
-          prefix: config.queues.prefix,
-          jobOptions: jobOptionsFor(config.queues),
-        });
+        const { publisherFor } = await import('../../compose/parts.js');
+        const publisher = publisherFor(config);
         try {
           if (opts.failed) return await retryFailed(config, publisher, opts);
           const { requeue } = await import('../../queue/requeue.js');

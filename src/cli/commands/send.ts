@@ -1,4 +1,8 @@
+import { randomUUID } from 'node:crypto';
+import { readFile } from 'node:fs/promises';
 import { Command } from 'commander';
+import { isAddress, isFromField } from '../../api/address.js';
+import { requireService } from '../../config.js';
 import { ApiError, ConfigError } from '../../errors.js';
 import { action } from '../context.js';
 
@@ -48,12 +52,8 @@ export function sendCommand(): Command {
     )
     .action(
       action(async ({ config, logger }, flags: SendFlags) => {
-        const { readFile } = await import('node:fs/promises');
-        const { randomUUID } = await import('node:crypto');
-        const { requireService } = await import('../../config.js');
         const usage = (message: string) => new ConfigError(message, 'USAGE');
 
-        const { isAddress, isFromField } = await import('../../api/address.js');
         const from = flags.from?.trim();
         if (!from) throw usage('send: --from is required');
         if (!isFromField(from)) {
@@ -86,19 +86,17 @@ export function sendCommand(): Command {
         const key = flags.idempotencyKey ?? randomUUID();
         if (key.length === 0 || key.length > 256)
           throw usage('send: --idempotency-key must be 1 to 256 characters');
-        const service = requireService(config);
+        // Asked before the key is printed: without the service, nothing was tried.
+        requireService(config);
 
         // Printed before the request: if the outcome is never known, the key makes a retry safe.
         if (flags.idempotencyKey === undefined) process.stderr.write(`idempotency key: ${key}\n`);
-        const { ServiceClient } = await import('../../api/client.js');
+        const { clientFor } = await import('../../compose/parts.js');
         const { logRetries } = await import('../../api/retry.js');
         const logRetry = logRetries(logger.child({ module: 'send' }));
         // Whether any attempt reached the service: only then can the outcome be unknown.
         let mayHaveSent = false;
-        const client = new ServiceClient({
-          ...service,
-          timeoutMs: config.feed.timeoutMs,
-          retry: { maxRetries: config.feed.maxRetries, maxRetryWaitMs: config.feed.maxRetryWaitMs },
+        const client = clientFor(config, {
           retryDeps: {
             onRetry: (info) => {
               if (!neverConnected(info.error)) mayHaveSent = true;

@@ -1,4 +1,5 @@
 import { Command } from 'commander';
+import { ConfigError } from '../../errors.js';
 import { action } from '../context.js';
 
 /** `feedsync serve-webhooks`: the receiver of the service's signed POSTs, until SIGTERM. */
@@ -20,7 +21,6 @@ export function serveWebhooksCommand(): Command {
     .action(
       action(async ({ config, logger }) => {
         const { portClashes } = await import('../../doctor/config-check.js');
-        const { ConfigError } = await import('../../errors.js');
         const [clash] = portClashes(config);
         if (clash !== undefined) throw new ConfigError(`${clash}; change one of them`, 'PORT_CLASH');
         const { startWebhookService } = await import('../../webhooks/webhook-service.js');

@@ -1,4 +1,5 @@
 import { Command } from 'commander';
+import { onlySource } from '../../config.js';
 import { action } from '../context.js';
 import { withStore } from '../with-store.js';
 
@@ -16,17 +17,11 @@ export function statusCommand(): Command {
     )
     .action(
       action(async ({ config, logger }, opts: { json?: boolean; source?: string }) => {
-        const { createPublisher } = await import('../../queue/publisher.js');
-        const { jobOptionsFor } = await import('../../queue/routes.js');
+        const { publisherFor } = await import('../../compose/parts.js');
         const { statusReport, formatStatus } = await import('../status-report.js');
-        const { onlySource } = await import('../../config.js');
         const own = opts.source === undefined ? config : onlySource(config, opts.source);
-        const publisher = createPublisher({
-          redis: config.redis,
-          prefix: config.queues.prefix,
-          jobOptions: jobOptionsFor(config.queues),
-          timeoutMs: 2000,
-        });
+        // A quick look: a Redis that does not answer in 2 s is reported, not waited for.
+        const publisher = publisherFor(config, { redisTimeoutMs: 2000 });
         try {
           const report = await withStore(config, logger, (store) =>
             statusReport(own, store, publisher, opts.source === undefined ? {} : { only: opts.source }),

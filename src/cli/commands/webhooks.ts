@@ -1,8 +1,9 @@
 import { Command } from 'commander';
 import type { ServiceClient } from '../../api/client.js';
 import type { Webhook } from '../../api/types.js';
+import { NEW_TYPE_MARK, parseEventTypes } from '../../config/event-types.js';
 import type { Config } from '../../config.js';
-import { ApiError } from '../../errors.js';
+import { ApiError, ConfigError } from '../../errors.js';
 import type { Logger } from '../../logger.js';
 import { action } from '../context.js';
 
@@ -50,8 +51,6 @@ export function webhooksCommand(): Command {
     )
     .action(
       action(async ({ config, logger }, opts: { url: string; events: string; json?: boolean }) => {
-        const { ConfigError } = await import('../../errors.js');
-        const { NEW_TYPE_MARK, parseEventTypes } = await import('../../config/event-types.js');
         const entries = opts.events
           .split(',')
           .map((e) => e.trim())
@@ -137,13 +136,9 @@ async function withClient(
   logger: Logger,
   fn: (client: ServiceClient) => Promise<number>,
 ): Promise<number> {
-  const { requireService } = await import('../../config.js');
-  const { ServiceClient } = await import('../../api/client.js');
+  const { clientFor } = await import('../../compose/parts.js');
   const { logRetries } = await import('../../api/retry.js');
-  const client = new ServiceClient({
-    ...requireService(config),
-    timeoutMs: config.feed.timeoutMs,
-    retry: { maxRetries: config.feed.maxRetries, maxRetryWaitMs: config.feed.maxRetryWaitMs },
+  const client = clientFor(config, {
     retryDeps: { onRetry: logRetries(logger.child({ module: 'webhooks' })) },
   });
   try {

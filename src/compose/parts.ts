@@ -1,0 +1,175 @@
+import { ServiceClient } from '../api/client.js';
+import type { RetryDeps } from '../api/retry.js';
+import { type Config, requireService } from '../config.js';
+import { createFeedClient, type FeedClientOptions, type FetchPage } from '../feed/feed-client.js';
+import type { Logger } from '../logger.js';
+import { createPublisher, type Publisher } from '../queue/publisher.js';
+import { type Relay, type RelayOptions, startRelay } from '../queue/relay.js';
+import { jobOptionsFor } from '../queue/routes.js';
+import { createStore, type Store } from '../store/db.js';
+import type { LeaseOptions } from '../store/lease.js';
+import { pgOutbox } from '../store/outbox.js';
+
+// The composition root: every Postgres pool, BullMQ publisher, outbox relay and client
+// of the service that feedsync uses is built here, from the Config, and nowhere else.
+// A command or a library entry builds its parts once; the modules below get the part
+// they use (a store, a relay, a fetchPage), never the Config it came from.
+
+/** How a command wants its parts: its pool, its waits for Redis, its relay's hooks. */
+export interface PartsShape {
+  /** Postgres connections at most. Default 4. */
+  poolMax?: number;
+  /** `application_name` in pg_stat_activity. Default `feedsync`. */
+  applicationName?: string;
+  /** The publisher's longest wait for Redis. Default 5 s. */
+  redisTimeoutMs?: number;
+  /** Aborted on SIGTERM: the publisher stops reconnecting to a Redis that fails. */
+  stopping?: AbortSignal;
+  /** The relay's hooks (metrics) and sweep. */
+  relay?: Pick<RelayOptions, 'onPublished' | 'onPublishDelay' | 'sweepMs'>;
+}
+
+/** Parts a caller made itself (an embedding, a test): used as they are, and left to it to close. */
+export interface GivenParts {
+  store?: Store;
+  publisher?: Publisher;
+  relay?: Relay;
+}
+
+/** A command's store, publisher and relay, each made on first use, closed together. */
+export interface Parts {
+  readonly store: Store;
+  readonly publisher: Publisher;
+  /** The outbox relay over the store and the publisher, started on first use. */
+  readonly relay: Relay;
+  /** Stops the relay, closes the publisher, then the store: only what was made here. */
+  close(): Promise<void>;
+}
+
+export function composeParts(
+  config: Config,
+  logger: Logger,
+  shape: PartsShape = {},
+  given: GivenParts = {},
+): Parts {
+  let store = given.store;
+  let publisher = given.publisher;
+  let relay = given.relay;
+  const made: { store?: Store; publisher?: Publisher; relay?: Relay } = {};
+  const parts: Parts = {
+    get store() {
+      store ??= made.store = storeFor(config, logger, shape);
+      return store;
+    },
+    get publisher() {
+      publisher ??= made.publisher = publisherFor(config, shape);
+      return publisher;
+    },
+    get relay() {
+      relay ??= made.relay = startRelay({
+        outbox: pgOutbox(parts.store),
+        publisher: parts.publisher,
+        logger,
+        ...shape.relay,
+      });
+      return relay;
+    },
+    async close() {
+      await made.relay?.stop();
+      await made.publisher?.close();
+      await made.store?.close();
+    },
+  };
+  return parts;
+}
+
+/** A Postgres pool on DATABASE_URL, for DATABASE_SCHEMA. */
+export function storeFor(config: Config, logger: Logger, shape: PartsShape = {}): Store {
+  return createStore({
+    ...config.database,
+    logger,
+    ...(shape.poolMax === undefined ? {} : { max: shape.poolMax }),
+    ...(shape.applicationName === undefined ? {} : { applicationName: shape.applicationName }),
+  });
+}
+
+/** A BullMQ publisher on REDIS_URL under QUEUE_PREFIX, its jobs carrying JOB_ATTEMPTS and JOB_BACKOFF_MS. */
+export function publisherFor(config: Config, shape: PartsShape = {}): Publisher {
+  return createPublisher({
+    redis: config.redis,
+    prefix: config.queues.prefix,
+    jobOptions: jobOptionsFor(config.queues),
+    ...(shape.redisTimeoutMs === undefined ? {} : { timeoutMs: shape.redisTimeoutMs }),
+    ...(shape.stopping === undefined ? {} : { stopping: shape.stopping }),
+  });
+}
+
+/**
+ * A client of the service for the source the config describes (its FEED_BASE_URL and
+ * key; a usage error without them), with FEED_TIMEOUT_MS and the feed's retry policy.
+ * The caller closes it.
+ */
+export function clientFor(
+  config: Config,
+  opts: { timeoutMs?: number; retryDeps?: RetryDeps } = {},
+): ServiceClient {
+  return new ServiceClient({
+    ...requireService(config),
+    timeoutMs: opts.timeoutMs ?? config.feed.timeoutMs,
+    maxResponseBytes: config.feed.maxResponseBytes,
+    retry: { maxRetries: config.feed.maxRetries, maxRetryWaitMs: config.feed.maxRetryWaitMs },
+    ...(opts.retryDeps ? { retryDeps: opts.retryDeps } : {}),
+  });
+}
+
+/** Who holds the leases this process takes (host name, HOSTNAME in a pod, and pid, as `status` shows it), and for how long. */
+export function leaseOptionsFor(config: Config): LeaseOptions {
+  return { holder: `${config.hostName}/${process.pid}`, leaseMs: config.sourceLeaseMs };
+}
+
+/** Pages of one source's feed, and the close of the client behind them. */
+export interface FeedReader {
+  fetchPage: FetchPage;
+  close(): Promise<void>;
+}
+
+/**
+ * A reader of the source's feed (FEED_PAGE_LIMIT, FEED_LIST_FIELD, FEED_TYPES and the
+ * retries of FEED_MAX_RETRIES). Its client is made on the first page asked for, so a
+ * command that never pages needs no FEED_BASE_URL.
+ */
+export function feedReaderFor(
+  config: Config,
+  opts: {
+    /** Events per page. Default FEED_PAGE_LIMIT; 1 for a probe of one id. */
+    limit?: number;
+    timeoutMs?: number;
+    maxRetries?: number;
+    retryDeps?: RetryDeps;
+    onResponse?: FeedClientOptions['onResponse'];
+  } = {},
+): FeedReader {
+  let client: ServiceClient | null = null;
+  let feed: FetchPage | null = null;
+  return {
+    fetchPage(after, signal) {
+      if (!feed) {
+        client = clientFor(config, opts.timeoutMs === undefined ? {} : { timeoutMs: opts.timeoutMs });
+        feed = createFeedClient({
+          client,
+          limit: opts.limit ?? config.feed.pageLimit,
+          listField: config.feed.listField,
+          types: config.feed.types,
+          retry: {
+            maxRetries: opts.maxRetries ?? config.feed.maxRetries,
+            maxRetryWaitMs: config.feed.maxRetryWaitMs,
+          },
+          ...(opts.retryDeps ? { retryDeps: opts.retryDeps } : {}),
+          ...(opts.onResponse ? { onResponse: opts.onResponse } : {}),
+        });
+      }
+      return feed(after, signal);
+    },
+    close: async () => client?.close(),
+  };
+}
