@@ -9,7 +9,6 @@ import { pushMetrics } from '../metrics/push.js';
 import { startWorkerHealth } from '../metrics/worker-health.js';
 import { claimDue, ensureLeaseRows, nextDueInMs, takeLease } from '../store/lease.js';
 import { type Outcome, runEachOnce, type Turn, watchSources } from '../sync/scheduler.js';
-import { shutdownSignal } from '../sync/signals.js';
 import {
   applierFor,
   createSourceSync,
@@ -22,6 +21,7 @@ import {
 import { describeFailure } from './failure.js';
 import { progressReporter } from './progress.js';
 import { redisAdvice } from './redis-advice.js';
+import { shutdownSignal } from './shutdown.js';
 
 /**
  * `feedsync sync`, for the one source of FEED_SOURCE and for a sources file alike (a

@@ -1,6 +1,8 @@
 import { Command } from 'commander';
+import { logRetries } from '../../api/retry.js';
 import { type Config, configForSource } from '../../config.js';
 import { ConfigError, FeedsyncError } from '../../errors.js';
+import { unknownEventReason } from '../../feed/known-event.js';
 import { shellQuote } from '../../shell-quote.js';
 import type { Store } from '../../store/db.js';
 import { action } from '../context.js';
@@ -59,8 +61,6 @@ export function cursorCommand(): Command {
       action(async ({ config, logger }, eventId: string, opts: { source?: string }) => {
         const { setCursor } = await import('../../store/cursor.js');
         const { feedReaderFor } = await import('../../compose/parts.js');
-        const { unknownEventReason } = await import('../../feed/known-event.js');
-        const { logRetries } = await import('../../api/retry.js');
         const { assertEventWithinRetention } = await import('../../store/retention-guard.js');
         const own = configForSource(config, opts.source ?? config.feed.source);
         const { source } = own.feed;

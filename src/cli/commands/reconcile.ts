@@ -1,6 +1,8 @@
 import { Command } from 'commander';
 import { configForSource } from '../../config.js';
 import { action } from '../context.js';
+import { progressReporter } from '../progress.js';
+import { shutdownSignal } from '../shutdown.js';
 
 export function reconcileCommand(): Command {
   return new Command('reconcile')
@@ -22,8 +24,6 @@ export function reconcileCommand(): Command {
     .action(
       action(async ({ config, logger }, opts: { from?: string; source?: string }) => {
         const { createSync } = await import('../../sync/sync.js');
-        const { shutdownSignal } = await import('../../sync/signals.js');
-        const { progressReporter } = await import('../progress.js');
         const shutdown = shutdownSignal(logger);
         const progress = progressReporter();
         const sync = createSync(configForSource(config, opts.source ?? config.feed.source), {

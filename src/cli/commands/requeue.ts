@@ -3,6 +3,7 @@ import { type Config, configForSource } from '../../config.js';
 import { ConfigError } from '../../errors.js';
 import type { Publisher } from '../../queue/publisher.js';
 import type { RequeueResult } from '../../queue/requeue.js';
+import { parseSince } from '../../queue/since.js';
 import { action } from '../context.js';
 import { withStore } from '../with-store.js';
 
@@ -56,7 +57,6 @@ export function requeueCommand(): Command {
         try {
           if (opts.failed) return await retryFailed(config, publisher, opts);
           const { requeue } = await import('../../queue/requeue.js');
-          const { parseSince } = await import('../../queue/since.js');
           const since = parseSince(checkDuration(opts.since ?? ''));
           // An unknown source is a usage error (exit 2), as for cursor and reconcile.
           const { source } = configForSource(config, opts.source ?? config.feed.source).feed;

@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { Command } from 'commander';
 import { isAddress, isFromField } from '../../api/address.js';
+import { logRetries } from '../../api/retry.js';
 import { requireService } from '../../config.js';
 import { ApiError, ConfigError } from '../../errors.js';
 import { action } from '../context.js';
@@ -92,7 +93,6 @@ export function sendCommand(): Command {
         // Printed before the request: if the outcome is never known, the key makes a retry safe.
         if (flags.idempotencyKey === undefined) process.stderr.write(`idempotency key: ${key}\n`);
         const { clientFor } = await import('../../compose/parts.js');
-        const { logRetries } = await import('../../api/retry.js');
         const logRetry = logRetries(logger.child({ module: 'send' }));
         // Whether any attempt reached the service: only then can the outcome be unknown.
         let mayHaveSent = false;

@@ -1,6 +1,9 @@
 import { Command } from 'commander';
+import { portClashes } from '../../doctor/config-check.js';
 import { ConfigError } from '../../errors.js';
+import { startHealthServer } from '../../metrics/server.js';
 import { action } from '../context.js';
+import { shutdownSignal } from '../shutdown.js';
 
 /** `feedsync serve-webhooks`: the receiver of the service's signed POSTs, until SIGTERM. */
 export function serveWebhooksCommand(): Command {
@@ -20,12 +23,9 @@ export function serveWebhooksCommand(): Command {
     )
     .action(
       action(async ({ config, logger }) => {
-        const { portClashes } = await import('../../doctor/config-check.js');
         const [clash] = portClashes(config);
         if (clash !== undefined) throw new ConfigError(`${clash}; change one of them`, 'PORT_CLASH');
         const { startWebhookService } = await import('../../webhooks/webhook-service.js');
-        const { shutdownSignal } = await import('../../sync/signals.js');
-        const { startHealthServer } = await import('../../metrics/server.js');
         const shutdown = shutdownSignal(
           logger,
           process.exit,

@@ -1,5 +1,6 @@
 import { Command } from 'commander';
 import type { ServiceClient } from '../../api/client.js';
+import { logRetries } from '../../api/retry.js';
 import type { Webhook } from '../../api/types.js';
 import { NEW_TYPE_MARK, parseEventTypes } from '../../config/event-types.js';
 import type { Config } from '../../config.js';
@@ -137,7 +138,6 @@ async function withClient(
   fn: (client: ServiceClient) => Promise<number>,
 ): Promise<number> {
   const { clientFor } = await import('../../compose/parts.js');
-  const { logRetries } = await import('../../api/retry.js');
   const client = clientFor(config, {
     retryDeps: { onRetry: logRetries(logger.child({ module: 'webhooks' })) },
   });
