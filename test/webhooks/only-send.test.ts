@@ -58,9 +58,12 @@ describe('POST /emails is reached only by feedsync send', () => {
 
   it('the demo builds its client on the in-process simulator only', () => {
     const demo = readFileSync(join(ROOT, 'src/cli/demo.ts'), 'utf8');
-    const clients = demo.match(/new ServiceClient\(\{[^}]*\}/g) ?? [];
+    // Its one config points the feed at the simulator, and every client is made from that config.
+    expect(demo).toMatch(/const config: Config = \{[^;]*feed: \{[^}]*baseUrl: sim\.baseUrl/s);
+    const clients = demo.match(/clientFor\([^)]*\)/g) ?? [];
     expect(clients.length).toBeGreaterThan(0);
-    for (const made of clients) expect(made).toMatch(/baseUrl: sim\.baseUrl/);
+    for (const made of clients) expect(made).toBe('clientFor(config)');
+    expect(demo).not.toMatch(/new ServiceClient\(|createSync\((?!config,)/);
   });
 
   it('every other command, run against the simulator, sends nothing; send does', async () => {
