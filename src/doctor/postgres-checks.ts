@@ -7,6 +7,7 @@ import { shellQuote } from '../shell-quote.js';
 import { getCursor } from '../store/cursor.js';
 import { quoteSchema, type Store } from '../store/db.js';
 import { schemaState } from '../store/migrate.js';
+import { outboxSummary } from '../store/outbox.js';
 import { mapBounded } from './bounded.js';
 import { conflictsCheck } from './conflicts-check.js';
 import { type Check, check } from './report.js';
@@ -182,15 +183,8 @@ async function cursorCheck(
 }
 
 async function outboxCheck(store: Store, config: Config): Promise<Check> {
-  const { rows } = await store.pool.query<{ backlog: string; oldest: Date | null; kept: string }>(
-    `SELECT count(*) FILTER (WHERE published_at IS NULL) AS backlog,
-            min(created_at) FILTER (WHERE published_at IS NULL) AS oldest,
-            count(*) FILTER (WHERE published_at IS NOT NULL) AS kept
-       FROM ${quoteSchema(store.schema)}.outbox`,
-  );
-  const backlog = Number(rows[0]?.backlog ?? 0);
-  const oldest = rows[0]?.oldest ?? null;
-  const retention = `${rows[0]?.kept ?? 0} published rows kept ${config.queues.outboxRetentionHours} h for "feedsync requeue"`;
+  const { backlog, oldestUnpublished: oldest, publishedKept } = await outboxSummary(store);
+  const retention = `${publishedKept} published rows kept ${config.queues.outboxRetentionHours} h for "feedsync requeue"`;
   if (backlog > 0 && oldest && Date.now() - oldest.getTime() > STALE_OUTBOX_MS) {
     return check(
       'outbox',

@@ -1,11 +1,6 @@
 import type { ServiceEvent } from '../api/types.js';
 import type { JobData } from '../store/event-json.js';
 
-export type { JobData } from '../store/event-json.js';
-// requeue.ts still takes the SQL form from here; it moves to store/event-json.ts
-// with requeue's next change, and this re-export goes.
-export { outboxJobDataSql } from '../store/event-json.js';
-
 /**
  * The job data of an event the worker holds: what it just committed. Postgres builds
  * the same object for rows read back (store/event-json.ts, `jobDataSql`).

@@ -1,7 +1,15 @@
 import { ConfigError } from '../errors.js';
 import { quoteSchema, type Store } from '../store/db.js';
+import {
+  firstSeqSince,
+  goneEventIds,
+  keptRowsOf,
+  outboxSeqOf,
+  type PublishedRange,
+  publishedCountsByQueue,
+  publishedRows,
+} from '../store/outbox.js';
 import { assertEventWithinRetention, assertWithinRetention } from '../store/retention-guard.js';
-import { type JobData, outboxJobDataSql } from './job-data.js';
 import type { JobToAdd, Publisher } from './publisher.js';
 import { jobIdFor } from './routes.js';
 import type { RequeueSince } from './since.js';
@@ -56,14 +64,6 @@ export interface RequeueResult {
 /** How many ids of rows that cannot be re-driven a result names. */
 const UNAVAILABLE_IDS_SHOWN = 20;
 
-interface OutboxRow {
-  seq: string;
-  event_id: string;
-  queue: string;
-  job_name: string;
-  data: JobData | null;
-}
-
 /**
  * Re-drives published outbox rows into BullMQ with their deterministic jobIds, in
  * seq order (for when Redis lost its data: a flush, a failover, an eviction).
@@ -75,7 +75,6 @@ export async function requeue(
   publisher: Pick<Publisher, 'addBulk' | 'present'>,
   opts: RequeueOptions,
 ): Promise<RequeueResult> {
-  const t = `${quoteSchema(store.schema)}.outbox`;
   const batchSize = opts.batchSize ?? 1000;
   const now = opts.now ?? Date.now();
   const retentionDays = opts.eventsRetentionDays ?? null;
@@ -83,12 +82,8 @@ export async function requeue(
   else
     await assertEventWithinRetention(store, opts.source, opts.since.eventId, '--since', retentionDays, now);
   const start = await resolveStart(store, opts);
-  const { rows: kept } = await store.pool.query<{ oldest: Date | null; unpublished: string }>(
-    `SELECT min(published_at) AS oldest, count(*) FILTER (WHERE published_at IS NULL) AS unpublished
-       FROM ${t} WHERE source = $1`,
-    [opts.source],
-  );
-  const oldestKept = kept[0]?.oldest ?? null;
+  const kept = await keptRowsOf(store, opts.source);
+  const oldestKept = kept.oldestPublished;
   const retentionStart = now - opts.retentionHours * 3_600_000;
   const predatesRetention =
     start.time !== null &&
@@ -102,38 +97,27 @@ export async function requeue(
     fromSeq: null,
     oldestKept,
     predatesRetention,
-    unpublished: Number(kept[0]?.unpublished ?? 0),
+    unpublished: kept.unpublished,
     unavailable: 0,
     unavailableIds: [],
   };
-  const events = `${quoteSchema(store.schema)}.events`;
-  const data = outboxJobDataSql('o', 'e');
-
   // Rows after `seq`, published, and (for a time) published at or after it.
-  const where = `o.source = $1 AND o.published_at IS NOT NULL AND o.seq > $2::bigint AND o.published_at >= $3`;
-  const params = [opts.source, start.afterSeq, start.publishedFrom ?? new Date(0)];
+  const range: PublishedRange = {
+    source: opts.source,
+    afterSeq: start.afterSeq,
+    publishedFrom: start.publishedFrom ?? new Date(0),
+  };
   if (opts.dryRun) {
     // The same rows and the same test for an event that is gone as the real run's.
-    const { rows } = await store.pool.query<{ queue: string; n: string; gone: string; first: string }>(
-      `SELECT o.queue, count(*) FILTER (WHERE ${data} IS NOT NULL) AS n,
-              count(*) FILTER (WHERE ${data} IS NULL) AS gone, min(o.seq) AS first
-         FROM ${t} o LEFT JOIN ${events} e ON e.source = o.source AND e.id = o.event_id
-        WHERE ${where} GROUP BY o.queue`,
-      params,
-    );
-    for (const row of rows) {
-      if (Number(row.n) > 0) result.byQueue[row.queue] = Number(row.n);
-      result.requeued += Number(row.n);
-      result.unavailable += Number(row.gone);
+    for (const row of await publishedCountsByQueue(store, range)) {
+      if (row.n > 0) result.byQueue[row.queue] = row.n;
+      result.requeued += row.n;
+      result.unavailable += row.gone;
       if (result.fromSeq === null || BigInt(row.first) < BigInt(result.fromSeq)) result.fromSeq = row.first;
     }
     if (result.unavailable > 0) {
-      const { rows: gone } = await store.pool.query<{ event_id: string }>(
-        `SELECT o.event_id FROM ${t} o LEFT JOIN ${events} e ON e.source = o.source AND e.id = o.event_id
-          WHERE ${where} AND ${data} IS NULL ORDER BY o.seq LIMIT ${UNAVAILABLE_IDS_SHOWN}`,
-        params,
-      );
-      result.unavailableIds = gone.map((r) => r.event_id.slice(0, 200));
+      const gone = await goneEventIds(store, range, UNAVAILABLE_IDS_SHOWN);
+      result.unavailableIds = gone.map((id) => id.slice(0, 200));
     }
     return result;
   }
@@ -141,15 +125,10 @@ export async function requeue(
   let after = start.afterSeq;
   // Bounded: each round moves `after` forward past at least one row, and rows are finite.
   for (;;) {
-    // The job's data is the event's (rows before schema version 3 carry a copy). The retention
-    // keeps every event a kept row needs; a row whose event is gone all the same (deleted by
-    // hand, or pruned by an older build) has no job to give: counted and named, never skipped quietly.
-    const { rows } = await store.pool.query<OutboxRow>(
-      `SELECT o.seq, o.event_id, o.queue, o.job_name, ${data} AS data
-         FROM ${t} o LEFT JOIN ${events} e ON e.source = o.source AND e.id = o.event_id
-        WHERE ${where} ORDER BY o.seq LIMIT ${batchSize}`,
-      [opts.source, after, params[2]],
-    );
+    // The retention keeps every event a kept row needs; a row whose event is gone all the same
+    // (deleted by hand, or pruned by an older build) has no job to give: counted and named,
+    // never skipped quietly.
+    const rows = await publishedRows(store, { ...range, afterSeq: after }, batchSize);
     if (rows.length === 0) break;
     result.fromSeq ??= rows[0]!.seq;
     const byQueue = new Map<string, JobToAdd[]>();
@@ -157,13 +136,13 @@ export async function requeue(
       if (row.data === null) {
         result.unavailable++;
         if (result.unavailableIds.length < UNAVAILABLE_IDS_SHOWN) {
-          result.unavailableIds.push(row.event_id.slice(0, 200));
+          result.unavailableIds.push(row.eventId.slice(0, 200));
         }
         continue;
       }
       const jobs = byQueue.get(row.queue) ?? [];
       byQueue.set(row.queue, jobs);
-      jobs.push({ name: row.job_name, jobId: jobIdFor(opts.source, row.event_id), data: row.data });
+      jobs.push({ name: row.jobName, jobId: jobIdFor(opts.source, row.eventId), data: row.data });
     }
     for (const [queue, jobs] of byQueue) {
       // Asked before adding, so the count is what this call changed; every job is still
@@ -200,13 +179,9 @@ async function resolveStart(store: Store, opts: RequeueOptions): Promise<Start> 
   }
   const s = quoteSchema(store.schema);
   const { eventId } = opts.since;
-  const own = await store.pool.query<{ seq: string }>(
-    `SELECT seq FROM ${s}.outbox WHERE source = $1 AND event_id = $2`,
-    [opts.source, eventId],
-  );
-  const row = own.rows[0];
+  const own = await outboxSeqOf(store, opts.source, eventId);
   // The event's own row is kept, so nothing it asks for was pruned.
-  if (row) return { afterSeq: (BigInt(row.seq) - 1n).toString(), publishedFrom: null, time: null };
+  if (own !== null) return { afterSeq: (BigInt(own) - 1n).toString(), publishedFrom: null, time: null };
   // No row of its own (its type gets no job, or the row was pruned): start from the rows
   // stored with it or after it; they share its transaction's timestamp.
   const stored = await store.pool.query<{ received_at: Date }>(
@@ -220,11 +195,7 @@ async function resolveStart(store: Store, opts: RequeueOptions): Promise<Start> 
       'UNKNOWN_EVENT',
     );
   }
-  const first = await store.pool.query<{ seq: string | null }>(
-    `SELECT min(seq) AS seq FROM ${s}.outbox WHERE source = $1 AND created_at >= $2`,
-    [opts.source, event.received_at],
-  );
-  const seq = first.rows[0]?.seq;
+  const seq = await firstSeqSince(store, opts.source, event.received_at);
   return {
     afterSeq: seq ? (BigInt(seq) - 1n).toString() : '9223372036854775806',
     publishedFrom: null,

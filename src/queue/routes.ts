@@ -1,11 +1,6 @@
 import { JOB_RETENTION } from '../config/job-retention.js';
 import type { Config } from '../config.js';
-
-/** Where an event's job goes. Mirrors the store's EventRoute. */
-export interface Route {
-  queue: string;
-  jobName: string;
-}
+import type { EventRoute } from '../store/applier.js';
 
 const EMAIL_TYPES = new Set([
   'email.sent',
@@ -20,7 +15,7 @@ const CONTACT_TYPES = new Set(['contact.subscribed', 'contact.unsubscribed']);
  * The queue for each event type: the five email types and the two contact types.
  * Any other type (webhook.test, a future email.opened) is stored but gets no job.
  */
-export function routeFor(queues: Config['queues']): (type: string) => Route | null {
+export function routeFor(queues: Config['queues']): (type: string) => EventRoute | null {
   return (type) => {
     if (EMAIL_TYPES.has(type)) return { queue: queues.emailEvents, jobName: type };
     if (CONTACT_TYPES.has(type)) return { queue: queues.contactEvents, jobName: type };

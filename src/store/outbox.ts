@@ -1,142 +1,30 @@
-import type pg from 'pg';
-import { type Store, withClient } from './db.js';
-import { type JobData, outboxJobDataSql } from './event-json.js';
-
-/** An unpublished outbox row, with its job's data built from the stored event. */
-export interface OutboxRow {
-  seq: string;
-  source: string;
-  eventId: string;
-  queue: string;
-  jobName: string;
-  /** Null when the event is gone (deleted outside feedsync): the row has no job to give. */
-  data: JobData | null;
-  /** When the row was committed, in ms since the epoch (Postgres's clock). */
-  committedAt: number;
-}
-
 /**
- * What the relay needs of the outbox table, and nothing else: every statement is
- * one round trip in a transaction of its own, so no Postgres session or row lock
- * is held while Redis is asked for anything.
+ * The outbox table's statements, in one place, by who asks (one file grew past 250 lines):
+ * - outbox/relay.ts: the relay's reads and marks, in transactions of their own;
+ * - outbox/upkeep.ts: the backlog (metrics, status, doctor), what retention keeps, the pruning;
+ * - outbox/requeue.ts: the published rows requeue re-drives, and where it starts.
+ * Two clauses stay with the statements they belong to: the insert of new rows is a part of
+ * the apply statement (store/apply-statement.ts, one round trip per batch), and the test for
+ * an event whose row is unpublished is a part of retention's DELETE on events (store/retention.ts).
  */
-export interface Outbox {
-  /** Up to `limit` unpublished rows, oldest first, leaving out the seqs in `skip`. */
-  unpublished(limit: number, skip: readonly string[]): Promise<OutboxRow[]>;
-  /** Of `seqs`, those still unpublished (another relay may have published some). */
-  unpublishedOf(seqs: readonly string[]): Promise<string[]>;
-  /** Marks rows published; returns the seqs that were still unpublished. */
-  markPublished(seqs: readonly string[]): Promise<string[]>;
-  /** The highest seq committed so far (null: an empty outbox). */
-  highestSeq(): Promise<bigint | null>;
-  /** The lowest seq not yet published (null: none). */
-  lowestUnpublished(): Promise<bigint | null>;
-}
-
-interface RowText {
-  seq: string;
-  source: string;
-  event_id: string;
-  queue: string;
-  job_name: string;
-  data: JobData | null;
-  committed_ms: string;
-}
-
-/** The outbox of `store`'s schema (a checked lowercase identifier). */
-export function pgOutbox(store: Store): Outbox {
-  const t = table(store);
-  const events = `"${store.schema}".events`;
-  return {
-    async unpublished(limit, skip) {
-      // During a catch-up the outbox grows faster than its statistics: a fresh table looks
-      // empty to the planner, which then reads the whole backlog and sorts it. The partial
-      // index already yields the rows in seq order; no sort is needed. The statement opens
-      // with a comment naming it, for whoever reads pg_stat_activity.
-      const rows = await inTransaction(store, 'BEGIN; SET LOCAL enable_sort = off', async (client) => {
-        const res = await client.query<RowText>(
-          `/* relay: outbox */ SELECT o.seq, o.source, o.event_id, o.queue, o.job_name,
-                  ${outboxJobDataSql('o', 'e')} AS data,
-                  (extract(epoch FROM o.created_at) * 1000)::bigint AS committed_ms
-             FROM ${t} o LEFT JOIN ${events} e ON e.source = o.source AND e.id = o.event_id
-            WHERE o.published_at IS NULL AND o.seq <> ALL($2::bigint[])
-            ORDER BY o.seq LIMIT $1`,
-          [limit, skip],
-        );
-        return res.rows;
-      });
-      return rows.map((r) => ({
-        seq: r.seq,
-        source: r.source,
-        eventId: r.event_id,
-        queue: r.queue,
-        jobName: r.job_name,
-        data: r.data,
-        committedAt: Number(r.committed_ms),
-      }));
-    },
-    async unpublishedOf(seqs) {
-      if (seqs.length === 0) return [];
-      const { rows } = await store.pool.query<{ seq: string }>(
-        `/* relay: open */ SELECT seq FROM ${t} WHERE seq = ANY($1::bigint[]) AND published_at IS NULL`,
-        [seqs],
-      );
-      return rows.map((r) => r.seq);
-    },
-    async markPublished(seqs) {
-      if (seqs.length === 0) return [];
-      const { rows } = await store.pool.query<{ seq: string }>(
-        `/* relay: mark */ UPDATE ${t} SET published_at = now()
-          WHERE seq = ANY($1::bigint[]) AND published_at IS NULL RETURNING seq`,
-        [seqs],
-      );
-      return rows.map((r) => r.seq);
-    },
-    async highestSeq() {
-      const { rows } = await store.pool.query<{ seq: string | null }>(`SELECT max(seq) AS seq FROM ${t}`);
-      return rows[0]?.seq == null ? null : BigInt(rows[0].seq);
-    },
-    async lowestUnpublished() {
-      const { rows } = await store.pool.query<{ seq: string | null }>(
-        `SELECT min(seq) AS seq FROM ${t} WHERE published_at IS NULL`,
-      );
-      return rows[0]?.seq == null ? null : BigInt(rows[0].seq);
-    },
-  };
-}
-
-/** Runs `fn` in a transaction on a client of its own (withClient). */
-export function inTransaction<T>(
-  store: Store,
-  begin: string,
-  fn: (client: pg.ClientBase) => Promise<T>,
-): Promise<T> {
-  return withClient(store, async (client) => {
-    await client.query(begin);
-    const value = await fn(client);
-    await client.query('COMMIT');
-    return value;
-  });
-}
-
-/** Unpublished outbox rows. */
-export async function outboxBacklog(store: Store): Promise<number> {
-  const { rows } = await store.pool.query<{ n: string }>(
-    `SELECT count(*) AS n FROM ${table(store)} WHERE published_at IS NULL`,
-  );
-  return Number(rows[0]?.n ?? 0);
-}
-
-/** Deletes published rows older than the retention (kept until then for `requeue`). */
-export async function pruneOutbox(store: Store, retentionHours: number): Promise<number> {
-  const res = await store.pool.query(
-    `DELETE FROM ${table(store)} WHERE published_at < now() - make_interval(hours => $1)`,
-    [retentionHours],
-  );
-  return res.rowCount ?? 0;
-}
-
-/** The outbox's qualified name; the schema is a checked lowercase identifier. */
-function table(store: Store): string {
-  return `"${store.schema}".outbox`;
-}
+export { inTransaction, type Outbox, type OutboxRow, pgOutbox } from './outbox/relay.js';
+export {
+  firstSeqSince,
+  goneEventIds,
+  type KeptRows,
+  keptRowsOf,
+  outboxSeqOf,
+  type PublishedRange,
+  type PublishedRow,
+  publishedCountsByQueue,
+  publishedRows,
+  type QueueCount,
+} from './outbox/requeue.js';
+export {
+  firstKeptPublishedCreatedAt,
+  type OutboxSummary,
+  outboxBacklog,
+  outboxBacklogBySource,
+  outboxSummary,
+  pruneOutbox,
+} from './outbox/upkeep.js';

@@ -1,6 +1,7 @@
 import type { Logger } from '../logger.js';
 import { defaultSleep } from '../sleep.js';
 import { quoteSchema, type Store } from './db.js';
+import { firstKeptPublishedCreatedAt } from './outbox.js';
 import { eventsKeptMs } from './retention-guard.js';
 
 export interface PruneOptions {
@@ -60,7 +61,7 @@ const TARGETS = [
 ] as const;
 
 /** Outbox rows of one transaction may take their seqs in another order than their `created_at`; this covers it. */
-const SEQ_ORDER_SLACK = "interval '1 hour'";
+const SEQ_ORDER_SLACK_MS = 3_600_000;
 
 /**
  * Deletes every source's rows older than the retention (a source no worker syncs any
@@ -79,16 +80,17 @@ export async function pruneExpired(store: Store, opts: PruneOptions): Promise<Pr
   const result: PruneResult = { events: 0, quarantine: 0, conflicts: 0, done: false };
   const keptMs = eventsKeptMs(opts.days, opts.outboxHours);
 
-  const { rows: cut } = await store.pool.query<{ rows: Date; events: Date }>(
-    `SELECT now() - make_interval(secs => $1::float8 / 1000) AS rows,
-            least(now() - make_interval(secs => $1::float8 / 1000),
-                  (SELECT created_at - ${SEQ_ORDER_SLACK} FROM ${s}.outbox
-                    WHERE published_at >= now() - make_interval(hours => $2)
-                    ORDER BY seq LIMIT 1)) AS events`,
-    [keptMs, opts.outboxHours],
+  const { rows: cut } = await store.pool.query<{ rows: Date }>(
+    'SELECT now() - make_interval(secs => $1::float8 / 1000) AS rows',
+    [keptMs],
+  );
+  const rowsCutoff = cut[0]!.rows;
+  const keptRow = await firstKeptPublishedCreatedAt(store, opts.outboxHours);
+  const eventsCutoff = new Date(
+    Math.min(rowsCutoff.getTime(), keptRow ? keptRow.getTime() - SEQ_ORDER_SLACK_MS : Infinity),
   );
   for (const { table, ordered } of TARGETS) {
-    const cutoff = ordered ? cut[0]!.events : cut[0]!.rows;
+    const cutoff = ordered ? eventsCutoff : rowsCutoff;
     const kept = ordered
       ? `AND NOT EXISTS (SELECT FROM ${s}.outbox o WHERE o.source = t.source AND o.event_id = t.id AND o.published_at IS NULL)`
       : '';

@@ -1,0 +1,125 @@
+import type pg from 'pg';
+import { type Store, withClient } from '../db.js';
+import { type JobData, outboxJobDataSql } from '../event-json.js';
+
+/** An unpublished outbox row, with its job's data built from the stored event. */
+export interface OutboxRow {
+  seq: string;
+  source: string;
+  eventId: string;
+  queue: string;
+  jobName: string;
+  /** Null when the event is gone (deleted outside feedsync): the row has no job to give. */
+  data: JobData | null;
+  /** When the row was committed, in ms since the epoch (Postgres's clock). */
+  committedAt: number;
+}
+
+/**
+ * What the relay needs of the outbox table, and nothing else: every statement is
+ * one round trip in a transaction of its own, so no Postgres session or row lock
+ * is held while Redis is asked for anything.
+ */
+export interface Outbox {
+  /** Up to `limit` unpublished rows, oldest first, leaving out the seqs in `skip`. */
+  unpublished(limit: number, skip: readonly string[]): Promise<OutboxRow[]>;
+  /** Of `seqs`, those still unpublished (another relay may have published some). */
+  unpublishedOf(seqs: readonly string[]): Promise<string[]>;
+  /** Marks rows published; returns the seqs that were still unpublished. */
+  markPublished(seqs: readonly string[]): Promise<string[]>;
+  /** The highest seq committed so far (null: an empty outbox). */
+  highestSeq(): Promise<bigint | null>;
+  /** The lowest seq not yet published (null: none). */
+  lowestUnpublished(): Promise<bigint | null>;
+}
+
+interface RowText {
+  seq: string;
+  source: string;
+  event_id: string;
+  queue: string;
+  job_name: string;
+  data: JobData | null;
+  committed_ms: string;
+}
+
+/** The outbox of `store`'s schema (a checked lowercase identifier). */
+export function pgOutbox(store: Store): Outbox {
+  const t = outboxTable(store);
+  const events = `"${store.schema}".events`;
+  return {
+    async unpublished(limit, skip) {
+      // During a catch-up the outbox grows faster than its statistics: a fresh table looks
+      // empty to the planner, which then reads the whole backlog and sorts it. The partial
+      // index already yields the rows in seq order; no sort is needed. The statement opens
+      // with a comment naming it, for whoever reads pg_stat_activity.
+      const rows = await inTransaction(store, 'BEGIN; SET LOCAL enable_sort = off', async (client) => {
+        const res = await client.query<RowText>(
+          `/* relay: outbox */ SELECT o.seq, o.source, o.event_id, o.queue, o.job_name,
+                  ${outboxJobDataSql('o', 'e')} AS data,
+                  (extract(epoch FROM o.created_at) * 1000)::bigint AS committed_ms
+             FROM ${t} o LEFT JOIN ${events} e ON e.source = o.source AND e.id = o.event_id
+            WHERE o.published_at IS NULL AND o.seq <> ALL($2::bigint[])
+            ORDER BY o.seq LIMIT $1`,
+          [limit, skip],
+        );
+        return res.rows;
+      });
+      return rows.map((r) => ({
+        seq: r.seq,
+        source: r.source,
+        eventId: r.event_id,
+        queue: r.queue,
+        jobName: r.job_name,
+        data: r.data,
+        committedAt: Number(r.committed_ms),
+      }));
+    },
+    async unpublishedOf(seqs) {
+      if (seqs.length === 0) return [];
+      const { rows } = await store.pool.query<{ seq: string }>(
+        `/* relay: open */ SELECT seq FROM ${t} WHERE seq = ANY($1::bigint[]) AND published_at IS NULL`,
+        [seqs],
+      );
+      return rows.map((r) => r.seq);
+    },
+    async markPublished(seqs) {
+      if (seqs.length === 0) return [];
+      const { rows } = await store.pool.query<{ seq: string }>(
+        `/* relay: mark */ UPDATE ${t} SET published_at = now()
+          WHERE seq = ANY($1::bigint[]) AND published_at IS NULL RETURNING seq`,
+        [seqs],
+      );
+      return rows.map((r) => r.seq);
+    },
+    async highestSeq() {
+      const { rows } = await store.pool.query<{ seq: string | null }>(`SELECT max(seq) AS seq FROM ${t}`);
+      return rows[0]?.seq == null ? null : BigInt(rows[0].seq);
+    },
+    async lowestUnpublished() {
+      const { rows } = await store.pool.query<{ seq: string | null }>(
+        `SELECT min(seq) AS seq FROM ${t} WHERE published_at IS NULL`,
+      );
+      return rows[0]?.seq == null ? null : BigInt(rows[0].seq);
+    },
+  };
+}
+
+/** Runs `fn` in a transaction on a client of its own (withClient). */
+export function inTransaction<T>(
+  store: Store,
+  begin: string,
+  fn: (client: pg.ClientBase) => Promise<T>,
+): Promise<T> {
+  return withClient(store, async (client) => {
+    await client.query(begin);
+    const value = await fn(client);
+    await client.query('COMMIT');
+    return value;
+  });
+}
+
+/** The outbox's qualified name; the schema is a checked lowercase identifier. */
+export function outboxTable(store: Store): string {
+  return `"${store.schema}".outbox`;
+}
