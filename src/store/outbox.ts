@@ -7,7 +7,7 @@
  * the apply statement (store/apply-statement.ts, one round trip per batch), and the test for
  * an event whose row is unpublished is a part of retention's DELETE on events (store/retention.ts).
  */
-export { inTransaction, type Outbox, type OutboxRow, pgOutbox } from './outbox/relay.js';
+export { type Outbox, type OutboxRow, pgOutbox } from './outbox/relay.js';
 export {
   firstSeqSince,
   goneEventIds,

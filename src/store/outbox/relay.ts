@@ -106,7 +106,7 @@ export function pgOutbox(store: Store): Outbox {
 }
 
 /** Runs `fn` in a transaction on a client of its own (withClient). */
-export function inTransaction<T>(
+function inTransaction<T>(
   store: Store,
   begin: string,
   fn: (client: pg.ClientBase) => Promise<T>,
