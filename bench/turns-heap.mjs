@@ -7,8 +7,8 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { runSources } from '../dist/cli/run-sources.js';
-import { loadConfig } from '../dist/config.js';
+import { build } from 'esbuild';
+import { loadConfig } from '../dist/config/config.js';
 import { createLogger } from '../dist/logger.js';
 import { prepareSchema } from './end-to-end.mjs';
 import { benchPrefix, cleanUp, withPg } from './lib/env.mjs';
@@ -16,6 +16,22 @@ import { startSimChild } from './lib/simulator.mjs';
 import { workerEnv } from './lib/worker.mjs';
 
 if (typeof globalThis.gc !== 'function') throw new Error('run with node --expose-gc');
+
+// The CLI's modules are in the bundle only (dist/bin/); the scheduler is built here from
+// src/ beside the bundle (where node_modules and ../../migrations resolve), so that it runs
+// in this process.
+const out = new URL(`../dist/bin/bench-run-sources-${process.pid}.mjs`, import.meta.url).pathname;
+await build({
+  entryPoints: [new URL('../src/cli/run-sources.ts', import.meta.url).pathname],
+  bundle: true,
+  packages: 'external',
+  format: 'esm',
+  platform: 'node',
+  outfile: out,
+  logLevel: 'warning',
+});
+const { runSources } = await import(out);
+rmSync(out);
 const sources = Number(process.argv[2] ?? 50);
 const wantedTurns = Number(process.argv[3] ?? 100_000);
 const SAMPLE_MS = 5_000;

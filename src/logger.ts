@@ -1,6 +1,6 @@
 import { type Logger, pino } from 'pino';
-import { type Config, secretsOf } from './config.js';
-import { redactUrl, redactUrlsInText } from './connection-url.js';
+import { type Config, secretsOf } from './config/config.js';
+import { redactUrl, redactUrlsInText } from './config/connection-url.js';
 import { commandName, frames, shorten } from './error-summary.js';
 
 export type { Logger };

@@ -19,8 +19,8 @@ const LAYERS: readonly (readonly string[])[] = [
   ['queue'],
   ['store', 'redis'],
   ['feed', 'api'],
-  ['config.ts', 'config', 'logger.ts'],
-  ['errors.ts', 'error-summary.ts', 'connection-url.ts', 'shell-quote.ts', 'sleep.ts', 'edit-distance.ts'],
+  ['config', 'logger.ts'],
+  ['errors.ts', 'error-summary.ts', 'shell-quote.ts', 'sleep.ts', 'edit-distance.ts'],
 ];
 
 /**

@@ -1,4 +1,4 @@
-import { loadConfig } from '../../dist/config.js';
+import { loadConfig } from '../../dist/config/config.js';
 import { routeFor } from '../../dist/queue/routes.js';
 import { backlogEvent } from '../../dist/simulator/backlog.js';
 import { eventIdAt } from '../../dist/simulator/event-log.js';

@@ -1,5 +1,5 @@
+import { type Config, loadConfig, secretsOf } from '../config/config.js';
 import { variableWarnings } from '../config/unknown-variables.js';
-import { type Config, loadConfig, secretsOf } from '../config.js';
 import { exitCodeOf } from '../errors.js';
 import { createLogger, type Logger, scrubSecrets } from '../logger.js';
 import { describeFailure } from './failure.js';

@@ -1,6 +1,6 @@
 import { clientFor } from '../compose/parts.js';
-import type { Config } from '../config.js';
-import { hostOf } from '../connection-url.js';
+import type { Config } from '../config/config.js';
+import { hostOf } from '../config/connection-url.js';
 import type { Logger } from '../logger.js';
 import { startSimulator } from '../simulator/index.js';
 import { quoteSchema } from '../store/db.js';

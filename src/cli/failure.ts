@@ -1,5 +1,5 @@
-import type { Config } from '../config.js';
-import { hostOf, splitUrls } from '../connection-url.js';
+import type { Config } from '../config/config.js';
+import { hostOf, splitUrls } from '../config/connection-url.js';
 import { ApiError, AuthError, FeedsyncError, RedisError } from '../errors.js';
 import { shellQuote } from '../shell-quote.js';
 

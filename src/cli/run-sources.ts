@@ -1,6 +1,6 @@
 import { composeParts } from '../compose/parts.js';
-import { type Config, configForSource, requireService } from '../config.js';
-import { hostOf } from '../connection-url.js';
+import { type Config, configForSource, requireService } from '../config/config.js';
+import { hostOf } from '../config/connection-url.js';
 import { ConfigError, exitCodeOf } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { dbGauges } from '../metrics/db-gauges.js';

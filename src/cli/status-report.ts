@@ -1,4 +1,4 @@
-import type { Config } from '../config.js';
+import type { Config } from '../config/config.js';
 import type { Publisher } from '../queue/publisher.js';
 import { quoteSchema, type Store } from '../store/db.js';
 import { outboxBacklogBySource } from '../store/outbox.js';

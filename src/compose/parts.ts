@@ -1,6 +1,6 @@
 import { ServiceClient } from '../api/client.js';
 import type { RetryDeps } from '../api/retry.js';
-import { type Config, requireService } from '../config.js';
+import { type Config, requireService } from '../config/config.js';
 import { createFeedClient, type FeedClientOptions, type FetchPage } from '../feed/feed-client.js';
 import type { Logger } from '../logger.js';
 import { createPublisher, type Publisher } from '../queue/publisher.js';

@@ -1,5 +1,5 @@
-import { type Config, VARIABLES } from '../config.js';
 import { editDistance } from '../edit-distance.js';
+import { type Config, VARIABLES } from './config.js';
 
 /**
  * A warning for each variable of the environment that looks like one of feedsync's own

@@ -1,5 +1,5 @@
+import { type Config, loadConfig } from '../config/config.js';
 import { variableWarnings } from '../config/unknown-variables.js';
-import { type Config, loadConfig } from '../config.js';
 import { redactUrl } from '../logger.js';
 import { type Check, check } from './report.js';
 

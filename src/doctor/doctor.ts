@@ -1,4 +1,4 @@
-import { type Config, secretsOf } from '../config.js';
+import { type Config, secretsOf } from '../config/config.js';
 import { createLogger, type Logger, scrubSecrets } from '../logger.js';
 import { checkConfig } from './config-check.js';
 import { feedKnowsId, receiverCheck } from './feed-check.js';

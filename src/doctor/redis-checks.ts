@@ -1,6 +1,6 @@
 import { publisherFor } from '../compose/parts.js';
+import type { Config } from '../config/config.js';
 import type { RedisSettings } from '../config/redis-settings.js';
-import type { Config } from '../config.js';
 import { ConfigError } from '../errors.js';
 import { redactUrl } from '../logger.js';
 import { connectRedis, type RedisConnection } from '../redis/connect.js';

@@ -1,4 +1,4 @@
-import { type Config, configForSource } from '../config.js';
+import { type Config, configForSource } from '../config/config.js';
 import { mapBounded } from './bounded.js';
 import { feedCheck } from './feed-check.js';
 import { type Check, check } from './report.js';

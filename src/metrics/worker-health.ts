@@ -1,6 +1,6 @@
 import type { Registry } from 'prom-client';
 import { maxBackoffMs } from '../config/backoff.js';
-import type { Config } from '../config.js';
+import type { Config } from '../config/config.js';
 import type { Logger } from '../logger.js';
 import type { Publisher } from '../queue/publisher.js';
 import type { Store } from '../store/db.js';

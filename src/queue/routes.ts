@@ -1,5 +1,5 @@
+import type { Config } from '../config/config.js';
 import { JOB_RETENTION } from '../config/job-retention.js';
-import type { Config } from '../config.js';
 import type { EventRoute } from '../store/applier.js';
 
 const EMAIL_TYPES = new Set([

@@ -1,6 +1,6 @@
 import { logRetries, type RetryDeps } from '../api/retry.js';
 import { composeParts, type FeedReader, feedReaderFor, leaseOptionsFor } from '../compose/parts.js';
-import type { Config } from '../config.js';
+import type { Config } from '../config/config.js';
 import { ConfigError } from '../errors.js';
 import type { FetchPage } from '../feed/feed-client.js';
 import { unknownEventReason } from '../feed/known-event.js';

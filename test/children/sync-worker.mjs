@@ -9,7 +9,7 @@
 // Configuration comes from the usual environment variables. Exit code as the CLI's.
 
 import { ServiceClient } from '../../dist/api/client.js';
-import { loadConfig } from '../../dist/config.js';
+import { loadConfig } from '../../dist/config/config.js';
 import { exitCodeOf } from '../../dist/errors.js';
 import { createFeedClient } from '../../dist/feed/feed-client.js';
 import { createLogger } from '../../dist/logger.js';

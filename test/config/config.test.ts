@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { loadConfig, requireService, secretsOf } from '../../src/config.js';
+import { loadConfig, requireService, secretsOf } from '../../src/config/config.js';
 import { ConfigError } from '../../src/errors.js';
 
 const files: Record<string, string> = {

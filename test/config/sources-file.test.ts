@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { configForSource, loadConfig, secretsOf } from '../../src/config.js';
+import { configForSource, loadConfig, secretsOf } from '../../src/config/config.js';
 import { ConfigError } from '../../src/errors.js';
 
 const KEY_A = 'svc_live_acme_0123456789';

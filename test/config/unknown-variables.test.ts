@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
+import { VARIABLES } from '../../src/config/config.js';
 import { unknownVariables } from '../../src/config/unknown-variables.js';
-import { VARIABLES } from '../../src/config.js';
 
 describe('variables of feedsync families that feedsync does not read', () => {
   it('warns of a misspelt name with the closest known one', () => {

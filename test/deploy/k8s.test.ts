@@ -4,7 +4,7 @@ import type { IConfigMap } from 'kubernetes-models/v1/ConfigMap';
 import type { ISecret } from 'kubernetes-models/v1/Secret';
 import type { IServiceAccount } from 'kubernetes-models/v1/ServiceAccount';
 import { describe, expect, it } from 'vitest';
-import { loadConfig } from '../../src/config.js';
+import { loadConfig } from '../../src/config/config.js';
 import { validateStrict } from './k8s-schema.js';
 import { idOf, readYaml } from './kustomize.js';
 import {
@@ -20,7 +20,7 @@ import {
 import { podTemplatesOf, restrictedViolations } from './pod-security.js';
 
 const kubectl = hasKubectl();
-const configSource = readFileSync(`${ROOT}src/config.ts`, 'utf8');
+const configSource = readFileSync(`${ROOT}src/config/config.ts`, 'utf8');
 
 describe.each(OVERLAYS)('the %s overlay', (overlay) => {
   const objects = render(overlay);
@@ -86,7 +86,7 @@ describe.each(OVERLAYS)('the %s overlay', (overlay) => {
         expect(e.valueFrom, `${where} ${e.name}`).toBeUndefined();
         // Only file names: a secret itself is never an environment variable.
         if (!e.name.endsWith('_FILE')) expect(e.name).not.toMatch(/KEY|SECRET|PASSWORD|TOKEN|_URL/);
-        expect(configSource, `${e.name} is not a variable that src/config.ts reads`).toContain(
+        expect(configSource, `${e.name} is not a variable that src/config/config.ts reads`).toContain(
           e.name.replace(/_FILE$/, ''),
         );
       }
@@ -128,7 +128,7 @@ describe.each(OVERLAYS)('the %s overlay', (overlay) => {
     for (const [key, value] of Object.entries(configMap.data ?? {})) {
       if (!key.endsWith('_FILE')) expect(key).not.toMatch(/KEY|SECRET|PASSWORD|TOKEN|DATABASE_URL|REDIS_URL/);
       expect(value, key).not.toMatch(/:\/\/[^/@\s]*:[^/@\s]*@/);
-      expect(configSource, `${key} is not a variable that src/config.ts reads`).toContain(
+      expect(configSource, `${key} is not a variable that src/config/config.ts reads`).toContain(
         key.replace(/_FILE$/, ''),
       );
     }

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadConfig } from '../../src/config.js';
+import { loadConfig } from '../../src/config/config.js';
 import { runDoctor } from '../../src/doctor/doctor.js';
 import { formatReport } from '../../src/doctor/report.js';
 import { createStore, type Store } from '../../src/store/db.js';

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadConfig } from '../../src/config.js';
+import { loadConfig } from '../../src/config/config.js';
 import { runDoctor } from '../../src/doctor/doctor.js';
 import { testEnv } from '../support/config.js';
 import { killChildren, runCli } from '../support/processes.js';

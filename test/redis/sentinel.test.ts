@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loadConfig } from '../../src/config/config.js';
 import { parseRedisSettings } from '../../src/config/redis-settings.js';
-import { loadConfig } from '../../src/config.js';
 import { runDoctor } from '../../src/doctor/doctor.js';
 import { connectRedis } from '../../src/redis/connect.js';
 import { testEnv } from '../support/config.js';

@@ -1,4 +1,4 @@
-import { type Config, loadConfig } from '../../src/config.js';
+import { type Config, loadConfig } from '../../src/config/config.js';
 import { TEST_DATABASE_URL } from './postgres.js';
 import { TEST_REDIS_URL } from './redis.js';
 import { TEST_API_KEY } from './simulator.js';

@@ -1,6 +1,6 @@
 import { Command } from 'commander';
 import { logRetries } from '../../api/retry.js';
-import { type Config, configForSource } from '../../config.js';
+import { type Config, configForSource } from '../../config/config.js';
 import { ConfigError, FeedsyncError } from '../../errors.js';
 import { unknownEventReason } from '../../feed/known-event.js';
 import { shellQuote } from '../../shell-quote.js';

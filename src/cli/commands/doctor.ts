@@ -37,7 +37,7 @@ export function doctorCommand(): Command {
         const [{ runDoctor }, { formatReport }, { loadConfig }, { unknownSource }] = await Promise.all([
           import('../../doctor/doctor.js'),
           import('../../doctor/report.js'),
-          import('../../config.js'),
+          import('../../config/config.js'),
           import('../../doctor/sources.js'),
         ]);
         // An unknown --source is a usage error (exit 2), as for every command that takes one.

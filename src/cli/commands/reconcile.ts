@@ -1,5 +1,5 @@
 import { Command } from 'commander';
-import { configForSource } from '../../config.js';
+import { configForSource } from '../../config/config.js';
 import { action } from '../context.js';
 import { progressReporter } from '../progress.js';
 import { shutdownSignal } from '../shutdown.js';

@@ -1,5 +1,5 @@
 import { Command } from 'commander';
-import { type Config, configForSource } from '../../config.js';
+import { type Config, configForSource } from '../../config/config.js';
 import { ConfigError } from '../../errors.js';
 import type { Publisher } from '../../queue/publisher.js';
 import type { RequeueResult } from '../../queue/requeue.js';

@@ -3,7 +3,7 @@ import { readFile } from 'node:fs/promises';
 import { Command } from 'commander';
 import { isAddress, isFromField } from '../../api/address.js';
 import { logRetries } from '../../api/retry.js';
-import { requireService } from '../../config.js';
+import { requireService } from '../../config/config.js';
 import { ApiError, ConfigError } from '../../errors.js';
 import { action } from '../context.js';
 

@@ -1,5 +1,5 @@
 import { Command } from 'commander';
-import { onlySource } from '../../config.js';
+import { onlySource } from '../../config/config.js';
 import { action } from '../context.js';
 import { withStore } from '../with-store.js';
 

@@ -1,5 +1,5 @@
 import { Command, Option } from 'commander';
-import { onlySource } from '../../config.js';
+import { onlySource } from '../../config/config.js';
 import { action } from '../context.js';
 
 export function syncCommand(): Command {

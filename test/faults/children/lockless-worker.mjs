@@ -5,7 +5,7 @@
 // Prints {stored, duplicates, conflicts} as JSON. Configuration: the usual environment.
 
 import { ServiceClient } from '../../../dist/api/client.js';
-import { loadConfig } from '../../../dist/config.js';
+import { loadConfig } from '../../../dist/config/config.js';
 import { createFeedClient } from '../../../dist/feed/feed-client.js';
 import { createLogger } from '../../../dist/logger.js';
 import { createPublisher } from '../../../dist/queue/publisher.js';

@@ -1,17 +1,12 @@
 import { readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import * as z from 'zod/mini';
-import { checkBaseUrl } from './config/base-url.js';
-import { parseEventTypes } from './config/event-types.js';
-import {
-  hashTagOf,
-  missingHashTagError,
-  parseRedisSettings,
-  type RedisSettings,
-} from './config/redis-settings.js';
-import { type FeedSource, loadSourcesFile, sourceNameProblem } from './config/sources-file.js';
+import { ConfigError } from '../errors.js';
+import { checkBaseUrl } from './base-url.js';
 import { splitUrls, urlEscapeProblem, urlSecrets } from './connection-url.js';
-import { ConfigError } from './errors.js';
+import { parseEventTypes } from './event-types.js';
+import { hashTagOf, missingHashTagError, parseRedisSettings, type RedisSettings } from './redis-settings.js';
+import { type FeedSource, loadSourcesFile, sourceNameProblem } from './sources-file.js';
 
 export type { FeedSource };
 
