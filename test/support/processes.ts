@@ -191,6 +191,9 @@ export interface RedisServerOptions {
 /** Starts `redis-server` as a child process on loopback and waits until it answers PING. */
 export async function startRedisServer(opts: RedisServerOptions = {}): Promise<RedisServer> {
   const port = opts.port ?? (await freePort());
+  // The shared Redis of this machine must never be flushed or reconfigured by a test:
+  // refused before anything is made, so nothing is left to clean up.
+  if (port === SHARED_REDIS_PORT) throw new Error(`startRedisServer: port ${port} is the shared Redis's`);
   const dir = mkdtempSync(join(tmpdir(), 'feedsync-redis-'));
   const args = ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--daemonize', 'no'];
   args.push('--dir', dir, '--appendonly', opts.persist ? 'yes' : 'no');
@@ -220,8 +223,6 @@ export async function startRedisServer(opts: RedisServerOptions = {}): Promise<R
     child = null;
   };
 
-  // The shared Redis of this machine must never be flushed or reconfigured by a test.
-  if (port === SHARED_REDIS_PORT) throw new Error(`startRedisServer: port ${port} is the shared Redis's`);
   await start();
   return {
     port,

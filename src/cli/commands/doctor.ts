@@ -1,4 +1,6 @@
 import { Command, InvalidArgumentError } from 'commander';
+import { loadConfig } from '../../config/config.js';
+import { formatReport } from '../../doctor/report.js';
 
 /** A whole number of milliseconds, at least 1: anything else is a usage error (exit 2), never NaN. */
 function milliseconds(value: string): number {
@@ -34,10 +36,8 @@ export function doctorCommand(): Command {
       )
       // No action() wrapper: a configuration that does not load is a finding here, not a reason to stop.
       .action(async (opts: { json?: boolean; receiver?: boolean; timeoutMs: number; source?: string }) => {
-        const [{ runDoctor }, { formatReport }, { loadConfig }, { unknownSource }] = await Promise.all([
+        const [{ runDoctor }, { unknownSource }] = await Promise.all([
           import('../../doctor/doctor.js'),
-          import('../../doctor/report.js'),
-          import('../../config/config.js'),
           import('../../doctor/sources.js'),
         ]);
         // An unknown --source is a usage error (exit 2), as for every command that takes one.

@@ -1,4 +1,5 @@
 import { Command, InvalidArgumentError, Option } from 'commander';
+import { createLogger } from '../../logger.js';
 
 interface SimulatorFlags {
   port: number;
@@ -128,10 +129,7 @@ export function simulatorCommand(): Command {
 }
 
 async function runSimulator(flags: SimulatorFlags): Promise<number> {
-  const [{ startSimulator }, { createLogger }] = await Promise.all([
-    import('../../simulator/index.js'),
-    import('../../logger.js'),
-  ]);
+  const { startSimulator } = await import('../../simulator/index.js');
   const logger = createLogger({ level: flags.logLevel });
   const faults: Record<string, number> = {};
   for (const name of FAULT_FLAGS) if (flags[name] !== undefined) faults[name] = flags[name];
