@@ -52,27 +52,24 @@ export function composeParts(
   shape: PartsShape = {},
   given: GivenParts = {},
 ): Parts {
-  let store = given.store;
-  let publisher = given.publisher;
-  let relay = given.relay;
   const made: { store?: Store; publisher?: Publisher; relay?: Relay } = {};
   const parts: Parts = {
     get store() {
-      store ??= made.store = storeFor(config, logger, shape);
-      return store;
+      return given.store ?? (made.store ??= storeFor(config, logger, shape));
     },
     get publisher() {
-      publisher ??= made.publisher = publisherFor(config, shape);
-      return publisher;
+      return given.publisher ?? (made.publisher ??= publisherFor(config, shape));
     },
     get relay() {
-      relay ??= made.relay = startRelay({
-        outbox: pgOutbox(parts.store),
-        publisher: parts.publisher,
-        logger,
-        ...shape.relay,
-      });
-      return relay;
+      return (
+        given.relay ??
+        (made.relay ??= startRelay({
+          outbox: pgOutbox(parts.store),
+          publisher: parts.publisher,
+          logger,
+          ...shape.relay,
+        }))
+      );
     },
     async close() {
       await made.relay?.stop();
