@@ -55,21 +55,24 @@ export function composeParts(
   const made: { store?: Store; publisher?: Publisher; relay?: Relay } = {};
   const parts: Parts = {
     get store() {
-      return given.store ?? (made.store ??= storeFor(config, logger, shape));
+      if (given.store) return given.store;
+      made.store ??= storeFor(config, logger, shape);
+      return made.store;
     },
     get publisher() {
-      return given.publisher ?? (made.publisher ??= publisherFor(config, shape));
+      if (given.publisher) return given.publisher;
+      made.publisher ??= publisherFor(config, shape);
+      return made.publisher;
     },
     get relay() {
-      return (
-        given.relay ??
-        (made.relay ??= startRelay({
-          outbox: pgOutbox(parts.store),
-          publisher: parts.publisher,
-          logger,
-          ...shape.relay,
-        }))
-      );
+      if (given.relay) return given.relay;
+      made.relay ??= startRelay({
+        outbox: pgOutbox(parts.store),
+        publisher: parts.publisher,
+        logger,
+        ...shape.relay,
+      });
+      return made.relay;
     },
     async close() {
       await made.relay?.stop();
