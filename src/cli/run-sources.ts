@@ -98,12 +98,9 @@ export async function runSources(
   };
   const turn: Turn = async (held, signal) => {
     const problem = keyProblems.get(held.source);
-    if (problem) {
-      throw new ConfigError(
-        `source "${held.source}": ${problem}; this source fails every turn until it is fixed`,
-        'KEY_FILE',
-      );
-    }
+    // The source is named by whoever prints this: the stderr line's prefix, the log line's field, status's row.
+    if (problem)
+      throw new ConfigError(`${problem}; this source fails every turn until it is fixed`, 'KEY_FILE');
     return syncOf(held.source).runHeld(held, signal);
   };
   const describe = (err: unknown): string => describeFailure(err, config);
