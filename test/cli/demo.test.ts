@@ -64,7 +64,7 @@ describe('feedsync demo', () => {
       expect(code, stderr).toBe(0);
       expect(stdout).toContain(
         `0. the demo starts afresh: it drops schema ${schema} in the Postgres at 127.0.0.1:5432 ` +
-          `and deletes the Redis keys under ${prefix}: at 127.0.0.1:6379`,
+          `and deletes the Redis keys that start with "${prefix}:" in the Redis at 127.0.0.1:6379 (`,
       );
       expect(stdout).toContain('13 events stored');
       expect(stdout).toContain('a second run stores 0 new events');
