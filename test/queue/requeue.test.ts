@@ -128,6 +128,27 @@ describe('requeue', () => {
     expect(sorted(email)).toEqual(sorted(ids.email).slice(2_000));
   });
 
+  it('counts a job once when two rows of one batch carry its id (an event stored again)', async () => {
+    // An event whose row was deleted by hand and that reconcile stored again has two rows.
+    await store.pool.query(
+      `INSERT INTO "${schema}".outbox (source, event_id, queue, job_name, payload, created_at, published_at)
+       SELECT source, event_id, queue, job_name, payload, created_at, published_at
+       FROM "${schema}".outbox WHERE source = 'default' AND event_id = 'evt_000000002500'`,
+    );
+    try {
+      await deletePrefix(prefix);
+      const since = { eventId: 'evt_000000002500' };
+      const first = await requeue(store, publisher, { source: 'default', since, retentionHours: 168 });
+      expect(first).toMatchObject({ requeued: 3, added: 2, alreadyPresent: 0 });
+      const again = await requeue(store, publisher, { source: 'default', since, retentionHours: 168 });
+      expect(again).toMatchObject({ requeued: 3, added: 0, alreadyPresent: 2 });
+    } finally {
+      await store.pool.query(
+        `DELETE FROM "${schema}".outbox WHERE seq = (SELECT max(seq) FROM "${schema}".outbox WHERE event_id = 'evt_000000002500')`,
+      );
+    }
+  });
+
   it('counts without adding on a dry run, and refuses an unknown event id', async () => {
     await deletePrefix(prefix);
     const dry = await requeue(store, publisher, {
