@@ -7,7 +7,7 @@ import { dbGauges } from '../metrics/db-gauges.js';
 import { createMetrics } from '../metrics/metrics.js';
 import { pushMetrics } from '../metrics/push.js';
 import { startWorkerHealth } from '../metrics/worker-health.js';
-import { claimDue, ensureLeaseRows, nextDueInMs, takeLease } from '../store/lease.js';
+import { claimDue, ensureLeaseRows, leaseHolderOf, nextDueInMs, takeLease } from '../store/lease.js';
 import { type Outcome, runEachOnce, type Turn, watchSources } from '../sync/scheduler.js';
 import {
   applierFor,
@@ -123,13 +123,20 @@ export async function runSources(
     };
     if (!opts.watch) {
       const started = performance.now();
+      // Who holds a source this run skipped, and until when: wait for it, rather than look for a second worker.
+      const heldBy = new Map<string, Holder>();
       const outcomes = await runEachOnce({
         ...scheduled,
         sources: names,
-        take: (source) => takeLease(store, source, lease),
+        take: async (source) => {
+          const taken = await takeLease(store, source, lease);
+          const holder = taken ? null : await leaseHolderOf(store, source);
+          if (holder) heldBy.set(source, holder);
+          return taken;
+        },
         onOutcome: (outcome) => {
           observe(outcome);
-          logOutcome(log, outcome, 'info');
+          logOutcome(log, outcome, 'info', heldBy.get(outcome.source));
         },
       });
       progress?.done();
@@ -268,8 +275,10 @@ function tally(outcomes: readonly Outcome[], total: number): Record<string, numb
   };
 }
 
-/** The summary line of one source's turn. */
-function logOutcome(log: Logger, outcome: Outcome, level: 'info' | 'debug'): void {
+type Holder = NonNullable<Awaited<ReturnType<typeof leaseHolderOf>>>;
+
+/** The summary line of one source's turn; `holder`, of a lease held elsewhere. */
+function logOutcome(log: Logger, outcome: Outcome, level: 'info' | 'debug', holder?: Holder): void {
   if (!outcome.ok) {
     const message = outcome.error instanceof Error ? outcome.error.message : String(outcome.error);
     log.error({ source: outcome.source, outcome: 'failed', err: outcome.error }, `source failed: ${message}`);
@@ -287,7 +296,14 @@ function logOutcome(log: Logger, outcome: Outcome, level: 'info' | 'debug'): voi
     cursor: r.cursor,
     durationMs: Math.round(r.durationMs),
   };
-  if (r.status === 'locked') log.info(line, 'another worker holds the lease of this source; skipped');
+  if (r.status === 'locked' && holder) {
+    const until = holder.expiresAt.toISOString();
+    log.info(
+      { ...line, holder: holder.holder, leaseExpiresAt: until },
+      `${holder.holder} holds the lease of this source until ${until} unless it renews it; skipped ` +
+        '(a worker that was killed holds it until then: run again after that)',
+    );
+  } else if (r.status === 'locked') log.info(line, 'another worker holds the lease of this source; skipped');
   else if (!r.drained && r.status !== 'stopped')
     log.warn(line, 'source stored its events; the outbox was not drained');
   else log[level](line, 'source finished');
