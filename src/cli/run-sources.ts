@@ -1,6 +1,5 @@
 import { composeParts } from '../compose/parts.js';
 import { type Config, configForSource, requireService } from '../config/config.js';
-import { hostOf } from '../config/connection-url.js';
 import { ConfigError, exitCodeOf } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { dbGauges } from '../metrics/db-gauges.js';
@@ -19,8 +18,8 @@ import {
   sourceSettings,
 } from '../sync/sync.js';
 import { describeFailure } from './failure.js';
+import { handOverFailure } from './hand-over.js';
 import { progressReporter } from './progress.js';
-import { redisAdvice } from './redis-advice.js';
 import { shutdownSignal } from './shutdown.js';
 
 /**
@@ -143,12 +142,14 @@ export async function runSources(
       // Rows an earlier run left unpublished are this run's to hand over too, even when every
       // source was leased elsewhere. A run stopped by SIGTERM leaves them to the next.
       let handedOver = true;
+      let handOverError: unknown = null;
       if (!shutdown.signal.aborted) {
         try {
           relay.kick();
           await relay.drain();
         } catch (err) {
           handedOver = false;
+          handOverError = err;
           log.error(
             { err },
             'the outbox could not be drained; the events are stored and the next run drains it',
@@ -176,7 +177,9 @@ export async function runSources(
         },
         'sync run finished',
       );
-      tellOperator(config, outcomes, describe, handedOver, relay.lastError);
+      const turnError = outcomes.find((o) => o.ok && o.result.drainError !== undefined);
+      const why = handOverError ?? (turnError?.ok ? turnError.result.drainError : relay.lastError);
+      tellOperator(config, outcomes, describe, handedOver, why);
       const code = exitCodeFor(outcomes);
       return code === 0 && !handedOver ? 1 : code;
     }
@@ -243,23 +246,20 @@ export function exitCodeFor(outcomes: readonly Outcome[]): number {
   return codes.every((c) => c === 2 || c === 3) ? 2 : 1;
 }
 
-/** On stderr, one line per failed source, and whether Redis kept the outbox back. */
+/** On stderr, one line per failed source, and whether Redis (or Postgres) kept the outbox back. */
 function tellOperator(
   config: Config,
   outcomes: readonly Outcome[],
   describe: (err: unknown) => string,
   handedOver: boolean,
-  redisError: unknown,
+  handOverError: unknown,
 ): void {
   const prefix = (source: string): string => (config.sourcesFile === null ? '' : `source ${source}: `);
   for (const o of outcomes) {
     if (!o.ok) process.stderr.write(`feedsync: ${prefix(o.source)}${describe(o.error)}\n`);
   }
   if (!handedOver || outcomes.some((o) => o.ok && !o.result.drained && o.result.status !== 'stopped')) {
-    process.stderr.write(
-      `feedsync: the events are stored, but Redis (REDIS_URL, ${hostOf(config.redis.url)}) did not take their jobs; ` +
-        `${redisAdvice(redisError)}: the next run hands them over\n`,
-    );
+    process.stderr.write(`feedsync: ${handOverFailure(handOverError, config)}\n`);
   }
 }
 
