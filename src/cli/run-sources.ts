@@ -203,6 +203,16 @@ export async function runSources(
       },
       'watching the feeds',
     );
+    // A source that a once run (or another worker) ran moments ago is due an interval after
+    // that turn, and quiet turns log at debug: say why nothing happens meanwhile.
+    const firstDueMs = await nextDueInMs(store, names, Number.MAX_SAFE_INTEGER);
+    if (firstDueMs > 0) {
+      log.info(
+        { nextDueInMs: firstDueMs },
+        `no source is due yet: the next is due in ${(firstDueMs / 1000).toFixed(1)} s, SYNC_INTERVAL_MS after ` +
+          'its last turn (a once run counts); turns that find nothing new log at debug',
+      );
+    }
     try {
       await watchSources({
         ...scheduled,
