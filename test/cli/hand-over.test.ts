@@ -6,6 +6,7 @@ import { loadConfig } from '../../src/config/config.js';
 import { toRedisError } from '../../src/redis/errors.js';
 import { TEST_DATABASE_URL } from '../support/postgres.js';
 import { freePort } from '../support/processes.js';
+import { TEST_REDIS_URL } from '../support/redis.js';
 
 /** What a real client threw, or a failure of the test. */
 async function thrown(fn: () => Promise<unknown>): Promise<unknown> {
@@ -32,7 +33,7 @@ describe('the line for stored events whose jobs were not handed over', () => {
     const pooler = await freePort();
     const config = loadConfig({
       DATABASE_URL: `postgres://postgres@127.0.0.1:${pooler}/test`,
-      REDIS_URL: 'redis://127.0.0.1:6379',
+      REDIS_URL: TEST_REDIS_URL,
     });
     const timeout = await thrown(() =>
       withClient(TEST_DATABASE_URL, async (c) => {
