@@ -96,7 +96,8 @@ describe('expected failures: one line on stderr that says what failed and what t
     const report = JSON.parse(status.stdout) as StatusReport;
     expect(report.sources[0]).toMatchObject({ failuresInRow: 1 });
     expect(report.sources[0]?.lastError).toMatch(/Redis/);
-  });
+    // The run gives Redis its five tries first (about 13 s), then status runs.
+  }, 60_000);
 
   it('METRICS_PORT and WEBHOOK_PORT in use name the variable', async () => {
     const box = await sandbox('cli_port');
