@@ -9,6 +9,7 @@ import type { Publisher } from '../queue/publisher.js';
 import type { Relay } from '../queue/relay.js';
 import { routeFor } from '../queue/routes.js';
 import { shellQuote } from '../shell-quote.js';
+import { inSpan } from '../tracing/tracing.js';
 import { type Applier, createApplier } from '../store/applier.js';
 import { ensureCursor, getCursor, isStored, markSuccess } from '../store/cursor.js';
 import type { Store } from '../store/db.js';
@@ -245,7 +246,21 @@ export function createSourceSync(deps: SourceSyncDeps): SourceSync {
     }
   };
 
-  const runHeld = async (lease: SourceLease, signal: AbortSignal): Promise<RunResult> => {
+  // A turn is a trace of its own: its feed requests and commits are its children.
+  const runHeld = (lease: SourceLease, signal: AbortSignal): Promise<RunResult> =>
+    inSpan('source turn', { 'feedsync.source': source }, async (span) => {
+      const result = await runTurn(lease, signal);
+      span.setAttributes({
+        'feedsync.turn.status': result.status,
+        'feedsync.pages': result.pages,
+        'feedsync.events.stored': result.stored,
+        'feedsync.events.duplicate': result.duplicates,
+        'feedsync.outbox.drained': result.drained,
+      });
+      return result;
+    });
+
+  const runTurn = async (lease: SourceLease, signal: AbortSignal): Promise<RunResult> => {
     const started = performance.now();
     // Rows an earlier run committed but did not publish go first.
     relay.kick();
