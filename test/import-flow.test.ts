@@ -112,15 +112,7 @@ describe('imports follow the flow', () => {
 });
 
 /** What a run of the CLI does not load until a command needs it: the drivers and clients. */
-const HEAVY = [
-  'pg',
-  'kysely',
-  'undici',
-  'bullmq',
-  'ioredis',
-  'prom-client',
-  '@opentelemetry/sdk-trace-node',
-];
+const HEAVY = ['pg', 'kysely', 'undici', 'bullmq', 'ioredis', 'prom-client', '@opentelemetry/sdk-trace-node'];
 
 /** The package an import specifier names: `@scope/name` or `name`, without a subpath. */
 const packageOf = (spec: string): string =>

@@ -9,7 +9,6 @@ import type { Publisher } from '../queue/publisher.js';
 import type { Relay } from '../queue/relay.js';
 import { routeFor } from '../queue/routes.js';
 import { shellQuote } from '../shell-quote.js';
-import { inSpan } from '../tracing/tracing.js';
 import { type Applier, createApplier } from '../store/applier.js';
 import { ensureCursor, getCursor, isStored, markSuccess } from '../store/cursor.js';
 import type { Store } from '../store/db.js';
@@ -18,6 +17,7 @@ import { migrate, schemaState } from '../store/migrate.js';
 import { pruneOutbox } from '../store/outbox.js';
 import { pruneAfterRun } from '../store/retention.js';
 import { assertEventWithinRetention } from '../store/retention-guard.js';
+import { inSpan } from '../tracing/tracing.js';
 import { type CatchUpResult, type CommitInfo, catchUp } from './catch-up.js';
 import { linkedAbort } from './signals.js';
 
