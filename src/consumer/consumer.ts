@@ -1,12 +1,12 @@
 import { createRequire } from 'node:module';
-import type { ConnectionOptions, Job, Worker } from 'bullmq';
+import type { ConnectionOptions, Job, Worker, WorkerOptions } from 'bullmq';
 import type { Pool, PoolClient } from 'pg';
 import { type Env, loadConsumerSettings } from '../config/config.js';
 import { FeedsyncError } from '../errors.js';
 import { createLogger, type Logger } from '../logger.js';
 import { connectForWorkers, type WorkerConnection } from '../redis/worker-connection.js';
 import { type FeedsyncEvent, type FeedsyncEventType, readEvent, withoutAddresses } from './events.js';
-import { inboxTable, migrateInbox, withInbox } from './inbox.js';
+import { checkInbox, inboxTable, migrateInbox, withInbox } from './inbox.js';
 import { startPruning } from './pruning.js';
 
 // BullMQ is loaded when a consumer runs, as the publisher loads it: a bundle does not follow createRequire.
@@ -47,6 +47,14 @@ export interface ConsumerOptions {
    * longer (how far back `feedsync requeue --since` reaches). Default: that.
    */
   retentionHours?: number;
+  /**
+   * BullMQ's stall settings, as its Worker takes them: how long a job's lock lasts
+   * without renewal (`lockDuration`, default 30000 ms: a killed replica's jobs run again
+   * this long after), how often locks are checked (`stalledInterval`), and how often a
+   * job may stall before it fails for good (`maxStalledCount`, default 1; a job run
+   * again after a stall finds its inbox row, so a higher count costs nothing but time).
+   */
+  stalls?: Pick<WorkerOptions, 'lockDuration' | 'stalledInterval' | 'maxStalledCount'>;
   /** A pino logger. Default: JSON lines on stdout at LOG_LEVEL. No line holds an address. */
   logger?: Logger;
   /** The environment read for what is not given. Default `process.env`, read when createConsumer is called. */
@@ -57,8 +65,9 @@ export interface Consumer {
   /** Creates the inbox table in `schema` if missing. Safe to run from every replica at once. */
   migrate(): Promise<void>;
   /**
-   * Consumes both queues until close(); resolves then. Rejects at once when Redis
-   * cannot be reached at start; later outages are waited out (BullMQ reconnects).
+   * Consumes both queues until close(); resolves then. Rejects at once when the inbox
+   * table is missing (CONSUMER_NOT_MIGRATED) or Redis cannot be reached at start;
+   * later outages are waited out (BullMQ reconnects).
    */
   run(): Promise<void>;
   /** Stops taking jobs, lets the jobs in hand finish and commit, stops pruning. Does not end the pool. */
@@ -133,6 +142,7 @@ export function createConsumer(opts: ConsumerOptions): Consumer {
 
   async function start(): Promise<void> {
     const { Worker: BullWorker } = require('bullmq') as typeof import('bullmq');
+    await checkInbox(pool, schema);
     let connection = opts.connection;
     if (connection === undefined) {
       made = await connectForWorkers(settings.redis, { prefix, timeoutMs: CONNECT_TIMEOUT_MS });
@@ -145,7 +155,13 @@ export function createConsumer(opts: ConsumerOptions): Consumer {
       return;
     }
     workers = queueNames.map((queue) => {
-      const worker = new BullWorker(queue, process, { connection, prefix, concurrency, autorun: false });
+      const worker = new BullWorker(queue, process, {
+        ...opts.stalls,
+        connection,
+        prefix,
+        concurrency,
+        autorun: false,
+      });
       worker.on('failed', (job, err) => {
         const again =
           job !== undefined &&

@@ -55,6 +55,19 @@ export async function migrateInbox(pool: Pool, schema = 'public'): Promise<void>
   });
 }
 
+/** Throws a FeedsyncError (CONSUMER_NOT_MIGRATED) when the inbox table is missing: every job would fail. */
+export async function checkInbox(pool: Pool, schema: string): Promise<void> {
+  const { rows } = await pool.query<{ found: string | null }>('SELECT to_regclass($1) AS found', [
+    inboxTable(schema),
+  ]);
+  if (rows[0]?.found == null) {
+    throw new FeedsyncError(
+      `the inbox table ${schema}.${INBOX_TABLE} does not exist: call migrate() before run()`,
+      { code: 'CONSUMER_NOT_MIGRATED' },
+    );
+  }
+}
+
 /**
  * Runs `fn` once per event for the consumer `name`, whatever the number of times it
  * is called with that event: in one transaction that first records the event in the

@@ -256,6 +256,21 @@ describe('createConsumer', () => {
     expect(await inboxRows('q')).toBe(5);
   });
 
+  it('run() refuses to start without its inbox table, saying to migrate', async () => {
+    const bare = uniqueSchema('consumer_bare');
+    await pool.query(`CREATE SCHEMA "${bare}"`);
+    try {
+      const consumer = createConsumer({ name: 'x', pool, handlers: {}, schema: bare, env });
+      await expect(consumer.run()).rejects.toMatchObject({
+        code: 'CONSUMER_NOT_MIGRATED',
+        message: `the inbox table ${bare}.feedsync_inbox does not exist: call migrate() before run()`,
+      });
+      await consumer.close();
+    } finally {
+      await dropSchema(bare);
+    }
+  });
+
   it('reads the queue settings when created, with feedsync checks, and refuses bad options with a code', () => {
     expect(() => createConsumer({ name: 'x', pool, handlers: {}, env: { QUEUE_PREFIX: 'a:b' } })).toThrow(
       /^QUEUE_PREFIX: must be non-empty, without ":" or spaces$/,
