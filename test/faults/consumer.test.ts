@@ -29,7 +29,7 @@ import { readWholeFeed, routed } from './support/served.js';
 // without a unique key: a second effect of one event would be a second row.
 
 const CHILD = fileURLToPath(new URL('./children/consumer-child.mjs', import.meta.url));
-const BACKLOG = 1_500;
+const BACKLOG = Number(process.env.CONSUMER_FAULT_BACKLOG ?? 1_500);
 const sandbox = useSandboxes();
 const pool = new pg.Pool({ connectionString: TEST_DATABASE_URL, max: 12 });
 const appSchemas: string[] = [];
@@ -109,7 +109,8 @@ async function jobCounts(box: Sandbox): Promise<{ completed: number; failed: num
   return out;
 }
 
-const allCompleted = (world: Fed) => async () => (await jobCounts(world.box)).completed === world.events.length;
+const allCompleted = (world: Fed) => async () =>
+  (await jobCounts(world.box)).completed === world.events.length;
 
 function childEnv(world: Fed, extra: Record<string, string> = {}): Record<string, string> {
   return {
@@ -228,10 +229,10 @@ describe('the consumer applies each event once under faults', () => {
         let calls = 0;
         const handler = async (event: { source: string; id: string }, db: pg.PoolClient) => {
           calls++;
-          await db.query(`INSERT INTO "${world.app}".effects (consumer, source, event_id) VALUES ('t', $1, $2)`, [
-            event.source,
-            event.id,
-          ]);
+          await db.query(
+            `INSERT INTO "${world.app}".effects (consumer, source, event_id) VALUES ('t', $1, $2)`,
+            [event.source, event.id],
+          );
           if (random() < P) {
             rec.injected++;
             throw new Error('injected');
@@ -381,6 +382,21 @@ describe('the consumer applies each event once under faults', () => {
         );
         try {
           await waitFor(allCompleted(world), { timeoutMs: 180_000, what: 'every job completed' });
+        } catch (err) {
+          const counts = await jobCounts(world.box);
+          const tails = replicas.map(
+            (c) =>
+              c.stderr().slice(-500) +
+              c
+                .stdout()
+                .split('\n')
+                .filter((l) => /"level":(40|50)/.test(l))
+                .slice(-3)
+                .join('\n'),
+          );
+          throw new Error(
+            `${(err as Error).message}: ${JSON.stringify(counts)} effects ${await effectCount(world)}\n${tails.join('\n---\n')}`,
+          );
         } finally {
           for (const child of replicas) child.signal('SIGTERM');
         }

@@ -29,31 +29,32 @@ let applied = 0;
 const hooked = new WeakSet();
 const inHandler = new WeakSet();
 const connect = pool.connect.bind(pool);
-pool.connect = async () => {
-  const client = await connect();
-  if (killAfter > 0 && !hooked.has(client)) {
-    hooked.add(client);
-    const query = client.query.bind(client);
-    client.query = async (...args) => {
-      const result = await query(...args);
-      if (args[0] === 'COMMIT' && inHandler.has(client)) {
-        inHandler.delete(client);
-        if (++applied === killAfter) process.kill(process.pid, 'SIGKILL');
-      }
-      return result;
-    };
-  }
+if (killAfter > 0) {
+  // pool.query() connects with a callback: that form passes through untouched.
+  pool.connect = (...args) => (args.length > 0 ? connect(...args) : connect().then(hook));
+}
+
+function hook(client) {
+  if (hooked.has(client)) return client;
+  hooked.add(client);
+  const query = client.query.bind(client);
+  client.query = async (...args) => {
+    const result = await query(...args);
+    if (args[0] === 'COMMIT' && inHandler.has(client)) {
+      inHandler.delete(client);
+      if (++applied === killAfter) process.kill(process.pid, 'SIGKILL');
+    }
+    return result;
+  };
   return client;
-};
+}
 
 async function effect(event, db) {
   inHandler.add(db);
-  await db.query(`INSERT INTO "${schema}".effects (consumer, source, event_id, pid) VALUES ($1, $2, $3, $4)`, [
-    env.CONSUMER_NAME,
-    event.source,
-    event.id,
-    process.pid,
-  ]);
+  await db.query(
+    `INSERT INTO "${schema}".effects (consumer, source, event_id, pid) VALUES ($1, $2, $3, $4)`,
+    [env.CONSUMER_NAME, event.source, event.id, process.pid],
+  );
   if (stallEvery > 0 && Number(event.id.replace(/\D/g, '')) % stallEvery === 0) {
     const until = Date.now() + stallMs;
     while (Date.now() < until) {
