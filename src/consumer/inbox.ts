@@ -82,7 +82,7 @@ export async function withInbox(
   pool: Pool,
   name: string,
   event: InboxKey,
-  fn: (db: PoolClient) => Promise<void>,
+  fn: (db: PoolClient) => Promise<unknown>,
   opts: InboxOptions = {},
 ): Promise<boolean> {
   const table = inboxTable(opts.schema ?? 'public');
