@@ -39,7 +39,9 @@ const pool = new pg.Pool({
 await claimSchema();
 await pool.query(readFileSync(schemaFile(), 'utf8'));
 
-type EmailEvent = EventOfType<'email.sent' | 'email.delivered' | 'email.bounced' | 'email.complained' | 'email.failed'>;
+type EmailEvent = EventOfType<
+  'email.sent' | 'email.delivered' | 'email.bounced' | 'email.complained' | 'email.failed'
+>;
 
 /**
  * The latest state of a message. Events may come in any order: an older one never
@@ -71,7 +73,10 @@ const RANKS = {
 } as const;
 
 /** A bounce or a complaint: its recipients are recorded as not to be mailed again (never acted on here). */
-async function suppress(event: EventOfType<'email.bounced' | 'email.complained'>, db: pg.PoolClient): Promise<void> {
+async function suppress(
+  event: EventOfType<'email.bounced' | 'email.complained'>,
+  db: pg.PoolClient,
+): Promise<void> {
   await recordMessage(event, db);
   await db.query(
     `INSERT INTO suppressed_addresses (address, reason, event_key, since)

@@ -134,7 +134,9 @@ export function createConsumer(opts: ConsumerOptions): Consumer {
       // No retry can mend the job's data: failed at once, kept by BullMQ for a look.
       throw new UnrecoverableError((err as Error).message);
     }
-    const handler = handlers[event.type] as ((e: FeedsyncEvent, db: PoolClient) => Promise<unknown>) | undefined;
+    const handler = handlers[event.type] as
+      | ((e: FeedsyncEvent, db: PoolClient) => Promise<unknown>)
+      | undefined;
     if (!handler) return;
     const applied = await withInbox(pool, name, event, (db) => handler(event, db), { schema });
     logger.debug({ job: job.id, type: event.type, applied }, applied ? 'applied' : 'seen before');
