@@ -116,6 +116,7 @@ export function createConsumer(opts: ConsumerOptions): Consumer {
   });
   const { pool, handlers, name } = opts;
 
+  let started = false;
   let workers: Worker[] = [];
   let made: WorkerConnection | null = null;
   let stopPruning: (() => Promise<void>) | null = null;
@@ -125,7 +126,7 @@ export function createConsumer(opts: ConsumerOptions): Consumer {
     closed = resolve;
   });
 
-  async function process(job: Job): Promise<void> {
+  async function processJob(job: Job): Promise<void> {
     const { UnrecoverableError } = require('bullmq') as typeof import('bullmq');
     let event: FeedsyncEvent;
     try {
@@ -157,7 +158,7 @@ export function createConsumer(opts: ConsumerOptions): Consumer {
       return;
     }
     workers = queueNames.map((queue) => {
-      const worker = new BullWorker(queue, process, {
+      const worker = new BullWorker(queue, processJob, {
         ...opts.stalls,
         connection,
         prefix,
@@ -188,8 +189,8 @@ export function createConsumer(opts: ConsumerOptions): Consumer {
     migrate: () => migrateInbox(pool, schema),
     async run() {
       if (closing) throw new FeedsyncError('this consumer is closed', { code: 'CONSUMER_CLOSED' });
-      if (workers.length > 0)
-        throw new FeedsyncError('this consumer runs already', { code: 'CONSUMER_RUNNING' });
+      if (started) throw new FeedsyncError('this consumer runs already', { code: 'CONSUMER_RUNNING' });
+      started = true;
       try {
         await start();
       } catch (err) {
