@@ -63,7 +63,7 @@ export async function checkInbox(pool: Pool, schema: string): Promise<void> {
   if (rows[0]?.found == null) {
     throw new FeedsyncError(
       `the inbox table ${schema}.${INBOX_TABLE} does not exist: call migrate() before run()`,
-      { code: 'CONSUMER_NOT_MIGRATED' },
+      { code: 'CONSUMER_NOT_MIGRATED', exitCode: 2 },
     );
   }
 }
