@@ -76,7 +76,8 @@ describe('feedsync demo', () => {
       expect(stdout).toMatch(/^ {3}email\.sent {12}5$/m);
       expect(stdout).toContain('5 before the sync, 5 after: no mail was sent again');
     }
-  });
+    // Two demos, each with a consumer that starts and stops: room for a busy machine.
+  }, 120_000);
 
   it('refuses to drop a schema or delete keys it did not make (exit 2), and leaves them', async () => {
     await sql(`CREATE SCHEMA "${foreignSchema}"; CREATE TABLE "${foreignSchema}".precious (id int)`);
