@@ -22,7 +22,12 @@ export interface OtlpReceiver {
   close(): Promise<void>;
 }
 
-type AnyValue = { stringValue?: string; intValue?: string | number; boolValue?: boolean; doubleValue?: number };
+type AnyValue = {
+  stringValue?: string;
+  intValue?: string | number;
+  boolValue?: boolean;
+  doubleValue?: number;
+};
 type KeyValue = { key: string; value: AnyValue };
 
 const valueOf = (v: AnyValue): string | number | boolean =>
@@ -43,7 +48,11 @@ export async function startOtlpReceiver(): Promise<OtlpReceiver> {
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
       const body = Buffer.concat(chunks).toString('utf8');
-      if (req.method !== 'POST' || req.url !== '/v1/traces' || !/json/.test(req.headers['content-type'] ?? '')) {
+      if (
+        req.method !== 'POST' ||
+        req.url !== '/v1/traces' ||
+        !/json/.test(req.headers['content-type'] ?? '')
+      ) {
         res.writeHead(415).end();
         return;
       }

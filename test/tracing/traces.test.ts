@@ -1,8 +1,14 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loadConfig, secretsOf } from '../../src/config/config.js';
 import { createConsumer } from '../../src/consumer/index.js';
+import { routeFor } from '../../src/queue/routes.js';
+import { createApplier } from '../../src/store/applier.js';
 import { startTracing } from '../../src/tracing/start.js';
+import { createDeliveryHandler } from '../../src/webhooks/receiver.js';
+import { signWebhookPayload } from '../../src/webhooks/signature.js';
 import { testEnv } from '../support/config.js';
+import { captureLogger } from '../support/logs.js';
 import { TEST_DATABASE_URL } from '../support/postgres.js';
 import { killChildren, runCli, waitFor } from '../support/processes.js';
 import { TEST_API_KEY, useSimulator } from '../support/simulator.js';
@@ -78,6 +84,32 @@ describe('traces', () => {
       for (const link of p.links) expect(commitIds.has(link.spanId)).toBe(true);
     }
 
+    // `send`: a span with counts, never an address.
+    const send = await runCli(
+      [
+        'send',
+        '--from',
+        'app@example.com',
+        '--to',
+        'delivered@example.com',
+        '--subject',
+        'Hi',
+        '--html',
+        '<p>hi</p>',
+      ],
+      env,
+    );
+    expect(send.code, send.stderr).toBe(0);
+    expect(byName(receiver.spans, 'send')).toEqual([
+      expect.objectContaining({
+        parentSpanId: '',
+        attributes: expect.objectContaining({
+          'feedsync.send.recipients': 1,
+          'feedsync.send.replayed': false,
+        }),
+      }),
+    ]);
+
     // The consumer, in an application that runs the SDK.
     const stopTracing = startTracing({
       url: `${receiver.endpoint}/v1/traces`,
@@ -102,13 +134,46 @@ describe('traces', () => {
     await consumer.migrate();
     const running = consumer.run();
     const handledCount = async () =>
-      (
-        await pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM "${box.schema}".feedsync_inbox`)
-      ).rows[0]!.n;
+      (await pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM "${box.schema}".feedsync_inbox`))
+        .rows[0]!.n;
     await waitFor(async () => (await handledCount()) === BACKLOG, { timeoutMs: 60_000 });
     await consumer.close();
     await running;
+    // Webhook deliveries received in the same application: the check's result, and the commit as a child.
+    const secret = 'whsec_tracing_test_secret';
+    const handle = createDeliveryHandler({
+      secrets: [secret],
+      source: 'default',
+      applier: createApplier(box.store, routeFor(loadConfig(env).queues)),
+      logger: captureLogger().logger,
+    });
+    const delivery = JSON.stringify({
+      type: 'email.bounced',
+      id: 'evt_webhook_only',
+      created_at: '2026-01-01T00:00:00.000Z',
+      data: { email_id: 'em_webhook_only', to: ['bounced.person@example.com'] },
+    });
+    expect((await handle(Buffer.from(delivery), signWebhookPayload(delivery, secret))).status).toBe(200);
+    expect((await handle(Buffer.from(delivery), signWebhookPayload(delivery, 'whsec_wrong'))).status).toBe(
+      401,
+    );
     await stopTracing();
+
+    const deliveries = byName(receiver.spans, 'webhook delivery');
+    expect(deliveries.map((d) => d.attributes['feedsync.webhook.verification'])).toEqual([
+      'valid',
+      'mismatch',
+    ]);
+    expect(deliveries.map((d) => d.attributes['http.response.status_code'])).toEqual([200, 401]);
+    const webhookCommits = byName(receiver.spans, 'commit').filter((c) => c.service === 'billing');
+    expect(webhookCommits).toEqual([
+      expect.objectContaining({
+        parentSpanId: deliveries[0]!.spanId,
+        attributes: expect.objectContaining({ 'feedsync.received_via': 'webhook', 'feedsync.events.new': 1 }),
+      }),
+    ]);
+    for (const s of [secret, ...secretsOf(loadConfig(env))])
+      expect(receiver.bodies.join('\n')).not.toContain(s);
 
     const handled = receiver.spans.filter((s) => s.service === 'billing' && s.name === 'handle job');
     expect(handled).toHaveLength(BACKLOG);
@@ -128,14 +193,17 @@ describe('traces', () => {
     const { rows } = await pool.query<{ id: string; data: { email_id: string; to: string[] } }>(
       `SELECT id, data FROM "${box.schema}".events`,
     );
-    expect(rows).toHaveLength(BACKLOG);
+    expect(rows).toHaveLength(BACKLOG + 1);
 
     // No span carries a key, an address or job data, whatever its name or attribute.
     const exported = receiver.bodies.join('\n');
     expect(exported).not.toContain(TEST_API_KEY);
     expect(exported).not.toMatch(/[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}/);
     const leaked = rows.filter(
-      (r) => exported.includes(`"${r.id}"`) || exported.includes(r.data.email_id) || r.data.to.some((a) => exported.includes(a)),
+      (r) =>
+        exported.includes(`"${r.id}"`) ||
+        exported.includes(r.data.email_id) ||
+        r.data.to.some((a) => exported.includes(a)),
     );
     expect(leaked.map((r) => r.id)).toEqual([]);
   }, 120_000);
