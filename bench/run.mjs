@@ -4,8 +4,9 @@
 // `--quick` runs everything at a tenth of the size to check the harness (and
 // writes nothing); `--no-write` leaves the page alone; `--json FILE` also writes
 // the raw results; `--only <section>` runs one section alone: sources (bench/sources.mjs)
-// page-memory (bench/page-memory.mjs), retention (bench/retention.mjs) or consumer
-// (bench/consumer.mjs), which rewrite only their block of the page.
+// page-memory (bench/page-memory.mjs), retention (bench/retention.mjs), consumer
+// (bench/consumer.mjs) or tracing (bench/tracing.mjs; `--before PATH` adds another
+// build's dist/bin/feedsync.js), which rewrite only their block of the page.
 import { writeFileSync } from 'node:fs';
 import pg from 'pg';
 import { bullmqAddBulk, feedPaging, feedPagingWithLatency, postgresIngest, relayAlone } from './ceilings.mjs';
@@ -20,6 +21,7 @@ import { cpuTable, markdownTable, mb, ms, pct, rate } from './lib/table.mjs';
 import { pageMemory, pageMemoryRows } from './page-memory.mjs';
 import { retentionAlone, retentionRows } from './retention.mjs';
 import { measureSources, sourcesSection, sourcesSizes } from './sources.mjs';
+import { tracingAlone, tracingRows } from './tracing.mjs';
 
 const args = process.argv.slice(2);
 const quick = args.includes('--quick');
@@ -28,6 +30,9 @@ const jsonFile = jsonAt >= 0 ? args[jsonAt + 1] : null;
 const writePage = !quick && !args.includes('--no-write');
 const onlyAt = args.indexOf('--only');
 const only = onlyAt >= 0 ? args[onlyAt + 1] : null;
+/** `--before PATH`: another build's dist/bin/feedsync.js, which the tracing section runs beside this one. */
+const beforeAt = args.indexOf('--before');
+const before = beforeAt >= 0 ? args[beforeAt + 1] : null;
 /** Sections that run alone, each with its own block of the page (sources writes its own). */
 const ALONE = {
   'page-memory': {
@@ -44,6 +49,11 @@ const ALONE = {
     title: 'The consumer: the inbox against a bare Worker',
     run: () => consumerAlone({ scale, log }),
     rows: consumerRows,
+  },
+  tracing: {
+    title: 'Traces: CPU per event, off and on',
+    run: () => tracingAlone({ scale, log, before }),
+    rows: tracingRows,
   },
 };
 if (only !== null && only !== 'sources' && only !== 'pipeline' && !ALONE[only]) {
