@@ -30,10 +30,10 @@ type AnyValue = {
 };
 type KeyValue = { key: string; value: AnyValue };
 
-const valueOf = (v: AnyValue): string | number | boolean =>
+const scalarOf = (v: AnyValue): string | number | boolean =>
   v.stringValue ?? v.boolValue ?? v.doubleValue ?? Number(v.intValue);
 const attrs = (list: KeyValue[] | undefined) =>
-  Object.fromEntries((list ?? []).map((kv) => [kv.key, valueOf(kv.value)]));
+  Object.fromEntries((list ?? []).map((kv) => [kv.key, scalarOf(kv.value)]));
 
 /**
  * A stand-in for an OpenTelemetry collector's OTLP/HTTP receiver: takes
