@@ -1,6 +1,7 @@
 import type { ColumnType, Generated, Kysely } from 'kysely';
 import pg from 'pg';
 import type { Logger } from '../logger.js';
+import { boundedClient } from './bounded-client.js';
 
 /** A timestamptz column: read as a Date, written as a Date or an ISO string. */
 type Timestamp<W = never> = ColumnType<Date, Date | string | W, Date | string | W>;
@@ -115,6 +116,8 @@ export interface StoreOptions {
   max?: number;
   /** `application_name` shown in pg_stat_activity. Default `feedsync`. */
   applicationName?: string;
+  /** DATABASE_CONNECT_TIMEOUT_MS: how long one new connection may take, start-up included. Default 10000. */
+  connectTimeoutMs?: number;
   /** Where errors of idle pooled connections are reported (they never crash the process). */
   logger?: Logger;
 }
@@ -134,6 +137,7 @@ export function createStore(opts: StoreOptions): Store {
     connectionString: opts.url,
     max: opts.max ?? 4,
     application_name: opts.applicationName ?? 'feedsync',
+    Client: boundedClient(opts.url, opts.connectTimeoutMs ?? 10_000),
     // A lock holder must notice a dead peer even when it sends nothing for a while.
     keepAlive: true,
     keepAliveInitialDelayMillis: 10_000,
