@@ -42,10 +42,12 @@ async function turnUnder(
   // Not at the feed's end: due again at once, for whichever worker is next.
   const stopped =
     outcome.ok && (outcome.result.status === 'stopped' || outcome.result.status === 'limit-reached');
+  // A turn that stored its events but could not drain failed too: status says why (Redis, mostly).
+  const error = outcome.ok ? outcome.result.drainError : outcome.error;
   await lease.release({
     failed,
     dueInMs: stopped ? 0 : dueInMs(intervalMs, failed ? lease.failures + 1 : 0),
-    ...(outcome.ok ? {} : { error: opts.describe(outcome.error) }),
+    ...(failed && (!outcome.ok || error !== undefined) ? { error: opts.describe(error) } : {}),
   });
   return outcome;
 }
