@@ -19,7 +19,7 @@ export interface WebhookMetrics {
   onAnswered(status: number): void;
   /** The handler (webhooks/receiver.ts's DeliveryHandler), counting why signatures were refused. */
   countRejections<A extends RefusableAnswer>(handle: Handler<A>): Handler<A>;
-  /** The applier, timing each transaction (commit latency). */
+  /** The applier, timing each transaction (commit latency) and counting the conflicts it recorded. */
   timeCommits(applier: Applier): Applier;
   /** Counts jobs the receiver's own outbox relay handed to BullMQ. */
   onPublished(queue: string, count: number): void;
@@ -78,6 +78,14 @@ export function createWebhookMetrics(source: string, queues: readonly string[]):
     buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10],
     registers: [registry],
   });
+  // The worker's metric too, so a dashboard sums the feed's and the receiver's.
+  const conflicts = new Counter({
+    name: 'feedsync_events_conflict_total',
+    help: 'Versions of stored event ids that came back with other content (the first kept; the newest other one in the conflicts table).',
+    labelNames: ['source'],
+    registers: [registry],
+  });
+  conflicts.inc({ source }, 0);
   const publishing = publishMetrics(registry);
   const refusedEarly = new Counter({
     name: 'feedsync_webhook_refused_total',
@@ -108,7 +116,9 @@ export function createWebhookMetrics(source: string, queues: readonly string[]):
       async apply(batch) {
         const end = commits.startTimer({ source });
         try {
-          return await applier.apply(batch);
+          const result = await applier.apply(batch);
+          if (result.conflicts > 0) conflicts.inc({ source }, result.conflicts);
+          return result;
         } finally {
           end();
         }
