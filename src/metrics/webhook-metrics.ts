@@ -3,11 +3,18 @@ import type { Applier } from '../store/applier.js';
 import { publishMetrics } from './publish-metrics.js';
 
 /** Why the receiver refused a request before it reached the delivery handler: each a label value of its own. */
-export type RefusalReason = 'bad_request' | 'headers_too_large' | 'timeout' | 'connections' | 'busy';
+export type RefusalReason =
+  | 'bad_request'
+  | 'headers_too_large'
+  | 'timeout'
+  | 'slow_body'
+  | 'connections'
+  | 'busy';
 export const REFUSAL_REASONS: readonly RefusalReason[] = [
   'bad_request',
   'headers_too_large',
   'timeout',
+  'slow_body',
   'connections',
   'busy',
 ];
@@ -91,7 +98,8 @@ export function createWebhookMetrics(source: string, queues: readonly string[]):
     name: 'feedsync_webhook_refused_total',
     help:
       'Requests refused before any check of the delivery, by reason: bad_request (400), headers_too_large (431), ' +
-      'timeout (408), connections (over the cap, closed), busy (503: body buffer budget full).',
+      'timeout (408: headers not in time), slow_body (408: a body behind its minimum rate), ' +
+      'connections (the oldest connection without a request in hand, closed past the cap), busy (503: body buffer budget full).',
     labelNames: ['source', 'reason'],
     registers: [registry],
   });

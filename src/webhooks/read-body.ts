@@ -1,41 +1,93 @@
 import type { IncomingMessage } from 'node:http';
+import type { BodyBudget } from './body-budget.js';
+
+/**
+ * How fast a body must arrive, as Apache's mod_reqtimeout `body=10,MinRate=1000` with a
+ * ceiling: a body has `graceMs` from the end of its headers, every byte received
+ * extends that by 1/`minBytesPerSec` of a second, and none has more than `maxMs`. A
+ * deadline moves only with bytes actually received, so a sender that trickles is cut
+ * within seconds and a fast one never is.
+ */
+export interface BodyPace {
+  /** Time every body has, in ms, whatever its rate. */
+  graceMs: number;
+  /** Bytes a second that keep extending the deadline past the grace. */
+  minBytesPerSec: number;
+  /** The longest a body may take, in ms, however fast it came. */
+  maxMs: number;
+}
+
+/** 10 s, then 1,000 bytes a second, 30 s at most: a 256 KiB body needs about 9 KB/s. */
+export const DEFAULT_BODY_PACE: BodyPace = { graceMs: 10_000, minBytesPerSec: 1000, maxMs: 30_000 };
 
 export type BodyResult =
   | { ok: true; body: Buffer }
-  /** 'too-large': over the limit (declared or counted); 'aborted': the client went away or sent garbage. */
-  | { ok: false; reason: 'too-large' | 'aborted' };
+  /**
+   * 'too-large': over the limit (declared or counted); 'busy': the budget has no room
+   * for the bytes that came; 'slow': the body fell behind its pace; 'aborted': the
+   * client went away or sent garbage.
+   */
+  | { ok: false; reason: 'too-large' | 'busy' | 'slow' | 'aborted' };
+
+export interface ReadBodyOptions {
+  /** The largest body, in bytes: a Content-Length over it is refused before a byte is read. */
+  limit: number;
+  /**
+   * Where the body's bytes are reserved as they arrive. On success the body keeps its
+   * room (the caller releases `body.length` when done with it); otherwise it is released here.
+   */
+  budget: BodyBudget;
+  pace: BodyPace;
+}
 
 /**
- * Reads a request body as raw bytes, at most `limit` of them. A Content-Length
- * over the limit is refused before a byte is read; a body that grows past it
- * stops being read at once (the caller answers 413 and closes the connection).
+ * Reads a request body as raw bytes. Stops reading at once (the caller answers and
+ * closes the connection) on a body past the limit, one the budget has no room for, or
+ * one that falls behind its pace.
  */
-export function readBody(req: IncomingMessage, limit: number): Promise<BodyResult> {
+export function readBody(req: IncomingMessage, opts: ReadBodyOptions): Promise<BodyResult> {
+  const { limit, budget, pace } = opts;
   const declared = req.headers['content-length'];
   if (declared !== undefined && Number(declared) > limit) {
     return Promise.resolve({ ok: false, reason: 'too-large' });
   }
   return new Promise((resolve) => {
     const chunks: Buffer[] = [];
+    /** Bytes received, all of them reserved in the budget. */
     let size = 0;
     let done = false;
+    const started = performance.now();
+    const deadline = (): number =>
+      started + Math.min(pace.graceMs + (size * 1000) / pace.minBytesPerSec, pace.maxMs);
+    // One timer a body, set again at the deadline the bytes received meanwhile have moved.
+    const check = (): void => {
+      const left = deadline() - performance.now();
+      if (left <= 0) stop('slow');
+      else timer = setTimeout(check, left);
+    };
+    let timer = setTimeout(check, pace.graceMs);
     const finish = (result: BodyResult): void => {
       if (done) return;
       done = true;
+      clearTimeout(timer);
       req.off('data', onData);
       req.off('end', onEnd);
       req.off('error', onError);
       req.off('close', onClose);
+      if (!result.ok) budget.release(size);
       resolve(result);
     };
+    const stop = (reason: 'too-large' | 'busy' | 'slow'): void => {
+      req.pause();
+      finish({ ok: false, reason });
+    };
     const onData = (chunk: Buffer): void => {
-      size += chunk.length;
-      if (size > limit) {
-        req.pause();
-        finish({ ok: false, reason: 'too-large' });
-        return;
+      if (size + chunk.length > limit) stop('too-large');
+      else if (!budget.reserve(chunk.length)) stop('busy');
+      else {
+        size += chunk.length;
+        chunks.push(chunk);
       }
-      chunks.push(chunk);
     };
     const onEnd = (): void => finish({ ok: true, body: Buffer.concat(chunks, size) });
     const onError = (): void => finish({ ok: false, reason: 'aborted' });

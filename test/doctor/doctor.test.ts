@@ -84,7 +84,9 @@ describe('feedsync doctor', () => {
       expect(conflicts?.message).toContain(
         '3 events came back from the feed with other content than stored (6 versions;',
       );
-      expect(conflicts?.fix).toContain(`SELECT source, event_id, versions_seen, received_at, raw FROM ${table}`);
+      expect(conflicts?.fix).toContain(
+        `SELECT source, event_id, versions_seen, received_at, raw FROM ${table}`,
+      );
       expect(report.ok).toBe(false);
       const text = formatReport(report);
       expect(text).not.toContain('all is well');

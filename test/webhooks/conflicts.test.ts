@@ -4,7 +4,14 @@ import type { Publisher } from '../../src/queue/publisher.js';
 import { testConfig } from '../support/config.js';
 import { uniqueSchema } from '../support/postgres.js';
 import { uniquePrefix } from '../support/redis.js';
-import { captureLogger, count, deliver, SECRET_NEW, startTestReceiver, type TestReceiver } from './helpers.js';
+import {
+  captureLogger,
+  count,
+  deliver,
+  SECRET_NEW,
+  startTestReceiver,
+  type TestReceiver,
+} from './helpers.js';
 
 const schema = uniqueSchema('wh_conflicts');
 const prefix = uniquePrefix('wh-conflicts');
@@ -25,7 +32,12 @@ it(`${DELIVERIES} signed deliveries of one id, each with another 100 KB body: al
       id,
       type: 'email.delivered',
       created_at: '2025-01-01T00:00:00.000Z',
-      data: { email_id: 'em_rewritten', to: ['a@example.com'], version: i, pad: `${i}:`.padEnd(100_000, 'x') },
+      data: {
+        email_id: 'em_rewritten',
+        to: ['a@example.com'],
+        version: i,
+        pad: `${i}:`.padEnd(100_000, 'x'),
+      },
     });
   const statuses = new Map<number, number>();
   let next = 0;
