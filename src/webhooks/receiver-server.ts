@@ -97,7 +97,8 @@ export async function startReceiverServer(opts: ReceiverServerOptions): Promise<
   // What Node answers itself (a request it cannot parse, headers too large, a timeout) is
   // answered the same, and counted.
   server.on('clientError', (err: NodeJS.ErrnoException, socket: Socket) => {
-    if (err.code === 'ECONNRESET' || !socket.writable) {
+    // The client went away (a reset, or its end in the middle of a request): nobody to answer.
+    if (err.code === 'ECONNRESET' || err.code === 'HPE_INVALID_EOF_STATE' || !socket.writable) {
       socket.destroy();
       return;
     }

@@ -1,0 +1,164 @@
+import { fileURLToPath } from 'node:url';
+import { request } from 'undici';
+import { afterAll, expect, it } from 'vitest';
+import { signWebhookPayload } from '../../src/webhooks/signature.js';
+import { killChildren, spawnNode, waitFor } from '../support/processes.js';
+import {
+  memoryMb,
+  receiverMemoryLimitMb,
+  refusedFor,
+  startReceiverChild,
+  storedIds,
+} from './support/receiver-child.js';
+import { measured } from './support/results.js';
+import { useSandboxes } from './support/sandbox.js';
+
+const TRICKLER = fileURLToPath(new URL('./children/trickling-senders.mjs', import.meta.url));
+const sandbox = useSandboxes();
+const SECRET = 'whsec_trickling_senders_0123456789';
+const SENDERS = 800;
+const DECLARED = 262_144;
+/** A byte every 2 s from each sender. */
+const TRICKLE_MS = 2_000;
+/** Valid deliveries, one a second while the senders trickle. */
+const DELIVERIES = 30;
+/** What a signed delivery may wait for its 200 (the issue's bound). */
+const ANSWER_BOUND_MS = 2_000;
+afterAll(async () => {
+  await killChildren();
+});
+
+/** Posts one signed delivery; its status and how long the answer took. */
+async function deliver(port: number, id: string): Promise<{ status: number; ms: number }> {
+  const body = JSON.stringify({
+    id,
+    type: 'email.delivered',
+    created_at: new Date().toISOString(),
+    data: { email_id: `em_${id}`, to: ['a@example.com'] },
+  });
+  const started = performance.now();
+  const res = await request(`http://127.0.0.1:${port}/webhooks`, {
+    method: 'POST',
+    headers: {
+      'content-type': 'application/json',
+      'service-signature': signWebhookPayload(body, SECRET, Math.floor(Date.now() / 1000)),
+    },
+    body,
+  }).catch(() => null);
+  await res?.body.dump();
+  return { status: res?.statusCode ?? 0, ms: Math.round(performance.now() - started) };
+}
+
+for (const variant of [
+  { item: 27, reopen: false, label: 'trickle' },
+  { item: 28, reopen: true, label: 'trickle_reopen' },
+]) {
+  const reopening = variant.reopen ? ', reopening each connection the receiver closes' : '';
+  it(`${variant.item}. ${SENDERS} senders trickle their bodies${reopening}: every signed delivery is answered 200 within ${ANSWER_BOUND_MS / 1000} s`, async () => {
+    await measured(
+      {
+        item: variant.item,
+        title: variant.reopen ? 'trickling senders that come back' : 'trickling senders',
+        claim:
+          `${SENDERS} senders that declare a full body and send a byte every ${TRICKLE_MS / 1000} s${reopening} ` +
+          'never keep a signed delivery from its 200: bytes are reserved as they arrive, not as declared, each ' +
+          'body must keep a minimum rate, and one that trickles is closed (408) and counted in ' +
+          '`feedsync_webhook_refused_total{reason="slow_body"}`; the receiver stays under the memory limit of ' +
+          'its Deployment.',
+        method:
+          `${SENDERS} connections to \`feedsync serve-webhooks\` (the built CLI, plain \`node\`) that each declare ` +
+          `Content-Length ${DECLARED.toLocaleString('en-US')} and send one byte every ${TRICKLE_MS / 1000} s` +
+          `${variant.reopen ? ', each opened again as soon as the receiver closes it' : ''}; meanwhile ` +
+          `${DELIVERIES} signed deliveries, one a second, each sent once (no retry). Memory from /proc of the ` +
+          'receiver process; the limit read from k8s/overlays/webhooks/deployment.yaml.',
+      },
+      async (rec) => {
+        rec.injectedWhat = variant.reopen
+          ? 'trickling connections (reopened included)'
+          : 'trickling connections';
+        const box = await sandbox(variant.label);
+        const { child, port, metricsPort } = await startReceiverChild(box, SECRET);
+        const idleMb = memoryMb(child.pid, 'VmRSS');
+        const limitMb = receiverMemoryLimitMb();
+        const senders = spawnNode([TRICKLER], {
+          PORT: String(port),
+          SENDERS: String(SENDERS),
+          DECLARED: String(DECLARED),
+          TRICKLE_MS: String(TRICKLE_MS),
+          REOPEN: variant.reopen ? '1' : '0',
+        });
+        await waitFor(async () => senders.stdout().startsWith('ready'), {
+          timeoutMs: 30_000,
+          what: 'the senders to connect',
+        });
+
+        const ids: string[] = [];
+        const answers: { status: number; ms: number }[] = [];
+        const inFlight: Promise<void>[] = [];
+        for (let i = 0; i < DELIVERIES; i++) {
+          await new Promise((resolve) => setTimeout(resolve, 1_000));
+          const id = `evt_${variant.label}_${i}`;
+          ids.push(id);
+          inFlight.push(deliver(port, id).then((a) => void answers.push(a)));
+        }
+        await Promise.all(inFlight);
+        const heldMb = memoryMb(child.pid, 'VmRSS');
+        const peakMb = memoryMb(child.pid, 'VmHWM');
+        senders.signal('SIGTERM');
+        const { stdout } = await senders.waitExit(10_000);
+        const {
+          opened,
+          closedByReceiver,
+          peakOpen,
+          answers: closes,
+        } = JSON.parse(stdout.split('\n').at(-2) ?? '{}') as {
+          opened: number;
+          closedByReceiver: number;
+          peakOpen: number;
+          answers: Record<string, number>;
+        };
+        // Read after the senders are gone: every close they saw has been counted by then.
+        const slowBodies = await refusedFor(metricsPort, 'slow_body');
+        const otherRefusals = await Promise.all(
+          ['timeout', 'bad_request', 'connections', 'busy'].map((r) => refusedFor(metricsPort, r)),
+        );
+        rec.injected = opened;
+        const stored = await storedIds(box);
+        child.signal('SIGTERM');
+        await child.waitExit(30_000);
+
+        const ok = answers.filter((a) => a.status === 200);
+        const slowest = Math.max(...answers.map((a) => a.ms));
+        rec.checked = ids.length;
+        rec.lost = ids.filter((id) => !stored.has(id)).length;
+        rec.duplicated = [...stored.values()].filter((n) => n > 1).length + (stored.size - ids.length);
+        rec.figures = [
+          ['signed deliveries answered 200, each sent once', `${ok.length} of ${answers.length}`],
+          ['slowest answer to a signed delivery', `${slowest} ms`],
+          ['trickling connections open at once, at most', peakOpen],
+          ['trickling connections closed by the receiver', closedByReceiver],
+          [
+            'what they were answered before the close',
+            Object.entries(closes)
+              .map(([answer, n]) => `${answer}: ${n}`)
+              .join('; '),
+          ],
+          ['closed for their pace (feedsync_webhook_refused_total slow_body)', slowBodies],
+          ['other refusals (timeout, bad_request, connections, busy)', otherRefusals.join(', ')],
+          ['receiver memory idle (RSS)', `${idleMb} MB`],
+          [`receiver memory after ${DELIVERIES} s of senders (RSS)`, `${heldMb} MB`],
+          ['receiver peak memory (VmHWM)', `${peakMb} MB`],
+          ['memory limit of the serve-webhooks Deployment', `${limitMb} MiB`],
+        ];
+        expect(ok).toHaveLength(DELIVERIES);
+        expect(slowest).toBeLessThan(ANSWER_BOUND_MS);
+        expect(rec.lost).toBe(0);
+        expect(rec.duplicated).toBe(0);
+        // Every sender of the first wave was cut for its pace, and each one counted.
+        expect(slowBodies).toBeGreaterThanOrEqual(SENDERS);
+        expect(slowBodies).toBeGreaterThanOrEqual(closedByReceiver);
+        expect(peakMb).toBeLessThan(limitMb * 1.048576);
+      },
+    );
+  }, 120_000);
+}
