@@ -9,7 +9,8 @@ export type RefusalReason =
   | 'timeout'
   | 'slow_body'
   | 'connections'
-  | 'busy';
+  | 'busy'
+  | 'evicted';
 export const REFUSAL_REASONS: readonly RefusalReason[] = [
   'bad_request',
   'headers_too_large',
@@ -17,6 +18,7 @@ export const REFUSAL_REASONS: readonly RefusalReason[] = [
   'slow_body',
   'connections',
   'busy',
+  'evicted',
 ];
 
 /** The Prometheus metrics of `serve-webhooks` (names in docs/DEPLOYMENT.md). */
@@ -99,7 +101,8 @@ export function createWebhookMetrics(source: string, queues: readonly string[]):
     help:
       'Requests refused before any check of the delivery, by reason: bad_request (400), headers_too_large (431), ' +
       'timeout (408: headers not in time), slow_body (408: a body behind its minimum rate), ' +
-      'connections (the oldest connection without a request in hand, closed past the cap), busy (503: body buffer budget full).',
+      'connections (the oldest connection without a request in hand, closed past the cap), busy (503: body buffer budget full), ' +
+      'evicted (503: a body arriving for over a second, its room given to bytes that found the budget full).',
     labelNames: ['source', 'reason'],
     registers: [registry],
   });

@@ -20,21 +20,24 @@ export interface BodyPace {
 /** 10 s, then 1,000 bytes a second, 30 s at most: a 256 KiB body needs about 9 KB/s. */
 export const DEFAULT_BODY_PACE: BodyPace = { graceMs: 10_000, minBytesPerSec: 1000, maxMs: 30_000 };
 
+/**
+ * 'too-large': over the limit (declared or counted); 'busy': the budget has no room
+ * for the bytes that came; 'evicted': the body arrived too long and its room went to
+ * another's bytes; 'slow': the body fell behind its pace; 'aborted': the client went
+ * away or sent garbage.
+ */
+export type BodyRefusal = 'too-large' | 'busy' | 'evicted' | 'slow' | 'aborted';
+
 export type BodyResult =
-  | { ok: true; body: Buffer }
-  /**
-   * 'too-large': over the limit (declared or counted); 'busy': the budget has no room
-   * for the bytes that came; 'slow': the body fell behind its pace; 'aborted': the
-   * client went away or sent garbage.
-   */
-  | { ok: false; reason: 'too-large' | 'busy' | 'slow' | 'aborted' };
+  /** `release` gives the body's room in the budget back: call it once done with `body`. */
+  { ok: true; body: Buffer; release: () => void } | { ok: false; reason: BodyRefusal };
 
 export interface ReadBodyOptions {
   /** The largest body, in bytes: a Content-Length over it is refused before a byte is read. */
   limit: number;
   /**
    * Where the body's bytes are reserved as they arrive. On success the body keeps its
-   * room (the caller releases `body.length` when done with it); otherwise it is released here.
+   * room until the caller releases it; otherwise it is released here.
    */
   budget: BodyBudget;
   pace: BodyPace;
@@ -42,8 +45,8 @@ export interface ReadBodyOptions {
 
 /**
  * Reads a request body as raw bytes. Stops reading at once (the caller answers and
- * closes the connection) on a body past the limit, one the budget has no room for, or
- * one that falls behind its pace.
+ * closes the connection) on a body past the limit, one the budget has no room for (or
+ * takes back), or one that falls behind its pace.
  */
 export function readBody(req: IncomingMessage, opts: ReadBodyOptions): Promise<BodyResult> {
   const { limit, budget, pace } = opts;
@@ -74,22 +77,25 @@ export function readBody(req: IncomingMessage, opts: ReadBodyOptions): Promise<B
       req.off('end', onEnd);
       req.off('error', onError);
       req.off('close', onClose);
-      if (!result.ok) budget.release(size);
+      if (result.ok) account.complete();
+      else account.release();
       resolve(result);
     };
-    const stop = (reason: 'too-large' | 'busy' | 'slow'): void => {
+    const stop = (reason: Exclude<BodyRefusal, 'aborted'>): void => {
       req.pause();
       finish({ ok: false, reason });
     };
+    const account = budget.open(() => stop('evicted'));
     const onData = (chunk: Buffer): void => {
       if (size + chunk.length > limit) stop('too-large');
-      else if (!budget.reserve(chunk.length)) stop('busy');
+      else if (!account.reserve(chunk.length)) stop('busy');
       else {
         size += chunk.length;
         chunks.push(chunk);
       }
     };
-    const onEnd = (): void => finish({ ok: true, body: Buffer.concat(chunks, size) });
+    const onEnd = (): void =>
+      finish({ ok: true, body: Buffer.concat(chunks, size), release: account.release });
     const onError = (): void => finish({ ok: false, reason: 'aborted' });
     // 'close' before 'end' means the body never completed.
     const onClose = (): void => finish({ ok: false, reason: 'aborted' });

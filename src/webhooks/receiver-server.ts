@@ -4,7 +4,7 @@ import type { Logger } from '../logger.js';
 import type { RefusalReason } from '../metrics/webhook-metrics.js';
 import { bodyBudget } from './body-budget.js';
 import { capConnections } from './connection-cap.js';
-import { type BodyPace, DEFAULT_BODY_PACE, readBody } from './read-body.js';
+import { type BodyPace, type BodyRefusal, DEFAULT_BODY_PACE, readBody } from './read-body.js';
 import type { DeliveryAnswer, DeliveryHandler } from './receiver.js';
 import { SIGNATURE_HEADER } from './signature.js';
 
@@ -37,15 +37,21 @@ export interface ReceiverServerOptions {
   maxConnections?: number;
   /**
    * Request bodies buffered at once, in bytes, over every connection, reserved as their
-   * bytes arrive: a delivery whose bytes find no room is answered 503 with Retry-After.
-   * Default 32 MiB (128 bodies of the default WEBHOOK_MAX_BODY_BYTES).
+   * bytes arrive (body-budget.ts): a delivery whose bytes find no room is answered 503
+   * with Retry-After. Default 32 MiB (128 bodies of the default WEBHOOK_MAX_BODY_BYTES).
    */
   maxBufferedBytes?: number;
+  /**
+   * When bytes find the budget full, a body that has been arriving this long (ms) gives
+   * up its room to them and is answered 503 ('evicted'). Default 1000.
+   */
+  evictAfterMs?: number;
   /**
    * Called for every request refused before any handler saw it: by Node's parser
    * (400 bad request, 431 headers too large), headers not in time (408 'timeout'), a
    * body behind its pace (408 'slow_body'), the connection cap ('connections': the
-   * oldest connection closed) or the buffer budget (503 'busy').
+   * oldest connection closed) or the buffer budget (503 'busy', or 'evicted' for an
+   * old body whose room went to another's bytes).
    */
   onRefused?: (reason: RefusalReason) => void;
 }
@@ -66,7 +72,11 @@ const LINGER_MS = 2_000;
 /** POST /webhooks, GET /healthz and /readyz, on node:http. Bad input never gets a 500. */
 export async function startReceiverServer(opts: ReceiverServerOptions): Promise<ReceiverServer> {
   const log = opts.logger.child({ module: 'webhook-server' });
-  const budget = bodyBudget(opts.maxBufferedBytes ?? 32 * 1024 * 1024);
+  const budget = bodyBudget({
+    maxBytes: opts.maxBufferedBytes ?? 32 * 1024 * 1024,
+    // A whole body of the largest size arrives in well under a second on any link the service uses.
+    evictAfterMs: opts.evictAfterMs ?? 1_000,
+  });
   const pace = opts.bodyPace ?? DEFAULT_BODY_PACE;
   const refused = (reason: RefusalReason): void => opts.onRefused?.(reason);
   let inFlight = 0;
@@ -162,24 +172,20 @@ export async function startReceiverServer(opts: ReceiverServerOptions): Promise<
       if (answer.retryAfterSec !== undefined) headers['retry-after'] = String(answer.retryAfterSec);
       reply(res, answer.status, answer.body, headers);
     } finally {
-      budget.release(body.body.length);
+      body.release();
     }
   };
 
   /** Answers a body that was not read whole, and closes its connection. */
-  const refuseBody = (
-    req: IncomingMessage,
-    res: ServerResponse,
-    reason: 'too-large' | 'busy' | 'slow' | 'aborted',
-  ): void => {
+  const refuseBody = (req: IncomingMessage, res: ServerResponse, reason: BodyRefusal): void => {
     if (reason === 'aborted') {
       res.destroy();
       return;
     }
     if (reason === 'too-large') {
       reply(res, 413, { error: 'payload_too_large', limit: opts.maxBodyBytes }, { connection: 'close' });
-    } else if (reason === 'busy') {
-      refused('busy');
+    } else if (reason === 'busy' || reason === 'evicted') {
+      refused(reason);
       reply(res, 503, { error: 'busy', message: 'retry later' }, { 'retry-after': '1', connection: 'close' });
     } else {
       refused('slow_body');

@@ -1,9 +1,9 @@
-import { readFileSync } from 'node:fs';
 import { connect, type Socket } from 'node:net';
 import { request } from 'undici';
 import { afterAll, expect, it } from 'vitest';
 import { signWebhookPayload } from '../../src/webhooks/signature.js';
-import { CLI, freePort, killChildren, spawnNode, waitFor } from '../support/processes.js';
+import { killChildren, waitFor } from '../support/processes.js';
+import { memoryMb, refusedFor, startReceiverChild, storedIds } from './support/receiver-child.js';
 import { measured } from './support/results.js';
 import { useSandboxes } from './support/sandbox.js';
 
@@ -14,18 +14,6 @@ const BODY = 262_144;
 afterAll(async () => {
   await killChildren();
 });
-
-/** A figure of /proc/<pid>/status, in MB. */
-function memoryMb(pid: number, field: 'VmRSS' | 'VmHWM'): number {
-  const line = readFileSync(`/proc/${pid}/status`, 'utf8').match(new RegExp(`^${field}:\\s+(\\d+) kB`, 'm'));
-  return Math.round(Number(line?.[1] ?? 0) / 1024);
-}
-
-async function metric(port: number, pattern: RegExp): Promise<number> {
-  const res = await request(`http://127.0.0.1:${port}/metrics`);
-  const text = await res.body.text();
-  return [...text.matchAll(pattern)].reduce((sum, m) => sum + Number(m[1]), 0);
-}
 
 /** Announces a full body, sends all of it but the last byte, and holds the connection. */
 function slowSender(port: number): Promise<Socket> {
@@ -59,23 +47,7 @@ it('24. slow senders: the receiver keeps memory bounded and counts what it refus
     async (rec) => {
       rec.injectedWhat = 'slow senders and bad requests';
       const box = await sandbox('slow_senders');
-      const [port, metricsPort] = [await freePort(), await freePort()];
-      const child = spawnNode(
-        [CLI, 'serve-webhooks'],
-        box.env(null, {
-          WEBHOOK_SECRET: SECRET,
-          WEBHOOK_PORT: String(port),
-          METRICS_PORT: String(metricsPort),
-        }),
-      );
-      await waitFor(
-        async () =>
-          (await request(`http://127.0.0.1:${port}/healthz`).then(
-            (r) => r.body.dump().then(() => r.statusCode),
-            () => 0,
-          )) === 200,
-        { timeoutMs: 30_000, what: 'serve-webhooks to listen' },
-      );
+      const { child, port, metricsPort } = await startReceiverChild(box, SECRET);
       const idleMb = memoryMb(child.pid, 'VmRSS');
       const sockets = await Promise.all(Array.from({ length: SENDERS }, () => slowSender(port)));
       rec.injected += SENDERS;
@@ -128,19 +100,11 @@ it('24. slow senders: the receiver keeps memory bounded and counts what it refus
       }
       const peakMb = memoryMb(child.pid, 'VmHWM');
       for (const s of sockets) s.destroy();
-      const busy = await metric(
-        metricsPort,
-        /^feedsync_webhook_refused_total\{[^}]*reason="busy"[^}]*\} (\d+)$/gm,
-      );
-      const early = await metric(
-        metricsPort,
-        /^feedsync_webhook_refused_total\{[^}]*reason="(?:bad_request|headers_too_large)"[^}]*\} (\d+)$/gm,
-      );
-      const { rows } = await box.store.pool.query<{ id: string; n: number }>(
-        `SELECT e.id, (SELECT count(*)::int FROM "${box.schema}".outbox o WHERE o.event_id = e.id) AS n
-           FROM "${box.schema}".events e`,
-      );
-      const stored = new Map(rows.map((r) => [r.id, r.n]));
+      const busy = await refusedFor(metricsPort, 'busy');
+      const stalled = await refusedFor(metricsPort, 'slow_body');
+      const early =
+        (await refusedFor(metricsPort, 'bad_request')) + (await refusedFor(metricsPort, 'headers_too_large'));
+      const stored = await storedIds(box);
       child.signal('SIGTERM');
       await child.waitExit(30_000);
 
@@ -152,6 +116,7 @@ it('24. slow senders: the receiver keeps memory bounded and counts what it refus
         [`receiver memory with ${SENDERS} senders holding (RSS)`, `${heldMb} MB`],
         ['receiver peak memory over the whole item (VmHWM)', `${peakMb} MB`],
         ['senders refused 503 for the body budget (feedsync_webhook_refused_total busy)', busy],
+        ['senders cut at the ceiling of their pace, 408 (slow_body)', stalled],
         ["Node's own 400 and 431, counted", early],
       ];
       expect(rec.lost).toBe(0);

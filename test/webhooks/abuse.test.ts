@@ -26,7 +26,7 @@ afterEach(async () => {
  * test is who gets to the handler. Short deadlines, so that the file runs in seconds.
  */
 async function start(
-  over: { maxConnections?: number; maxBufferedBytes?: number } = {},
+  over: { maxConnections?: number; maxBufferedBytes?: number; evictAfterMs?: number } = {},
 ): Promise<ReceiverServer> {
   server = await startReceiverServer({
     port: 0,
@@ -87,7 +87,7 @@ describe('serve-webhooks under senders that abuse it', () => {
   });
 
   it('answers 503 busy when the bytes actually held would pass the budget, and has room again once they go', async () => {
-    const { port } = await start({ maxBufferedBytes: 2 * MAX_BODY });
+    const { port } = await start({ maxBufferedBytes: 2 * MAX_BODY, evictAfterMs: 60_000 });
     // Two senders hold nearly a whole body each; a third's bytes find no room.
     const holders = [
       open(port, post(MAX_BODY, 'x'.repeat(MAX_BODY - 1))),
@@ -101,6 +101,21 @@ describe('serve-webhooks under senders that abuse it', () => {
     expect(refusals).toContain('busy');
     for (const h of holders) h.socket.destroy();
     await waitFor(async () => (await deliver(port, 50_000)) === 'HTTP/1.1 200 OK', { what: 'room again' });
+  });
+
+  it('gives the room of bodies that stalled after a burst to a delivery that comes whole (503 to them, counted evicted)', async () => {
+    const { port } = await start({ maxBufferedBytes: 2 * MAX_BODY, evictAfterMs: 300 });
+    const holders = [0, 1].map(() => open(port, post(MAX_BODY, 'x'.repeat(MAX_BODY - 1))));
+    await waitFor(async () => holders.every((h) => h.socket.bytesWritten > MAX_BODY - 1), {
+      what: 'the holders to send',
+    });
+    await new Promise((r) => setTimeout(r, 400));
+    expect(await deliver(port, 200_000)).toBe('HTTP/1.1 200 OK');
+    expect(handled).toEqual([200_000]);
+    // The oldest gave up its room, and only as much as was needed.
+    expect(refusals).toEqual(['evicted']);
+    expect((await holders[0]!.answer).split('\r\n')[0]).toBe('HTTP/1.1 503 Service Unavailable');
+    expect(holders[1]!.socket.closed).toBe(false);
   });
 
   it('cuts a body that trickles (408, counted slow_body); a body of the same size sent at once is served', async () => {
