@@ -66,7 +66,7 @@ export interface ReceiverServer {
   close(): Promise<void>;
 }
 
-/** What lingering after a refusal may still read and discard, so the client sees the answer, not a reset. */
+/** How long a refused connection stays open, so the client sees the answer, not a reset. */
 const LINGER_MS = 2_000;
 
 /** POST /webhooks, GET /healthz and /readyz, on node:http. Bad input never gets a 500. */
@@ -256,13 +256,14 @@ function writeJson(
 }
 
 /**
- * After a refusal (413, 503, 408) the answer goes out and the connection closes; what the client is
- * still sending is read and thrown away for a short while, because closing a
- * socket with unread bytes resets it and the client might never see the 413.
+ * After a refusal (413, 503, 408) the answer goes out and the connection closes, but
+ * only after a short while: closing a socket with unread bytes resets it, and the
+ * client might never see the answer. What the client is still sending is left unread
+ * meanwhile (the kernel's buffers hold it, then the reset drops it): reading it only
+ * to throw it away would cost memory that hundreds of refused senders add up.
  */
 function linger(req: IncomingMessage): void {
   const timer = setTimeout(() => req.socket.destroy(), LINGER_MS);
   timer.unref();
   req.socket.once('close', () => clearTimeout(timer));
-  req.resume();
 }
