@@ -80,6 +80,10 @@ for (const variant of [
         const { child, port, metricsPort } = await startReceiverChild(box, SECRET);
         const idleMb = memoryMb(child.pid, 'VmRSS');
         const limitMb = receiverMemoryLimitMb();
+        // The same deliveries with no sender around, for comparison on this machine.
+        const baseline: number[] = [];
+        for (let i = 0; i < 5; i++)
+          baseline.push((await deliver(port, `evt_${variant.label}_alone_${i}`)).ms);
         const senders = spawnNode([TRICKLER], {
           PORT: String(port),
           SENDERS: String(SENDERS),
@@ -131,10 +135,15 @@ for (const variant of [
         const slowest = Math.max(...answers.map((a) => a.ms));
         rec.checked = ids.length;
         rec.lost = ids.filter((id) => !stored.has(id)).length;
-        rec.duplicated = [...stored.values()].filter((n) => n > 1).length + (stored.size - ids.length);
+        rec.duplicated =
+          [...stored.values()].filter((n) => n > 1).length + (stored.size - ids.length - baseline.length);
         rec.figures = [
           ['signed deliveries answered 200, each sent once', `${ok.length} of ${answers.length}`],
           ['slowest answer to a signed delivery', `${slowest} ms`],
+          [
+            'slowest of 5 answered before the senders came (the first warms the receiver up)',
+            `${Math.max(...baseline)} ms`,
+          ],
           ['trickling connections open at once, at most', peakOpen],
           ['trickling connections closed by the receiver', closedByReceiver],
           [
