@@ -1,9 +1,8 @@
 import { connect, type Socket } from 'node:net';
-import { request } from 'undici';
 import { afterAll, expect, it } from 'vitest';
-import { signWebhookPayload } from '../../src/webhooks/signature.js';
 import { killChildren, waitFor } from '../support/processes.js';
 import {
+  deliverSigned,
   memoryMb,
   receiverMemoryLimitMb,
   refusedFor,
@@ -85,25 +84,10 @@ it('24. slow senders: the receiver keeps memory bounded and counts what it refus
       for (let i = 0; i < 200; i++) {
         const id = `evt_slow_${i}`;
         ids.push(id);
-        const body = JSON.stringify({
-          id,
-          type: 'email.delivered',
-          created_at: new Date().toISOString(),
-          data: { email_id: `em_slow_${i}`, to: ['a@example.com'] },
-        });
         await waitFor(
           async () => {
             attempts++;
-            const res = await request(`http://127.0.0.1:${port}/webhooks`, {
-              method: 'POST',
-              headers: {
-                'content-type': 'application/json',
-                'service-signature': signWebhookPayload(body, SECRET, Math.floor(Date.now() / 1000)),
-              },
-              body,
-            }).catch(() => null);
-            await res?.body.dump();
-            return res?.statusCode === 200;
+            return (await deliverSigned(port, id, SECRET)).status === 200;
           },
           { timeoutMs: 60_000, what: `delivery ${id} answered 200` },
         );

@@ -1,9 +1,8 @@
 import { fileURLToPath } from 'node:url';
-import { request } from 'undici';
 import { afterAll, expect, it } from 'vitest';
-import { signWebhookPayload } from '../../src/webhooks/signature.js';
 import { killChildren, spawnNode, waitFor } from '../support/processes.js';
 import {
+  deliverSigned,
   memoryMb,
   receiverMemoryLimitMb,
   refusedFor,
@@ -27,27 +26,6 @@ const ANSWER_BOUND_MS = 2_000;
 afterAll(async () => {
   await killChildren();
 });
-
-/** Posts one signed delivery; its status and how long the answer took. */
-async function deliver(port: number, id: string): Promise<{ status: number; ms: number }> {
-  const body = JSON.stringify({
-    id,
-    type: 'email.delivered',
-    created_at: new Date().toISOString(),
-    data: { email_id: `em_${id}`, to: ['a@example.com'] },
-  });
-  const started = performance.now();
-  const res = await request(`http://127.0.0.1:${port}/webhooks`, {
-    method: 'POST',
-    headers: {
-      'content-type': 'application/json',
-      'service-signature': signWebhookPayload(body, SECRET, Math.floor(Date.now() / 1000)),
-    },
-    body,
-  }).catch(() => null);
-  await res?.body.dump();
-  return { status: res?.statusCode ?? 0, ms: Math.round(performance.now() - started) };
-}
 
 for (const variant of [
   { item: 27, reopen: false, label: 'trickle' },
@@ -83,7 +61,7 @@ for (const variant of [
         // The same deliveries with no sender around, for comparison on this machine.
         const baseline: number[] = [];
         for (let i = 0; i < 5; i++)
-          baseline.push((await deliver(port, `evt_${variant.label}_alone_${i}`)).ms);
+          baseline.push((await deliverSigned(port, `evt_${variant.label}_alone_${i}`, SECRET)).ms);
         const senders = spawnNode([TRICKLER], {
           PORT: String(port),
           SENDERS: String(SENDERS),
@@ -103,7 +81,7 @@ for (const variant of [
           await new Promise((resolve) => setTimeout(resolve, 1_000));
           const id = `evt_${variant.label}_${i}`;
           ids.push(id);
-          inFlight.push(deliver(port, id).then((a) => void answers.push(a)));
+          inFlight.push(deliverSigned(port, id, SECRET).then((a) => void answers.push(a)));
         }
         await Promise.all(inFlight);
         const heldMb = memoryMb(child.pid, 'VmRSS');

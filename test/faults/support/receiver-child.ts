@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { request } from 'undici';
+import { signWebhookPayload } from '../../../src/webhooks/signature.js';
 import { CLI, freePort, type RunningChild, spawnNode, waitFor } from '../../support/processes.js';
 import type { Sandbox } from './sandbox.js';
 
@@ -25,6 +26,34 @@ export async function startReceiverChild(box: Sandbox, secret: string): Promise<
     { timeoutMs: 30_000, what: 'serve-webhooks to listen' },
   );
   return { child, port, metricsPort };
+}
+
+/**
+ * Posts one signed delivery of a fresh `email.delivered` event with this id, once (no
+ * retry): the answer's status (0 for none) and how long it took.
+ */
+export async function deliverSigned(
+  port: number,
+  id: string,
+  secret: string,
+): Promise<{ status: number; ms: number }> {
+  const body = JSON.stringify({
+    id,
+    type: 'email.delivered',
+    created_at: new Date().toISOString(),
+    data: { email_id: `em_${id}`, to: ['a@example.com'] },
+  });
+  const started = performance.now();
+  const res = await request(`http://127.0.0.1:${port}/webhooks`, {
+    method: 'POST',
+    headers: {
+      'content-type': 'application/json',
+      'service-signature': signWebhookPayload(body, secret, Math.floor(Date.now() / 1000)),
+    },
+    body,
+  }).catch(() => null);
+  await res?.body.dump();
+  return { status: res?.statusCode ?? 0, ms: Math.round(performance.now() - started) };
 }
 
 /** A figure of /proc/<pid>/status, in MB. */
