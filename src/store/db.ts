@@ -73,18 +73,24 @@ export interface QuarantineTable {
   received_at: DefaultTimestamp;
 }
 
-/** An event id served again with other content; the first version stays in events. */
+/**
+ * An event id served again with other content, one row per id: the first version stays
+ * in events, the row holds the newest other one.
+ */
 export interface ConflictsTable {
   id: Generated<string>;
   source: string;
   event_id: string;
-  /** Lowercase hex SHA-256 of the kept version and of this one. */
+  /** Lowercase hex SHA-256 of the kept version and of this one (the newest other). */
   first_sha256: string;
   second_sha256: string;
   /** This version: {id, type, created_at (UTC), data}; the hashes are of `raw::text`. */
   raw: unknown;
   received_via: 'feed' | 'webhook';
+  /** When the newest version arrived. */
   received_at: DefaultTimestamp;
+  /** Other versions recorded under this id, the replaced ones included (int8 as text). */
+  versions_seen: Generated<string>;
 }
 
 /** The tables of DATABASE_SCHEMA, for kysely. */
