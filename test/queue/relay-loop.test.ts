@@ -13,11 +13,17 @@ function memoryOutbox() {
   const rows = new Map<bigint, { row: OutboxRow; published: boolean }>();
   let next = 1n;
   const outbox: Outbox = {
-    async unpublished(limit, skip) {
+    async unpublished(limit, skip, maxBytes) {
       const skipped = new Set(skip);
-      return [...rows.values()]
-        .filter((r) => !r.published && !skipped.has(r.row.seq))
-        .slice(0, limit)
+      const open = [...rows.values()].filter((r) => !r.published && !skipped.has(r.row.seq)).slice(0, limit);
+      // As the statement does: the rows that start under the budget.
+      let before = 0;
+      return open
+        .filter((r) => {
+          const starts = before;
+          before += r.row.bytes;
+          return starts < maxBytes;
+        })
         .map((r) => r.row);
     },
     async unpublishedOf(seqs) {
@@ -42,7 +48,7 @@ function memoryOutbox() {
     const event: ServiceEvent = { id, type: 'email.sent', created_at: '2025-01-01T00:00:00.000Z', data: {} };
     const data = { source: 's', ...event };
     rows.set(BigInt(seq), {
-      row: { seq, source: 's', eventId: id, queue: 'q', jobName: event.type, data, committedAt: 0 },
+      row: { seq, source: 's', eventId: id, queue: 'q', jobName: event.type, data, committedAt: 0, bytes: 150 },
       published: false,
     });
     return { seq, source: 's', queue: 'q', jobName: event.type, event };
