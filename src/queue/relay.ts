@@ -114,7 +114,7 @@ interface Waiter {
 export function startRelay(opts: RelayOptions): Relay {
   const { outbox, publisher } = opts;
   const batchSize = opts.batchSize ?? 1000;
-  const batchBytes = Math.max(1, opts.batchBytes ?? 2 * MiB);
+  const batchBytes = Math.max(1, opts.batchBytes ?? MiB / 2);
   const drainAttempts = opts.drainAttempts ?? 5;
   const maxBackoff = opts.maxBackoffMs ?? 30_000;
   const sweepMs = opts.sweepMs ?? 60_000;
@@ -342,6 +342,11 @@ export function startRelay(opts: RelayOptions): Relay {
       }
       const at = now();
       for (const entry of entries) {
+        // Past the budget, the rest of the offer is left to the outbox: a read takes it in batches.
+        if (full()) {
+          kicked = true;
+          break;
+        }
         const bytes = jobDataBytes(entry.source, entry.event);
         offered.push({ entry, at, bytes });
         offeredBytes += bytes;

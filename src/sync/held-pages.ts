@@ -6,7 +6,7 @@ const MiB = 1024 * 1024;
  * JSON, the driver's buffer): 16 MiB keeps a worker under 200 MB at any page size up
  * to the default 8 MiB response limit, under the manifests' 256 MiB (docs/BENCHMARKS.md).
  */
-export const DEFAULT_MAX_HELD_BYTES = 16 * MiB;
+export const DEFAULT_MAX_HELD_BYTES = 12 * MiB;
 
 /** Limits of what one catch-up holds in memory at once. */
 export interface HoldLimits {
