@@ -16,6 +16,10 @@ export function jobData(source: string, event: ServiceEvent): JobData {
  */
 export function jobDataBytes(source: string, event: ServiceEvent): number {
   return (
-    JSON.stringify(event.data).length + event.id.length + event.type.length + source.length + JOB_ENVELOPE_BYTES
+    JSON.stringify(event.data).length +
+    event.id.length +
+    event.type.length +
+    source.length +
+    JOB_ENVELOPE_BYTES
   );
 }

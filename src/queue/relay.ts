@@ -231,7 +231,10 @@ export function startRelay(opts: RelayOptions): Relay {
     const rows = await outbox.unpublished(asked, skip, batchBytes);
     const bytes = sumBytes(rows);
     if (rows.length > 0) {
-      readRows = Math.min(batchSize, Math.max(1, Math.ceil((2 * batchBytes * rows.length) / Math.max(1, bytes))));
+      readRows = Math.min(
+        batchSize,
+        Math.max(1, Math.ceil((2 * batchBytes * rows.length) / Math.max(1, bytes))),
+      );
     }
     sendingBytes = bytes;
     try {

@@ -106,12 +106,20 @@ it('27. Large events with Redis frozen mid-run: peak RSS under the CronJob limit
             const first = await run.waitExit(RUN_BOUND_MS);
             const again = first.code === 0 ? null : await runCli(['sync', '--once'], env, RUN_BOUND_MS);
             peaks.push(peak);
-            const fate = await fateOf({ store: box.store, prefix: box.prefix, redisUrl: box.redisUrl, served: feed.served });
+            const fate = await fateOf({
+              store: box.store,
+              prefix: box.prefix,
+              redisUrl: box.redisUrl,
+              served: feed.served,
+            });
             rec.checked += fate.served;
             rec.lost += fate.lost;
             rec.duplicated += fate.duplicated;
             rec.figures.push(
-              [`events of ${kb} kB: peak RSS (VmHWM) of the run Redis froze`, `${(peak / MiB).toFixed(0)} MiB`],
+              [
+                `events of ${kb} kB: peak RSS (VmHWM) of the run Redis froze`,
+                `${(peak / MiB).toFixed(0)} MiB`,
+              ],
               [
                 `events of ${kb} kB: exit code of that run / of the run after it`,
                 `${first.code ?? first.signal} / ${again ? (again.code ?? again.signal) : 'none needed'}`,
