@@ -16,7 +16,7 @@ export interface RelayOptions {
   /**
    * Job data per addBulk, and per read of the outbox, in bytes of JSON (`jobDataBytes`):
    * a batch stops at the first job that reaches it (one job larger than this goes alone).
-   * Default 2 MiB: rows bind first for events of up to about 2 kB.
+   * Default 512 KiB: rows bind first for events of up to about 500 bytes.
    */
   batchBytes?: number;
   /** Consecutive failures after which drain() gives up (the loop itself goes on). Default 5. */
@@ -34,8 +34,8 @@ export interface RelayOptions {
   /**
    * Bytes of job data held past which ready() waits and offers are left to the outbox:
    * the rows on offer and the batch on its way to Redis, read from the outbox or not.
-   * Default 4 × batchBytes. An offer made under it is taken whole, so the relay holds at
-   * most this and one commit's load.
+   * Default 4 × batchBytes. An offer is taken up to it, one row at a time; the rest is
+   * left to the outbox, whose reads are bounded by batchBytes.
    */
   maxHeldBytes?: number;
   sleep?: (ms: number, signal?: AbortSignal) => Promise<void>;
