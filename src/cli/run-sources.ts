@@ -7,7 +7,9 @@ import { dbGauges } from '../metrics/db-gauges.js';
 import { createMetrics } from '../metrics/metrics.js';
 import { pushMetrics } from '../metrics/push.js';
 import { startWorkerHealth } from '../metrics/worker-health.js';
-import { claimDue, ensureLeaseRows, nextDueInMs, takeLease } from '../store/lease.js';
+import { ensureLeaseRows, takeLease } from '../store/lease.js';
+import { pruneRound, startRetentionLoop } from '../store/retention-loop.js';
+import { startFleetClaims } from '../sync/fleet-claims.js';
 import { type Outcome, runEachOnce, type Turn, watchSources } from '../sync/scheduler.js';
 import {
   applierFor,
@@ -37,6 +39,8 @@ export async function runSources(
   opts: { watch: boolean; migrate: boolean },
 ): Promise<number> {
   const log = logger.child({ module: 'cli' });
+  // The per-worker rounds of a watch (lease rows, the outbox's sweep): once an interval, between 1 and 60 s.
+  const upkeepMs = Math.min(60_000, Math.max(1_000, config.syncIntervalMs));
   const names = config.sources.map((s) => s.source);
   // Without a sources file the one source needs FEED_BASE_URL and a key: a usage error at start.
   if (config.sourcesFile === null) requireService(config);
@@ -51,6 +55,9 @@ export async function runSources(
     relay: {
       onPublished: (queue, count) => metrics.onPublished(queue, count),
       onPublishDelay: (seconds) => metrics.onPublishDelay(seconds),
+      // A watch's turns leave the outbox to the relay: it reads it on this timer for rows
+      // nobody offers (a failed publication, a worker that died), about once an interval.
+      ...(opts.watch ? { sweepMs: upkeepMs } : {}),
     },
   });
   // The metrics read their gauges from the parts' store; the relay, made on first use, counts into them.
@@ -116,7 +123,8 @@ export async function runSources(
   try {
     // Once, before any turn starts, so that two turns never migrate at the same time.
     await syncOf(names[0]!).checkSchema();
-    await ensureLeaseRows(store, names);
+    // Rows an earlier run committed but did not publish: the relay reads them first.
+    relay.kick();
     const scheduled = {
       concurrency: config.syncConcurrency,
       signal: shutdown.signal,
@@ -126,6 +134,7 @@ export async function runSources(
     };
     if (!opts.watch) {
       const started = performance.now();
+      await ensureLeaseRows(store, names);
       const outcomes = await runEachOnce({
         ...scheduled,
         sources: names,
@@ -141,8 +150,15 @@ export async function runSources(
       let handedOver = true;
       if (!shutdown.signal.aborted) {
         try {
-          relay.kick();
           await relay.drain();
+          // Pruning once a run, not once a source.
+          await pruneRound({
+            store,
+            logger,
+            days: config.eventsRetentionDays,
+            outboxHours: config.queues.outboxRetentionHours,
+            signal: shutdown.signal,
+          });
         } catch (err) {
           handedOver = false;
           log.error(
@@ -196,11 +212,19 @@ export async function runSources(
       },
       'watching the feeds',
     );
+    const claims = await startFleetClaims({ store, sources: names, lease, everyMs: upkeepMs, logger });
+    // Pruning once a minute a replica, not once a turn.
+    const retention = startRetentionLoop({
+      store,
+      logger,
+      days: config.eventsRetentionDays,
+      outboxHours: config.queues.outboxRetentionHours,
+      intervalMs: 60_000,
+    });
     try {
       await watchSources({
         ...scheduled,
-        claim: (limit) => claimDue(store, names, limit, lease),
-        nextDueInMs: (atMost) => nextDueInMs(store, names, atMost),
+        claim: (limit) => claims.claim(limit),
         logger,
         onBeat: beat,
         onOutcome: (outcome) => {
@@ -210,6 +234,8 @@ export async function runSources(
         },
       });
     } finally {
+      await claims.stop();
+      await retention.stop();
       await health.close();
     }
     return 0;
