@@ -61,7 +61,7 @@ export async function runSources(
     },
   });
   // The metrics read their gauges from the parts' store; the relay, made on first use, counts into them.
-  const metrics = createMetrics(dbGauges(parts.store, names), names);
+  const metrics = createMetrics(dbGauges(parts.store, names, config.syncIntervalMs), names);
   const { store, publisher, relay } = parts;
   const applier = applierFor(config, store);
   let lastBeat = Date.now();

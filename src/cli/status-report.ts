@@ -18,6 +18,12 @@ export interface SourceStatus {
   failuresInRow: number;
   /** Why its last turn failed, while it keeps failing (a key file missing, a rejected key…); null otherwise. */
   lastError: string | null;
+  /**
+   * A source of the file due for longer than SYNC_INTERVAL_MS that no worker claimed (or
+   * with no lease row yet): the replicas do not keep up, or none runs it. Also counted by
+   * feedsync_sources_overdue.
+   */
+  overdue: boolean;
   outboxBacklog: number;
   quarantined: number;
   /** Event ids served again with other content (the first version kept). */
@@ -57,6 +63,7 @@ export async function statusReport(
     live: boolean | null;
     failures: number | null;
     last_error: string | null;
+    overdue: boolean;
   }>(
     `WITH sources AS (
        SELECT unnest($1::text[]) AS source UNION SELECT source FROM ${s}.cursors
@@ -64,6 +71,8 @@ export async function statusReport(
      )
      SELECT src.source, c.after_id, c.types, c.last_success_at,
        l.holder, l.token::text AS token, l.expires_at, l.expires_at > now() AS live, l.failures, l.last_error,
+       src.source = ANY ($1::text[]) AND coalesce(CASE WHEN l.holder IS NULL THEN l.due_at ELSE l.expires_at END,
+         '-infinity') < now() - $3::int * interval '1 millisecond' AS overdue,
        (SELECT count(*) FROM ${s}.events e WHERE e.source = src.source) AS events,
        (SELECT max(created_at) FROM ${s}.events e WHERE e.source = src.source AND e.created_at <= now()) AS newest,
        (SELECT count(*) FROM ${s}.quarantine q WHERE q.source = src.source) AS quarantined,
@@ -72,7 +81,7 @@ export async function statusReport(
        LEFT JOIN ${s}.leases l ON l.source = src.source
      WHERE $2::text IS NULL OR src.source = $2::text
      ORDER BY src.source`,
-    [[...config.sources.map((c) => c.source), ...backlog.keys()], opts.only ?? null],
+    [[...config.sources.map((c) => c.source), ...backlog.keys()], opts.only ?? null, config.syncIntervalMs],
   );
   const queues: StatusReport['queues'] = {};
   for (const name of [config.queues.emailEvents, config.queues.contactEvents]) {
@@ -95,6 +104,7 @@ export async function statusReport(
           : null,
       failuresInRow: r.failures ?? 0,
       lastError: r.last_error,
+      overdue: r.overdue,
       outboxBacklog: backlog.get(r.source) ?? 0,
       quarantined: Number(r.quarantined),
       conflicts: Number(r.conflicts),
@@ -118,6 +128,7 @@ export function formatStatus(report: StatusReport): string {
       ...(s.failuresInRow > 0
         ? [`  failing         ${s.failuresInRow} turns in a row: ${s.lastError ?? 'unknown error'}`]
         : []),
+      ...(s.overdue ? ['  overdue         due for over SYNC_INTERVAL_MS, not claimed by any worker'] : []),
       `  outbox backlog  ${s.outboxBacklog}`,
       `  quarantined     ${s.quarantined}`,
       `  conflicts       ${s.conflicts}`,

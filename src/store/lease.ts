@@ -146,6 +146,33 @@ export interface Claimed {
 }
 
 /**
+ * The claim: $1 holder, $2 lease ms, $3 limit, $4 only these sources (null: any), $5
+ * not these. Exported for bench/claim-cost.mjs, which explains it.
+ */
+export function claimStatement(store: Store): string {
+  const table = leases(store);
+  const inScope = `($4::text[] IS NULL OR source = ANY ($4::text[])) AND NOT (source = ANY ($5::text[]))`;
+  return `WITH due AS (
+       SELECT source FROM ${table}
+       WHERE ${NEXT_AT} <= now() AND ${inScope}
+       ORDER BY ${NEXT_AT}, source
+       LIMIT $3::int
+       FOR UPDATE SKIP LOCKED
+     ), taken AS (
+       UPDATE ${table} l SET holder = $1::text, token = l.token + 1,
+         expires_at = now() + $2::int * interval '1 millisecond', taken_at = now()
+       FROM due
+       WHERE l.source = due.source
+       RETURNING l.source, l.token::text AS token, l.failures
+     ), next AS (
+       SELECT min(${NEXT_AT}) AS at FROM ${table}
+       WHERE ${inScope} AND NOT (source = ANY (ARRAY(SELECT source FROM due)))
+     )
+     SELECT claimed.*, (extract(epoch FROM greatest(next.at, now()) - now()) * 1000)::float8 AS next_ms
+     FROM next LEFT JOIN (${WITH_CURSOR(quoteSchema(store.schema))}) claimed ON true`;
+}
+
+/**
  * Which lease rows a claim looks at: every row but those `except` names (sources of no
  * file this worker runs), or only those `only` names (a worker of one source among
  * many: `sync --source`).
@@ -169,35 +196,13 @@ export async function claimDue(
   opts: LeaseOptions,
   scope: ClaimScope = { except: [] },
 ): Promise<Claimed> {
-  const table = leases(store);
-  const inScope = `($4::text[] IS NULL OR source = ANY ($4::text[])) AND NOT (source = ANY ($5::text[]))`;
-  const { rows } = await store.pool.query<TakenRow & { next_ms: number | null }>(
-    `WITH due AS (
-       SELECT source FROM ${table}
-       WHERE ${NEXT_AT} <= now() AND ${inScope}
-       ORDER BY ${NEXT_AT}, source
-       LIMIT $3::int
-       FOR UPDATE SKIP LOCKED
-     ), taken AS (
-       UPDATE ${table} l SET holder = $1::text, token = l.token + 1,
-         expires_at = now() + $2::int * interval '1 millisecond', taken_at = now()
-       FROM due
-       WHERE l.source = due.source
-       RETURNING l.source, l.token::text AS token, l.failures
-     ), next AS (
-       SELECT min(${NEXT_AT}) AS at FROM ${table}
-       WHERE ${inScope} AND NOT (source = ANY (ARRAY(SELECT source FROM due)))
-     )
-     SELECT claimed.*, (extract(epoch FROM greatest(next.at, now()) - now()) * 1000)::float8 AS next_ms
-     FROM next LEFT JOIN (${WITH_CURSOR(quoteSchema(store.schema))}) claimed ON true`,
-    [
-      opts.holder,
-      opts.leaseMs,
-      Math.max(0, limit),
-      'only' in scope ? namesLiteral(scope.only) : null,
-      'except' in scope ? scope.except : [],
-    ],
-  );
+  const { rows } = await store.pool.query<TakenRow & { next_ms: number | null }>(claimStatement(store), [
+    opts.holder,
+    opts.leaseMs,
+    Math.max(0, limit),
+    'only' in scope ? namesLiteral(scope.only) : null,
+    'except' in scope ? scope.except : [],
+  ]);
   const next = rows[0]?.next_ms;
   return {
     leases: rows.flatMap(({ source, ...row }) => (source ? [held(store, { ...row, source }, opts)] : [])),
@@ -219,6 +224,19 @@ function namesLiteral(sources: readonly string[]): string {
     literals.set(sources, literal);
   }
   return literal;
+}
+
+/**
+ * How many sources have been due for longer than `graceMs` and not claimed: the
+ * replicas do not keep up, or run none of them. A source never turned yet counts until
+ * its first turn. Over the claim's index: it reads only the overdue rows.
+ */
+export async function overdueSources(store: Store, graceMs: number): Promise<number> {
+  const { rows } = await store.pool.query<{ n: string }>(
+    `SELECT count(*) AS n FROM ${leases(store)} WHERE ${NEXT_AT} < now() - $1::int * interval '1 millisecond'`,
+    [Math.round(graceMs)],
+  );
+  return Number(rows[0]?.n ?? 0);
 }
 
 /** Who holds a source now, for a message: null when it is free. */
