@@ -227,6 +227,18 @@ function namesLiteral(sources: readonly string[]): string {
 }
 
 /**
+ * Milliseconds until the next source is due (0 when one is due now), at most `atMost`:
+ * what a watch says at start when nothing is due yet. Over the claim's index.
+ */
+export async function nextDueInMs(store: Store, atMost: number): Promise<number> {
+  const { rows } = await store.pool.query<{ ms: number | null }>(
+    `SELECT (extract(epoch FROM greatest(min(${NEXT_AT}), now()) - now()) * 1000)::float8 AS ms FROM ${leases(store)}`,
+  );
+  const ms = rows[0]?.ms;
+  return ms === null || ms === undefined ? atMost : Math.min(atMost, Math.max(0, Math.ceil(ms)));
+}
+
+/**
  * How many sources have been due for longer than `graceMs` and not claimed: the
  * replicas do not keep up, or run none of them. A source never turned yet counts until
  * its first turn. Over the claim's index: it reads only the overdue rows.

@@ -55,6 +55,8 @@ export interface RunResult extends Omit<CatchUpResult, 'status'> {
   status: RunStatus;
   /** False when the outbox could not be drained (Redis down): the events are stored, the next run drains. */
   drained: boolean;
+  /** What kept the outbox from being drained (Redis, or Postgres under the relay); undefined when drained. */
+  drainError?: unknown;
   durationMs: number;
 }
 
@@ -240,11 +242,17 @@ export function createSourceSync(deps: SourceSyncDeps): SourceSync {
     try {
       // Rows an earlier run committed but did not publish go first.
       relay.kick();
-      const result = await runHeld(lease, signal);
-      const drained = result.status !== 'stopped' && (await drainAndPrune(result.status, signal));
+      const { drainError: _turns, ...result } = await runHeld(lease, signal);
+      const drainError = result.status === 'stopped' ? undefined : await drainAndPrune(result.status, signal);
+      const drained = result.status !== 'stopped' && drainError === null;
       failed = runFailed({ ...result, drained });
       succeeded = result.status === 'caught-up';
-      return { ...result, drained, durationMs: performance.now() - started };
+      return {
+        ...result,
+        drained,
+        ...(drainError ? { drainError } : {}),
+        durationMs: performance.now() - started,
+      };
     } finally {
       await lease.release({ dueInMs: settings.intervalMs, failed, succeeded });
     }
@@ -252,9 +260,9 @@ export function createSourceSync(deps: SourceSyncDeps): SourceSync {
 
   /**
    * A once run's end: waits for the outbox to be published, prunes published rows and,
-   * after a catch-up, old events. False when the outbox could not be drained.
+   * after a catch-up, old events. Null when drained, else what kept the outbox back.
    */
-  const drainAndPrune = async (status: RunStatus, signal: AbortSignal): Promise<boolean> => {
+  const drainAndPrune = async (status: RunStatus, signal: AbortSignal): Promise<unknown> => {
     try {
       await relay.drain();
       await pruneOutbox(store, settings.outboxRetentionHours);
@@ -266,11 +274,11 @@ export function createSourceSync(deps: SourceSyncDeps): SourceSync {
           logger,
         });
       }
-      return true;
+      return null;
     } catch (err) {
       if (err instanceof ConfigError) throw err;
       log.error({ err }, 'the outbox could not be drained; the events are stored and the next run drains it');
-      return false;
+      return err;
     }
   };
 
@@ -329,8 +337,14 @@ export function createSourceSync(deps: SourceSyncDeps): SourceSync {
     }
     // The turn does not wait for its rows' jobs: the relay publishes them from memory, and
     // the outbox keeps what it could not. A relay failing now (Redis down) fails the turn.
-    const drained = result.status !== 'stopped' && relay.lastError === null;
-    return { ...result, drained, durationMs: performance.now() - started };
+    const failing = result.status === 'stopped' ? null : relay.lastError;
+    const drained = result.status !== 'stopped' && failing === null;
+    return {
+      ...result,
+      drained,
+      ...(failing === null ? {} : { drainError: failing }),
+      durationMs: performance.now() - started,
+    };
   };
 
   const reconcile = async (from: string | null, signal: AbortSignal = new AbortController().signal) => {
