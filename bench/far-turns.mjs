@@ -55,7 +55,7 @@ try {
     const turns = run.lines.filter((l) => l.msg === 'source finished');
     const walls = turns.map((t) => t.durationMs);
     const paging = turns.map((t) => t.pages * roundTripMs);
-    const over = turns.map((t, i) => walls[i] - paging[i]);
+    const over = walls.map((wall, i) => wall - paging[i]);
     const rate = total / (run.summary.durationMs / 1000);
     console.log(
       [
