@@ -4,11 +4,12 @@
 // `--quick` runs everything at a tenth of the size to check the harness (and
 // writes nothing); `--no-write` leaves the page alone; `--json FILE` also writes
 // the raw results; `--only <section>` runs one section alone: sources (bench/sources.mjs)
-// page-memory (bench/page-memory.mjs), relay-memory (bench/relay-memory.mjs) or retention
-// (bench/retention.mjs), which rewrite only their block of the page.
+// page-memory (bench/page-memory.mjs), relay-memory (bench/relay-memory.mjs), retention
+// (bench/retention.mjs) or consumer (bench/consumer.mjs), which rewrite only their block of the page.
 import { writeFileSync } from 'node:fs';
 import pg from 'pg';
 import { bullmqAddBulk, feedPaging, feedPagingWithLatency, postgresIngest, relayAlone } from './ceilings.mjs';
+import { consumerAlone, consumerRows } from './consumer.mjs';
 import { coldStart, prepareSchema, release, rssHalves, syncOnce } from './end-to-end.mjs';
 import { fillStore } from './growth.mjs';
 import { cleanUp, DATABASE_URL } from './lib/env.mjs';
@@ -44,6 +45,11 @@ const ALONE = {
     title: 'Retention under load',
     run: () => retentionAlone({ scale, log }),
     rows: retentionRows,
+  },
+  consumer: {
+    title: 'The consumer: the inbox against a bare Worker',
+    run: () => consumerAlone({ scale, log }),
+    rows: consumerRows,
   },
 };
 if (only !== null && only !== 'sources' && only !== 'pipeline' && !ALONE[only]) {
