@@ -20,6 +20,9 @@ const COMMANDS = [
   ['webhooks', 'delete'],
   ['webhooks', 'test'],
   ['send'],
+  ['suppressions'],
+  ['suppressions', 'list'],
+  ['suppressions', 'remove'],
   ['requeue'],
   ['doctor'],
 ];
