@@ -139,7 +139,10 @@ export function createDeliveryHandler(opts: DeliveryHandlerOptions): DeliveryHan
     if (result.conflicts > 0)
       log.warn(ref, 'event id stored before with other content; first kept, conflict recorded');
     if (result.contactsWithoutEmail > 0)
-      log.warn(ref, 'contact event without a usable data.email: stored and enqueued, contact_status and suppressions unchanged');
+      log.warn(
+        ref,
+        'contact event without a usable data.email: stored and enqueued, contact_status and suppressions unchanged',
+      );
     log.debug({ ...ref, duplicate }, 'webhook event stored');
     return { status: 200, body: { received: true, id: event.id, stored: true, duplicate } };
   };
