@@ -71,6 +71,11 @@ describe('feedsync demo', () => {
       expect(stdout).toMatch(new RegExp(`${prefix}:email-events\\s+\\{"waiting":11`));
       expect(stdout).toMatch(new RegExp(`${prefix}:contact-events\\s+\\{"waiting":2`));
       expect(stdout).toContain('5 before the sync, 5 after: no mail was sent again');
+      // The suppressed addresses the demo made, on its output.
+      expect(stdout).toMatch(
+        /suppressions table[^\n]*\n {3}bounced@example\.com +bounced +evt_\d+\n {3}complained@example\.com +complained +evt_\d+\n {3}old\.reader@example\.com +unsubscribed +evt_\d+\n/,
+      );
+      expect(stdout).toMatch(/ {3}new\.reader@example\.com +subscribed\n/);
     }
   });
 
