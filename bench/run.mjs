@@ -4,10 +4,12 @@
 // `--quick` runs everything at a tenth of the size to check the harness (and
 // writes nothing); `--no-write` leaves the page alone; `--json FILE` also writes
 // the raw results; `--only <section>` runs one section alone: sources (bench/sources.mjs)
-// page-memory (bench/page-memory.mjs) or retention (bench/retention.mjs), which rewrite
+// page-memory (bench/page-memory.mjs), retention (bench/retention.mjs) or apply-cost
+// (bench/apply-cost.mjs), which rewrite
 // only their block of the page.
 import { writeFileSync } from 'node:fs';
 import pg from 'pg';
+import { applyCost, applyCostRows } from './apply-cost.mjs';
 import { bullmqAddBulk, feedPaging, feedPagingWithLatency, postgresIngest, relayAlone } from './ceilings.mjs';
 import { coldStart, prepareSchema, release, rssHalves, syncOnce } from './end-to-end.mjs';
 import { fillStore } from './growth.mjs';
@@ -38,6 +40,11 @@ const ALONE = {
     title: 'Retention under load',
     run: () => retentionAlone({ scale, log }),
     rows: retentionRows,
+  },
+  'apply-cost': {
+    title: 'The apply statement with contact_status and suppressions',
+    run: () => applyCost({ scale, log }),
+    rows: applyCostRows,
   },
 };
 if (only !== null && only !== 'sources' && only !== 'pipeline' && !ALONE[only]) {

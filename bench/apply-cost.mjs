@@ -1,0 +1,146 @@
+// The apply statement's cost per event with contact_status and suppressions, against the
+// statement before them (the baseline, built from git at BASELINE_COMMIT), side by side in
+// one run: `node bench/run.mjs --only apply-cost` (after `npm run build`).
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { transform } from 'esbuild';
+import { applyStatement } from '../dist/store/apply-statement.js';
+import { ensureCursor } from '../dist/store/cursor.js';
+import { quoteSchema } from '../dist/store/db.js';
+import { dropSchema, SOURCE } from './lib/env.mjs';
+import { pct } from './lib/table.mjs';
+import { backlogEvents, migratedStore, route } from './lib/store.mjs';
+
+/** The last commit whose statement wrote email_status alone. */
+const BASELINE_COMMIT = '0395223';
+const BATCH = 1000;
+
+/** The baseline statement builder, compiled from the file as it was at BASELINE_COMMIT. */
+async function baselineStatement() {
+  let source;
+  try {
+    source = execFileSync('git', ['show', `${BASELINE_COMMIT}:src/store/apply-statement.ts`], {
+      cwd: new URL('..', import.meta.url).pathname,
+      encoding: 'utf8',
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+  } catch (err) {
+    throw new Error(`apply-cost needs the git history (commit ${BASELINE_COMMIT}): ${err.message}`);
+  }
+  const { code } = await transform(source, { loader: 'ts', format: 'esm' });
+  const dir = mkdtempSync(join(tmpdir(), 'feedsync-bench-'));
+  try {
+    writeFileSync(join(dir, 'baseline.mjs'), code);
+    return (await import(join(dir, 'baseline.mjs'))).applyStatement;
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/**
+ * `count` events: the simulator's backlog (ten emails a cycle: sent, then delivered,
+ * bounced, complained or failed), with every `contactEvery`-th one replaced by a contact
+ * event (unsubscribed and subscribed in turn, over 1,000 addresses, so that most find
+ * their row) when given.
+ */
+function eventsOf(count, contactEvery) {
+  const events = backlogEvents(1, count, Date.UTC(2024, 0, 1));
+  if (contactEvery) {
+    for (let i = contactEvery - 1; i < count; i += contactEvery) {
+      const n = Math.floor(i / contactEvery);
+      events[i] = {
+        ...events[i],
+        type: n % 2 === 0 ? 'contact.unsubscribed' : 'contact.subscribed',
+        data: { email: `Reader${n % 1000}@Example.test` },
+      };
+    }
+  }
+  return events;
+}
+
+/** The applier's parameters for one batch that moves the cursor (src/store/applier.ts). */
+function paramsOf(events, prev) {
+  const routes = {};
+  for (const { type } of events) {
+    const r = route(type);
+    if (r) routes[type] = [r.queue, r.jobName];
+  }
+  const json = JSON.stringify(events.map((e) => ({ id: e.id, type: e.type, created_at: e.created_at, data: e.data })));
+  return [SOURCE, 'feed', json, JSON.stringify(routes), true, prev, events.at(-1).id, [], [], '[]', null];
+}
+
+/**
+ * One mix of events through both statements, batch by batch in turn (the order swapped
+ * every round, so that neither always runs on a warmer cache), each into a schema of its own.
+ */
+async function measureMix(label, events, baseline) {
+  const stores = [await migratedStore(`apply_${label}_base`), await migratedStore(`apply_${label}_new`)];
+  try {
+    const texts = [baseline(quoteSchema(stores[0].schema)), applyStatement(quoteSchema(stores[1].schema))];
+    for (const store of stores) await ensureCursor(store, SOURCE, null);
+    const ms = [0, 0];
+    const ratios = [];
+    let prev = null;
+    for (let at = 0, round = 0; at < events.length; at += BATCH, round++) {
+      const batch = events.slice(at, at + BATCH);
+      const params = paramsOf(batch, prev);
+      const took = [0, 0];
+      for (const v of round % 2 === 0 ? [0, 1] : [1, 0]) {
+        const started = performance.now();
+        const { rows } = await stores[v].pool.query(texts[v], params);
+        took[v] = performance.now() - started;
+        if (!rows[0].ok) throw new Error('the batch did not apply');
+      }
+      ms[0] += took[0];
+      ms[1] += took[1];
+      ratios.push(took[1] / took[0]);
+      prev = batch.at(-1).id;
+    }
+    ratios.sort((a, b) => a - b);
+    const { rows } = await stores[1].pool.query(
+      `SELECT (SELECT count(*) FROM "${stores[1].schema}".suppressions)::int AS suppressions,
+              (SELECT count(*) FROM "${stores[1].schema}".contact_status)::int AS contacts`,
+    );
+    return {
+      events: events.length,
+      baselineUs: (ms[0] * 1000) / events.length,
+      newUs: (ms[1] * 1000) / events.length,
+      ratio: ms[1] / ms[0],
+      medianBatchRatio: ratios[Math.floor(ratios.length / 2)],
+      ...rows[0],
+    };
+  } finally {
+    for (const store of stores) {
+      await store.close();
+      await dropSchema(store.schema);
+    }
+  }
+}
+
+/** Both mixes: the simulator's backlog as it is, and with one event in five a contact event. */
+export async function applyCost({ scale = 1, log = () => {} } = {}) {
+  const count = Math.max(BATCH * 4, Math.round(100_000 * scale));
+  const baseline = await baselineStatement();
+  log(`apply cost: ${count} events per mix, batches of ${BATCH}, baseline ${BASELINE_COMMIT}`);
+  const emails = await measureMix('emails', eventsOf(count, 0), baseline);
+  const contacts = await measureMix('contacts', eventsOf(count, 5), baseline);
+  return { baselineCommit: BASELINE_COMMIT, emails, contacts };
+}
+
+export function applyCostRows(r) {
+  const us = (x) => `${x.toFixed(1)} µs/event`;
+  const row = (name, m) => ({
+    measure: `${name} (${m.events.toLocaleString('en-US')} events, ${m.suppressions} suppressions, ${m.contacts} contacts)`,
+    result: us(m.newUs),
+    against: `${us(m.baselineUs)} before the records (${r.baselineCommit}); median batch ${pct(m.medianBatchRatio)}`,
+    ratio: pct(m.ratio),
+    target: '≤ 110%',
+    ok: m.ratio <= 1.1,
+  });
+  return [
+    row('apply statement, backlog mix (2 of 21 events bounce or complain)', r.emails),
+    row('apply statement, one event in five a contact event', r.contacts),
+  ];
+}
