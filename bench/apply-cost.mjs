@@ -10,8 +10,8 @@ import { applyStatement } from '../dist/store/apply-statement.js';
 import { ensureCursor } from '../dist/store/cursor.js';
 import { quoteSchema } from '../dist/store/db.js';
 import { dropSchema, SOURCE } from './lib/env.mjs';
-import { pct } from './lib/table.mjs';
 import { backlogEvents, migratedStore, route } from './lib/store.mjs';
+import { pct } from './lib/table.mjs';
 
 /** The last commit whose statement wrote email_status alone. */
 const BASELINE_COMMIT = '0395223';
@@ -67,7 +67,9 @@ function paramsOf(events, prev) {
     const r = route(type);
     if (r) routes[type] = [r.queue, r.jobName];
   }
-  const json = JSON.stringify(events.map((e) => ({ id: e.id, type: e.type, created_at: e.created_at, data: e.data })));
+  const json = JSON.stringify(
+    events.map((e) => ({ id: e.id, type: e.type, created_at: e.created_at, data: e.data })),
+  );
   return [SOURCE, 'feed', json, JSON.stringify(routes), true, prev, events.at(-1).id, [], [], '[]', null];
 }
 

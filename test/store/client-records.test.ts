@@ -1,6 +1,7 @@
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ServiceEvent } from '../../src/api/types.js';
+import { createMetrics } from '../../src/metrics/metrics.js';
 import { type Applier, createApplier, type Store } from '../../src/store/index.js';
 import { addRefusingTrigger } from '../support/poison-items.js';
 import { event, migratedStore, route } from './migrated-store.js';
@@ -261,6 +262,18 @@ describe('contact_status and suppressions', () => {
     expect(result.outboxRows).toBe(5);
     expect(result.contactsWithoutEmail).toBe(4);
     expect((await recordsOf('no-email')).contacts.map((c) => c.email)).toEqual(['ok@example.com']);
+    // Counted where an operator sees it: the metric and the once run's summary.
+    const metrics = createMetrics(
+      {
+        cursorLagSeconds: async () => new Map(),
+        outboxBacklog: async () => 0,
+        lastSuccessSeconds: async () => new Map(),
+      },
+      ['no-email'],
+    );
+    metrics.hooksFor('no-email').onCommit({ pages: 1, result });
+    expect(await metrics.registry.metrics()).toMatch(/^feedsync_contact_events_without_email_total 4$/m);
+    expect((await metrics.summary()).contact_events_without_email).toBe(4);
   });
 
   it('a recipient address too long to key is stored but suppresses nothing, and the event is kept', async () => {
