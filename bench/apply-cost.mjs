@@ -9,6 +9,7 @@ import { transform } from 'esbuild';
 import { applyStatement } from '../dist/store/apply-statement.js';
 import { ensureCursor } from '../dist/store/cursor.js';
 import { quoteSchema } from '../dist/store/db.js';
+import { cpuMs } from './lib/cpu.mjs';
 import { dropSchema, SOURCE } from './lib/env.mjs';
 import { backlogEvents, migratedStore, route } from './lib/store.mjs';
 import { pct } from './lib/table.mjs';
@@ -75,42 +76,51 @@ function paramsOf(events, prev) {
 
 /**
  * One mix of events through both statements, batch by batch in turn (the order swapped
- * every round, so that neither always runs on a warmer cache), each into a schema of its own.
+ * every round, so that neither always runs on a warmer cache), each into a schema of its
+ * own over one connection: the CPU time of its Postgres backend is the measure (wall
+ * time is also kept, but on a busy machine it says more about the neighbours).
  */
 async function measureMix(label, events, baseline) {
-  const stores = [await migratedStore(`apply_${label}_base`), await migratedStore(`apply_${label}_new`)];
+  const stores = [
+    await migratedStore(`apply_${label}_base`, { max: 1 }),
+    await migratedStore(`apply_${label}_new`, { max: 1 }),
+  ];
   try {
     const texts = [baseline(quoteSchema(stores[0].schema)), applyStatement(quoteSchema(stores[1].schema))];
-    for (const store of stores) await ensureCursor(store, SOURCE, null);
-    const ms = [0, 0];
-    const ratios = [];
+    const backends = [];
+    for (const store of stores) {
+      await ensureCursor(store, SOURCE, null);
+      backends.push((await store.pool.query('SELECT pg_backend_pid() AS pid')).rows[0].pid);
+    }
+    const wall = [0, 0];
+    const cpu = [0, 0];
     let prev = null;
     for (let at = 0, round = 0; at < events.length; at += BATCH, round++) {
       const batch = events.slice(at, at + BATCH);
       const params = paramsOf(batch, prev);
-      const took = [0, 0];
       for (const v of round % 2 === 0 ? [0, 1] : [1, 0]) {
+        const cpuBefore = cpuMs(backends[v]);
         const started = performance.now();
         const { rows } = await stores[v].pool.query(texts[v], params);
-        took[v] = performance.now() - started;
+        wall[v] += performance.now() - started;
+        cpu[v] += cpuMs(backends[v]) - cpuBefore;
         if (!rows[0].ok) throw new Error('the batch did not apply');
       }
-      ms[0] += took[0];
-      ms[1] += took[1];
-      ratios.push(took[1] / took[0]);
       prev = batch.at(-1).id;
     }
-    ratios.sort((a, b) => a - b);
     const { rows } = await stores[1].pool.query(
       `SELECT (SELECT count(*) FROM "${stores[1].schema}".suppressions)::int AS suppressions,
               (SELECT count(*) FROM "${stores[1].schema}".contact_status)::int AS contacts`,
     );
+    const perEvent = (ms) => (ms * 1000) / events.length;
     return {
       events: events.length,
-      baselineUs: (ms[0] * 1000) / events.length,
-      newUs: (ms[1] * 1000) / events.length,
-      ratio: ms[1] / ms[0],
-      medianBatchRatio: ratios[Math.floor(ratios.length / 2)],
+      baselineCpuUs: perEvent(cpu[0]),
+      newCpuUs: perEvent(cpu[1]),
+      cpuRatio: cpu[1] / cpu[0],
+      baselineWallUs: perEvent(wall[0]),
+      newWallUs: perEvent(wall[1]),
+      wallRatio: wall[1] / wall[0],
       ...rows[0],
     };
   } finally {
@@ -132,17 +142,25 @@ export async function applyCost({ scale = 1, log = () => {} } = {}) {
 }
 
 export function applyCostRows(r) {
-  const us = (x) => `${x.toFixed(1)} µs/event`;
-  const row = (name, m) => ({
-    measure: `${name} (${m.events.toLocaleString('en-US')} events, ${m.suppressions} suppressions, ${m.contacts} contacts)`,
-    result: us(m.newUs),
-    against: `${us(m.baselineUs)} before the records (${r.baselineCommit}); median batch ${pct(m.medianBatchRatio)}`,
-    ratio: pct(m.ratio),
-    target: '≤ 110%',
-    ok: m.ratio <= 1.1,
-  });
+  const us = (x) => `${x.toFixed(1)} µs`;
+  const rows = (name, m) => [
+    {
+      measure: `${name}: Postgres CPU per event (${m.events.toLocaleString('en-US')} events; ${m.suppressions} suppressions, ${m.contacts} contacts)`,
+      result: us(m.newCpuUs),
+      against: `${us(m.baselineCpuUs)} before the records (${r.baselineCommit})`,
+      ratio: pct(m.cpuRatio),
+      target: '≤ 110%',
+      ok: m.cpuRatio <= 1.1,
+    },
+    {
+      measure: '  the same, wall time per event',
+      result: us(m.newWallUs),
+      against: us(m.baselineWallUs),
+      ratio: pct(m.wallRatio),
+    },
+  ];
   return [
-    row('apply statement, backlog mix (2 of 21 events bounce or complain)', r.emails),
-    row('apply statement, one event in five a contact event', r.contacts),
+    ...rows('backlog mix (2 of 21 events bounce or complain)', r.emails),
+    ...rows('one event in five a contact event', r.contacts),
   ];
 }

@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { TEST_DATABASE_URL } from '../support/postgres.js';
 import { runCli } from '../support/processes.js';
 
 const env = { PATH: process.env.PATH ?? '' };
@@ -82,7 +83,7 @@ describe('the command line', () => {
   it('a command on an unmigrated schema exits 2 and says to migrate', async () => {
     const { code, stderr } = await runCli(['reconcile'], {
       ...env,
-      DATABASE_URL: 'postgres://postgres@127.0.0.1:5432/test',
+      DATABASE_URL: TEST_DATABASE_URL,
       DATABASE_SCHEMA: 'no_such_schema_here',
     });
     expect(code).toBe(2);

@@ -33,7 +33,8 @@ describe.each(OVERLAYS)('the %s overlay', (overlay) => {
     for (const obj of objects) expect(validateStrict(obj), idOf(obj)).toEqual([]);
   });
 
-  it.skipIf(!kubectl)('renders exactly as kubectl kustomize does', () => {
+  it('renders exactly as kubectl kustomize does', () => {
+    expect(kubectl, 'kubectl is not on PATH: install it (.ci/run checks for it)').toBe(true);
     expect(sortedById(render(overlay))).toEqual(sortedById(renderWithKubectl(overlay)));
   });
 

@@ -5,7 +5,7 @@ import { formatReport } from '../../src/doctor/report.js';
 import { createStore, type Store } from '../../src/store/db.js';
 import { migrate } from '../../src/store/migrate.js';
 import { testEnv } from '../support/config.js';
-import { dropSchema, TEST_DATABASE_URL, uniqueSchema } from '../support/postgres.js';
+import { dropSchema, TEST_DATABASE_URL, testDatabaseUrlWith, uniqueSchema } from '../support/postgres.js';
 import { freePort, type RedisServer, runCli, startRedisServer } from '../support/processes.js';
 import { deletePrefix, uniquePrefix } from '../support/redis.js';
 import { startTestSimulator, TEST_API_KEY } from '../support/simulator.js';
@@ -47,7 +47,7 @@ function statusOf(report: Awaited<ReturnType<typeof runDoctor>>): Record<string,
 
 describe('feedsync doctor', () => {
   it('finds all well with a good configuration, and prints no secret', async () => {
-    const report = await diagnose({ DATABASE_URL: 'postgres://postgres:hunter2secret@127.0.0.1:5432/test' });
+    const report = await diagnose({ DATABASE_URL: testDatabaseUrlWith({ password: 'hunter2secret' }) });
     expect(statusOf(report)).toEqual({
       config: 'ok',
       postgres: 'ok',
@@ -193,7 +193,7 @@ describe('feedsync doctor', () => {
 
   it('never prints a password given in the URL or as a query parameter', async () => {
     const report = await diagnose({
-      DATABASE_URL: 'postgres://postgres@127.0.0.1:5432/test?password=pg-query-pw',
+      DATABASE_URL: testDatabaseUrlWith({ search: '?password=pg-query-pw' }),
       REDIS_URL: `redis://127.0.0.1:${await freePort()}/?password=redis-query-pw`,
     });
     const text = `${formatReport(report)}${JSON.stringify(report)}`;

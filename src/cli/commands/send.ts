@@ -4,7 +4,7 @@ import { Command } from 'commander';
 import { isAddress, isFromField } from '../../api/address.js';
 import { logRetries } from '../../api/retry.js';
 import { type Config, configForSource, requireService } from '../../config/config.js';
-import { ApiError, ConfigError, exitCodeOf, FeedsyncError } from '../../errors.js';
+import { ApiError, ConfigError, FeedsyncError } from '../../errors.js';
 import type { Logger } from '../../logger.js';
 import { action } from '../context.js';
 import { describeFailure } from '../failure.js';
@@ -186,12 +186,14 @@ async function suppressedRecipients(
   try {
     found = await withStore(config, logger, (store) => suppressionsAmong(store, source, to));
   } catch (err) {
-    // The cause's own exit code: 2 for a schema not migrated, 1 for a database that did not answer.
-    throw new FeedsyncError(
+    // The cause's own code and exit code: 2 for a schema not migrated, 1 for a database that did not answer.
+    const message =
       `send: nothing was sent: the suppressions of source ${source} could not be checked: ` +
-        `${describeFailure(err, config)}; or pass --allow-suppressed to send without the check`,
-      { code: 'SUPPRESSIONS_UNCHECKED', exitCode: exitCodeOf(err), cause: err },
-    );
+      `${describeFailure(err, config)}; or pass --allow-suppressed to send without the check`;
+    if (err instanceof FeedsyncError) {
+      throw new FeedsyncError(message, { code: err.code, exitCode: err.exitCode, cause: err });
+    }
+    throw new Error(message, { cause: err });
   }
   if (found.length === 0) return null;
   const named = found
