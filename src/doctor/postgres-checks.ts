@@ -177,7 +177,7 @@ async function cursorCheck(
   return check(
     name,
     'ok',
-    `source "${source}": after ${row.afterId ?? '(start)'}, types ${stored}, ` +
+    `source "${source}": after ${row.afterId ?? '(start)'}, ${row.types ? `types ${stored}` : stored}, ` +
       `last success ${row.lastSuccessAt?.toISOString() ?? 'never'}`,
   );
 }
@@ -203,7 +203,7 @@ async function quarantineCheck(store: Store): Promise<Check> {
   return check(
     'quarantine',
     'warn',
-    `${n} feed item${n === 1 ? '' : 's'} could not be stored as events and wait in ${table}`,
+    `${n} item${n === 1 ? '' : 's'} (feed items or webhook bodies) could not be stored as events and wait in ${table}`,
     `look at them (SELECT id, source, reason, received_at, raw FROM ${table}), handle them, then delete the rows`,
   );
 }

@@ -55,6 +55,16 @@ describe('the command line', () => {
     expect(nested.stdout).toContain('Usage: feedsync cursor set');
   });
 
+  it.each([
+    [['help', 'nosuch'], 'Usage: feedsync [options]'],
+    [['help', 'cursor', 'nosuch'], 'Usage: feedsync cursor'],
+  ])('%j says "unknown command" before the usage, exit 2', async (args, usage) => {
+    const { code, stderr } = await runCli(args, env);
+    expect(code).toBe(2);
+    expect(stderr).toMatch(/^error: unknown command 'nosuch'\n/);
+    expect(stderr).toContain(usage);
+  });
+
   it("simulator --help points at the simulator's own page, not at the contract", async () => {
     const { stdout } = await runCli(['simulator', '--help'], env);
     expect(stdout).toContain('docs/SIMULATOR.md');

@@ -183,4 +183,11 @@ describe('the manifest files', () => {
       expect(readYaml(f, '1.1')).toEqual(readYaml(f, '1.2'));
     },
   );
+
+  it('speak of leases, which a dead replica frees only when they run out, not of advisory locks', () => {
+    const stale = manifestFiles().filter((f) =>
+      /advisory|frees its sources at once/i.test(readFileSync(f, 'utf8')),
+    );
+    expect(stale.map((f) => f.slice(ROOT.length))).toEqual([]);
+  });
 });

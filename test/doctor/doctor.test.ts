@@ -248,8 +248,16 @@ describe('feedsync doctor', () => {
       expect(cursor?.status).toBe('fail');
       expect(cursor?.fix).toContain('feedsync cursor reset --source default');
       expect(statusOf(report)).toMatchObject({ quarantine: 'warn', outbox: 'warn' });
+      // The quarantine holds webhook bodies too: it does not call them all feed items.
+      expect(report.checks.find((c) => c.name === 'quarantine')?.message).toMatch(
+        /^1 item \(feed items or webhook bodies\) could not be stored/,
+      );
       const same = await diagnose({ FEED_TYPES: 'email.delivered' });
       expect(statusOf(same).cursor).toBe('ok');
+      expect(same.checks.find((c) => c.name === 'cursor')?.message).toContain(', types email.delivered,');
+      await store.pool.query(`UPDATE "${schema}".cursors SET types = NULL`);
+      const all = await diagnose();
+      expect(all.checks.find((c) => c.name === 'cursor')?.message).toMatch(/, all types, last success/);
     } finally {
       await store.pool.query(
         `TRUNCATE "${schema}".cursors, "${schema}".quarantine, "${schema}".outbox, "${schema}".events`,
