@@ -4,7 +4,7 @@ import type { ServiceEvent } from '../../src/api/types.js';
 import { createMetrics } from '../../src/metrics/metrics.js';
 import { type Applier, createApplier, type Store } from '../../src/store/index.js';
 import { addRefusingTrigger } from '../support/poison-items.js';
-import { event, migratedStore, route } from './migrated-store.js';
+import { arrivals, event, migratedStore, route } from './migrated-store.js';
 
 let store: Store;
 let dispose: () => Promise<void>;
@@ -145,45 +145,26 @@ describe('contact_status and suppressions', () => {
       email: address,
       to: fc.oneof(fc.array(address, { maxLength: 3 }), address),
     });
-    const scenario = fc
-      .uniqueArray(fc.stringMatching(/^[a-z0-9]{1,3}$/), { minLength: 1, maxLength: 10 })
-      .chain((ids) =>
-        fc.record({
-          events: fc.tuple(...ids.map(() => eventSpec)).map((specs) =>
-            specs.map((s, i) => {
-              const data: Record<string, unknown> = s.type.startsWith('contact.')
-                ? s.email === undefined
-                  ? {}
-                  : { email: s.email }
-                : { email_id: `m${i % 3}`, to: s.to };
-              return event(ids[i]!, s.type, at(s.second), data);
-            }),
-          ),
-          order: fc.shuffledSubarray(
-            ids.map((_, i) => i),
-            { minLength: ids.length, maxLength: ids.length },
-          ),
-          chunkSizes: fc.array(fc.integer({ min: 1, max: 4 }), { maxLength: 10 }),
-          resent: fc.array(fc.nat({ max: ids.length - 1 }), { maxLength: 3 }),
-        }),
-      );
+    const scenario = arrivals(
+      eventSpec,
+      (id, s, i) =>
+        event(
+          id,
+          s.type,
+          at(s.second),
+          s.type.startsWith('contact.')
+            ? s.email === undefined
+              ? {}
+              : { email: s.email }
+            : { email_id: `m${i % 3}`, to: s.to },
+        ),
+      10,
+    );
 
     let run = 0;
     await fc.assert(
-      fc.asyncProperty(scenario, async ({ events, order, chunkSizes, resent }) => {
+      fc.asyncProperty(scenario, async ({ events, batches }) => {
         run += 1;
-        const shuffled = order.map((i) => events[i]!);
-        const batches: ServiceEvent[][] = [];
-        let next = 0;
-        for (const size of chunkSizes) {
-          if (next >= shuffled.length) break;
-          batches.push(shuffled.slice(next, next + size));
-          next += size;
-        }
-        if (next < shuffled.length) batches.push(shuffled.slice(next));
-        // Some events arrive again (feed overlap, webhook and feed both).
-        for (const [k, i] of resent.entries()) batches[k % batches.length]!.push(events[i]!);
-
         await applyInOrder(`shuffled-${run}`, batches);
         await applyInOrder(`one-batch-${run}`, [events]);
         await applyInOrder(
