@@ -40,8 +40,13 @@ export interface ApplyResult {
   unstorable: { id: string; reason: string }[];
   /** Quarantine rows this batch added (a raw text already there is not counted). */
   quarantined: number;
-  /** Conflicts this batch recorded: stored ids that came back with other content. */
+  /**
+   * Conflicts this batch recorded: versions of stored ids that came back with other
+   * content (a version an id's conflicts row holds already, a retry, is not counted).
+   */
   conflicts: number;
+  /** Ids among them with no conflict recorded before: what is worth a warning, the rest being counted. */
+  firstConflicts: number;
   /**
    * New contact.* events of this batch without a string data.email that keys an
    * address (address-key.ts): stored and enqueued, but they update no contact_status
@@ -177,6 +182,7 @@ export function createApplier(
         unstorable,
         quarantined: row.quarantined,
         conflicts: row.conflicts,
+        firstConflicts: row.first_conflicts,
         contactsWithoutEmail: row.contacts_without_email,
         outboxRows: row.outbox_seqs.length,
         outbox: outboxEntries(batch.source, row, inserted),
@@ -228,6 +234,7 @@ export function nothingApplied(): ApplyResult {
     unstorable: [],
     quarantined: 0,
     conflicts: 0,
+    firstConflicts: 0,
     contactsWithoutEmail: 0,
     outboxRows: 0,
     outbox: [],

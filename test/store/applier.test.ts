@@ -51,6 +51,7 @@ describe('applier: events', () => {
       quarantined: 0,
       // The repeat of a within the batch has other data: kept out, and recorded.
       conflicts: 1,
+      firstConflicts: 1,
       // a has no data.email: stored and enqueued, no contact_status.
       contactsWithoutEmail: 1,
       outboxRows: 1,
@@ -164,6 +165,7 @@ describe('applier: events', () => {
       unstorable: [],
       quarantined: 0,
       conflicts: 0,
+      firstConflicts: 0,
       contactsWithoutEmail: 0,
       outboxRows: 0,
       outbox: [],
@@ -255,6 +257,7 @@ describe('applier: cursor compare-and-set', () => {
       unstorable: [],
       quarantined: 0,
       conflicts: 0,
+      firstConflicts: 0,
       contactsWithoutEmail: 0,
       outboxRows: 0,
       outbox: [],
