@@ -4,11 +4,13 @@
 // `--quick` runs everything at a tenth of the size to check the harness (and
 // writes nothing); `--no-write` leaves the page alone; `--json FILE` also writes
 // the raw results; `--only <section>` runs one section alone: sources (bench/sources.mjs)
-// page-memory (bench/page-memory.mjs), retention (bench/retention.mjs), consumer
-// (bench/consumer.mjs) or tracing (bench/tracing.mjs; `--before PATH` adds another
-// build's dist/bin/feedsync.js), which rewrite only their block of the page.
+// page-memory (bench/page-memory.mjs), relay-memory (bench/relay-memory.mjs), retention
+// (bench/retention.mjs), consumer (bench/consumer.mjs), apply-cost (bench/apply-cost.mjs)
+// or tracing (bench/tracing.mjs; `--before PATH` adds another build's
+// dist/bin/feedsync.js), which rewrite only their block of the page.
 import { writeFileSync } from 'node:fs';
 import pg from 'pg';
+import { applyCost, applyCostRows } from './apply-cost.mjs';
 import { bullmqAddBulk, feedPaging, feedPagingWithLatency, postgresIngest, relayAlone } from './ceilings.mjs';
 import { consumerAlone, consumerRows } from './consumer.mjs';
 import { coldStart, prepareSchema, release, rssHalves, syncOnce } from './end-to-end.mjs';
@@ -19,6 +21,7 @@ import { measuredSection, writeBlock, writeMeasured } from './lib/page.mjs';
 import { startSimChild } from './lib/simulator.mjs';
 import { cpuTable, markdownTable, mb, ms, pct, rate } from './lib/table.mjs';
 import { pageMemory, pageMemoryRows } from './page-memory.mjs';
+import { relayMemory, relayMemoryRows } from './relay-memory.mjs';
 import { retentionAlone, retentionRows } from './retention.mjs';
 import { measureSources, sourcesSection, sourcesSizes } from './sources.mjs';
 import { tracingAlone, tracingRows } from './tracing.mjs';
@@ -40,6 +43,11 @@ const ALONE = {
     run: () => pageMemory({ scale: quick ? 0.25 : 1, log }),
     rows: pageMemoryRows,
   },
+  'relay-memory': {
+    title: 'Memory with events that reach the relay, plain node and the image flags',
+    run: () => relayMemory({ scale: quick ? 0.1 : 1, log }),
+    rows: relayMemoryRows,
+  },
   retention: {
     title: 'Retention under load',
     run: () => retentionAlone({ scale, log }),
@@ -49,6 +57,11 @@ const ALONE = {
     title: 'The consumer: the inbox against a bare Worker',
     run: () => consumerAlone({ scale, log }),
     rows: consumerRows,
+  },
+  'apply-cost': {
+    title: 'The apply statement with contact_status and suppressions',
+    run: () => applyCost({ scale, log }),
+    rows: applyCostRows,
   },
   tracing: {
     title: 'Traces: CPU per event, off and on',

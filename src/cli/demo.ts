@@ -89,6 +89,17 @@ export async function runDemo(base: Config, logger: Logger, out: (line: string) 
     );
     out('   email_status table:');
     for (const r of statuses.rows) out(`   ${r.email_id}  ${r.status.padEnd(10)} ${r.recipients.join(', ')}`);
+    const contacts = await store.pool.query<{ email: string; status: string }>(
+      `SELECT email, status FROM ${s}.contact_status ORDER BY email`,
+    );
+    out('   contact_status table:');
+    for (const c of contacts.rows) out(`   ${c.email.padEnd(28)} ${c.status}`);
+    // Printed for the person who ran the demo; addresses never go to the logs.
+    const suppressed = await store.pool.query<{ address: string; reason: string; event_id: string }>(
+      `SELECT address, reason, event_id FROM ${s}.suppressions ORDER BY address`,
+    );
+    out('   suppressions table (feedsync send refuses these addresses unless --allow-suppressed):');
+    for (const r of suppressed.rows) out(`   ${r.address.padEnd(28)} ${r.reason.padEnd(12)} ${r.event_id}`);
     out('5. BullMQ queues (job counts):');
     for (const queue of [config.queues.emailEvents, config.queues.contactEvents]) {
       out(`   ${prefix}:${queue}  ${JSON.stringify(await publisher.counts(queue))}`);

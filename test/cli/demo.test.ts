@@ -75,6 +75,11 @@ describe('feedsync demo', () => {
       );
       expect(stdout).toMatch(/^ {3}email\.sent {12}5$/m);
       expect(stdout).toContain('5 before the sync, 5 after: no mail was sent again');
+      // The suppressed addresses the demo made, on its output.
+      expect(stdout).toMatch(
+        /suppressions table[^\n]*\n {3}bounced@example\.com +bounced +evt_\d+\n {3}complained@example\.com +complained +evt_\d+\n {3}old\.reader@example\.com +unsubscribed +evt_\d+\n/,
+      );
+      expect(stdout).toMatch(/ {3}new\.reader@example\.com +subscribed\n/);
     }
     // Two demos, each with a consumer that starts and stops: room for a busy machine.
   }, 120_000);
