@@ -50,6 +50,33 @@ export interface EmailStatusTable {
   updated_at: DefaultTimestamp;
 }
 
+export type ContactStatusValue = 'subscribed' | 'unsubscribed';
+
+/** The latest contact event of each address (by created_at, then id). */
+export interface ContactStatusTable {
+  source: string;
+  /** data.email, trimmed and lower-cased (address-key.ts). */
+  email: string;
+  status: ContactStatusValue;
+  last_event_id: string;
+  last_event_at: Timestamp;
+  updated_at: DefaultTimestamp;
+}
+
+export type SuppressionReason = 'bounced' | 'complained' | 'unsubscribed';
+
+/** An address not to send to from this source, and the event that decided it (docs/DATA.md). */
+export interface SuppressionsTable {
+  source: string;
+  /** A recipient or a contact's email, trimmed and lower-cased (address-key.ts). */
+  address: string;
+  reason: SuppressionReason;
+  event_id: string;
+  /** The created_at of that event. */
+  at: Timestamp;
+  updated_at: DefaultTimestamp;
+}
+
 export interface OutboxTable {
   /** bigserial: pg returns int8 as a string, which keeps every value exact. */
   seq: Generated<string>;
@@ -73,18 +100,24 @@ export interface QuarantineTable {
   received_at: DefaultTimestamp;
 }
 
-/** An event id served again with other content; the first version stays in events. */
+/**
+ * An event id served again with other content, one row per id: the first version stays
+ * in events, the row holds the newest other one.
+ */
 export interface ConflictsTable {
   id: Generated<string>;
   source: string;
   event_id: string;
-  /** Lowercase hex SHA-256 of the kept version and of this one. */
+  /** Lowercase hex SHA-256 of the kept version and of this one (the newest other). */
   first_sha256: string;
   second_sha256: string;
   /** This version: {id, type, created_at (UTC), data}; the hashes are of `raw::text`. */
   raw: unknown;
   received_via: 'feed' | 'webhook';
+  /** When the newest version arrived. */
   received_at: DefaultTimestamp;
+  /** Other versions recorded under this id, the replaced ones included (int8 as text). */
+  versions_seen: Generated<string>;
 }
 
 /** The tables of DATABASE_SCHEMA, for kysely. */
@@ -92,6 +125,8 @@ export interface Database {
   events: EventsTable;
   cursors: CursorsTable;
   email_status: EmailStatusTable;
+  contact_status: ContactStatusTable;
+  suppressions: SuppressionsTable;
   outbox: OutboxTable;
   quarantine: QuarantineTable;
   conflicts: ConflictsTable;
