@@ -19,10 +19,10 @@ afterAll(async () => {
   await sim?.close();
 });
 
-it('28. a feed that never ends: a once run stops at SYNC_ONCE_MAX_MS, exit 4, and the next run goes on', async () => {
+it('36. a feed that never ends: a once run stops at SYNC_ONCE_MAX_MS, exit 4, and the next run goes on', async () => {
   await measured(
     {
-      item: 28,
+      item: 36,
       title: 'a feed that never ends',
       claim:
         '`sync --once` against a feed that always has another full page stops on its own after SYNC_ONCE_MAX_MS: ' +

@@ -19,10 +19,10 @@ afterAll(async () => {
   await sim?.close();
 });
 
-it('27. DATABASE_URL at a silent port or at another service: each command fails within its connect timeout', async () => {
+it('35. DATABASE_URL at a silent port or at another service: each command fails within its connect timeout', async () => {
   await measured(
     {
-      item: 27,
+      item: 35,
       title: 'Postgres address where nothing answers, or Redis does',
       claim:
         'With DATABASE_URL at a port that accepts and never answers, or at a Redis server, `sync --once`, `migrate`, ' +
