@@ -6,7 +6,9 @@ import { dbGauges } from '../metrics/db-gauges.js';
 import { createMetrics } from '../metrics/metrics.js';
 import { pushMetrics } from '../metrics/push.js';
 import { startWorkerHealth } from '../metrics/worker-health.js';
-import { claimDue, ensureLeaseRows, leaseHolderOf, nextDueInMs, takeLease } from '../store/lease.js';
+import { ensureLeaseRows, leaseHolderOf, nextDueInMs, takeLease } from '../store/lease.js';
+import { pruneRound, startRetentionLoop } from '../store/retention-loop.js';
+import { startFleetClaims } from '../sync/fleet-claims.js';
 import { type Outcome, runEachOnce, type Turn, watchSources } from '../sync/scheduler.js';
 import {
   applierFor,
@@ -36,6 +38,8 @@ export async function runSources(
   opts: { watch: boolean; migrate: boolean },
 ): Promise<number> {
   const log = logger.child({ module: 'cli' });
+  // The per-worker rounds of a watch (lease rows, the outbox's sweep): once an interval, between 1 and 60 s.
+  const upkeepMs = Math.min(60_000, Math.max(1_000, config.syncIntervalMs));
   const names = config.sources.map((s) => s.source);
   // Without a sources file the one source needs FEED_BASE_URL and a key: a usage error at start.
   if (config.sourcesFile === null) requireService(config);
@@ -50,10 +54,13 @@ export async function runSources(
     relay: {
       onPublished: (queue, count) => metrics.onPublished(queue, count),
       onPublishDelay: (seconds) => metrics.onPublishDelay(seconds),
+      // A watch's turns leave the outbox to the relay: it reads it on this timer for rows
+      // nobody offers (a failed publication, a worker that died), about once an interval.
+      ...(opts.watch ? { sweepMs: upkeepMs } : {}),
     },
   });
   // The metrics read their gauges from the parts' store; the relay, made on first use, counts into them.
-  const metrics = createMetrics(dbGauges(parts.store, names), names);
+  const metrics = createMetrics(dbGauges(parts.store, names, config.syncIntervalMs), names);
   const { store, publisher, relay } = parts;
   const applier = applierFor(config, store);
   let lastBeat = Date.now();
@@ -61,6 +68,9 @@ export async function runSources(
     lastBeat = Date.now();
   };
   const { lease } = sourceSettings(config);
+  // A once run's own end, well inside a CronJob's activeDeadlineSeconds: the turns in
+  // flight commit what they fetched, and the next run goes on from their cursors.
+  const limit = opts.watch ? undefined : AbortSignal.timeout(config.syncOnceMaxMs);
   const keyProblems = new Map(
     config.sources.flatMap((s) => (s.keyProblem ? [[s.source, s.keyProblem]] : [])),
   );
@@ -100,7 +110,7 @@ export async function runSources(
     // The source is named by whoever prints this: the stderr line's prefix, the log line's field, status's row.
     if (problem)
       throw new ConfigError(`${problem}; this source fails every turn until it is fixed`, 'KEY_FILE');
-    return syncOf(held.source).runHeld(held, signal);
+    return syncOf(held.source).runHeld(held, signal, limit);
   };
   const describe = (err: unknown): string => describeFailure(err, config);
   const observe = (outcome: Outcome): void => {
@@ -112,7 +122,8 @@ export async function runSources(
   try {
     // Once, before any turn starts, so that two turns never migrate at the same time.
     await syncOf(names[0]!).checkSchema();
-    await ensureLeaseRows(store, names);
+    // Rows an earlier run committed but did not publish: the relay reads them first.
+    relay.kick();
     const scheduled = {
       concurrency: config.syncConcurrency,
       signal: shutdown.signal,
@@ -122,10 +133,12 @@ export async function runSources(
     };
     if (!opts.watch) {
       const started = performance.now();
+      await ensureLeaseRows(store, names);
       // Who holds a source this run skipped, and until when: wait for it, rather than look for a second worker.
       const heldBy = new Map<string, Holder>();
       const outcomes = await runEachOnce({
         ...scheduled,
+        ...(limit ? { limit } : {}),
         sources: names,
         take: async (source) => {
           const taken = await takeLease(store, source, lease);
@@ -145,8 +158,15 @@ export async function runSources(
       let handOverError: unknown = null;
       if (!shutdown.signal.aborted) {
         try {
-          relay.kick();
           await relay.drain();
+          // Pruning once a run, not once a source.
+          await pruneRound({
+            store,
+            logger,
+            days: config.eventsRetentionDays,
+            outboxHours: config.queues.outboxRetentionHours,
+            signal: shutdown.signal,
+          });
         } catch (err) {
           handedOver = false;
           handOverError = err;
@@ -167,6 +187,10 @@ export async function runSources(
         if (!reached.has(source))
           log.info({ source, outcome: 'not-started' }, 'source not started: stopping');
       }
+      // Stopped by its own limit, not by SIGTERM: a source read short of its end, or not started.
+      const short =
+        outcomes.some((o) => o.ok && o.result.status === 'limit-reached') ||
+        (limit?.aborted === true && !shutdown.signal.aborted && reached.size < names.length);
       const durationMs = Math.round(performance.now() - started);
       log.info(
         {
@@ -180,8 +204,10 @@ export async function runSources(
       const turnError = outcomes.find((o) => o.ok && o.result.drainError !== undefined);
       const why = handOverError ?? (turnError?.ok ? turnError.result.drainError : relay.lastError);
       tellOperator(config, outcomes, describe, handedOver, why);
+      if (short) tellLimit(config, outcomes, names.length - reached.size);
       const code = exitCodeFor(outcomes);
-      return code === 0 && !handedOver ? 1 : code;
+      if (code === 0 && !handedOver) return 1;
+      return code === 0 && short ? EXIT_NOT_CAUGHT_UP : code;
     }
 
     const health = await startWorkerHealth({
@@ -203,9 +229,18 @@ export async function runSources(
       },
       'watching the feeds',
     );
+    const claims = await startFleetClaims({ store, sources: names, lease, everyMs: upkeepMs, logger });
+    // Pruning once a minute a replica, not once a turn.
+    const retention = startRetentionLoop({
+      store,
+      logger,
+      days: config.eventsRetentionDays,
+      outboxHours: config.queues.outboxRetentionHours,
+      intervalMs: 60_000,
+    });
     // A source that a once run (or another worker) ran moments ago is due an interval after
     // that turn, and quiet turns log at debug: say why nothing happens meanwhile.
-    const firstDueMs = await nextDueInMs(store, names, Number.MAX_SAFE_INTEGER);
+    const firstDueMs = await nextDueInMs(store, Number.MAX_SAFE_INTEGER);
     if (firstDueMs > 0) {
       log.info(
         { nextDueInMs: firstDueMs },
@@ -216,8 +251,7 @@ export async function runSources(
     try {
       await watchSources({
         ...scheduled,
-        claim: (limit) => claimDue(store, names, limit, lease),
-        nextDueInMs: (atMost) => nextDueInMs(store, names, atMost),
+        claim: (limit) => claims.claim(limit),
         logger,
         onBeat: beat,
         onOutcome: (outcome) => {
@@ -227,6 +261,8 @@ export async function runSources(
         },
       });
     } finally {
+      await claims.stop();
+      await retention.stop();
       await health.close();
     }
     return 0;
@@ -273,6 +309,23 @@ function tellOperator(
   }
 }
 
+/** The exit code of a once run that stopped at SYNC_ONCE_MAX_MS before every feed's end, with no failure. */
+export const EXIT_NOT_CAUGHT_UP = 4;
+
+/** On stderr, one line: the run stopped at its limit, what it kept, and that the next run goes on. */
+function tellLimit(config: Config, outcomes: readonly Outcome[], notStarted: number): void {
+  const short = outcomes.flatMap((o) => (o.ok && o.result.status === 'limit-reached' ? [o] : []));
+  const stored = short.reduce((n, o) => n + o.result.stored, 0);
+  const which =
+    config.sourcesFile === null
+      ? 'before the end of the feed'
+      : `with ${short.length} source(s) short of their feed's end and ${notStarted} not started`;
+  process.stderr.write(
+    `feedsync: not caught up: the run stopped at SYNC_ONCE_MAX_MS (${config.syncOnceMaxMs} ms) ${which}; ` +
+      `${stored} new events stored and handed over; the next run goes on from the cursor (exit ${EXIT_NOT_CAUGHT_UP})\n`,
+  );
+}
+
 function tally(outcomes: readonly Outcome[], total: number): Record<string, number> {
   const count = (pick: (o: Outcome) => boolean): number => outcomes.filter(pick).length;
   return {
@@ -280,6 +333,7 @@ function tally(outcomes: readonly Outcome[], total: number): Record<string, numb
     caught_up: count((o) => o.ok && o.result.status === 'caught-up' && o.result.drained),
     locked_elsewhere: count((o) => o.ok && o.result.status === 'locked'),
     lease_lost: count((o) => o.ok && o.result.status === 'lease-lost'),
+    not_caught_up: count((o) => o.ok && o.result.status === 'limit-reached'),
     failed: count(failed),
     not_started: total - outcomes.length,
   };
@@ -314,6 +368,12 @@ function logOutcome(log: Logger, outcome: Outcome, level: 'info' | 'debug', hold
         '(a worker that was killed holds it until then: run again after that)',
     );
   } else if (r.status === 'locked') log.info(line, 'another worker holds the lease of this source; skipped');
+  else if (r.status === 'limit-reached')
+    log.warn(
+      line,
+      'source not caught up: the run reached SYNC_ONCE_MAX_MS before the end of its feed; what it read is ' +
+        'stored, and the next run goes on from its cursor',
+    );
   else if (!r.drained && r.status !== 'stopped')
     log.warn(line, 'source stored its events; the outbox was not drained');
   else log[level](line, 'source finished');

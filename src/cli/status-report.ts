@@ -23,10 +23,18 @@ export interface SourceStatus {
   failuresInRow: number;
   /** Why its last turn failed, while it keeps failing (a key file missing, a rejected key…); null otherwise. */
   lastError: string | null;
+  /**
+   * A source of the file due for longer than SYNC_INTERVAL_MS that no worker claimed (or
+   * with no lease row yet): the replicas do not keep up, or none runs it. Also counted by
+   * feedsync_sources_overdue.
+   */
+  overdue: boolean;
   outboxBacklog: number;
   quarantined: number;
-  /** Event ids served again with other content (the first version kept). */
+  /** Versions of stored event ids served again with other content (the first version kept). */
   conflicts: number;
+  /** The event ids they came under: one conflicts row each, with its newest other version. */
+  conflictIds: number;
 }
 
 export interface StatusReport {
@@ -56,12 +64,14 @@ export async function statusReport(
     newest: Date | null;
     quarantined: string;
     conflicts: string;
+    conflict_ids: string;
     holder: string | null;
     token: string | null;
     expires_at: Date | null;
     live: boolean | null;
     failures: number | null;
     last_error: string | null;
+    overdue: boolean;
     due_at: Date | null;
     due_later: boolean | null;
   }>(
@@ -71,16 +81,20 @@ export async function statusReport(
      )
      SELECT src.source, c.after_id, c.types, c.last_success_at,
        l.holder, l.token::text AS token, l.expires_at, l.expires_at > now() AS live, l.failures, l.last_error,
+       src.source = ANY ($1::text[]) AND coalesce(CASE WHEN l.holder IS NULL THEN l.due_at ELSE l.expires_at END,
+         '-infinity') < now() - $3::int * interval '1 millisecond' AS overdue,
        l.due_at, l.due_at > now() AS due_later,
        (SELECT count(*) FROM ${s}.events e WHERE e.source = src.source) AS events,
        (SELECT max(created_at) FROM ${s}.events e WHERE e.source = src.source AND e.created_at <= now()) AS newest,
        (SELECT count(*) FROM ${s}.quarantine q WHERE q.source = src.source) AS quarantined,
-       (SELECT count(*) FROM ${s}.conflicts k WHERE k.source = src.source) AS conflicts
+       k.conflicts, k.conflict_ids
      FROM sources src LEFT JOIN ${s}.cursors c ON c.source = src.source
        LEFT JOIN ${s}.leases l ON l.source = src.source
+       CROSS JOIN LATERAL (SELECT coalesce(sum(versions_seen), 0) AS conflicts, count(*) AS conflict_ids
+         FROM ${s}.conflicts k WHERE k.source = src.source) k
      WHERE $2::text IS NULL OR src.source = $2::text
      ORDER BY src.source`,
-    [[...config.sources.map((c) => c.source), ...backlog.keys()], opts.only ?? null],
+    [[...config.sources.map((c) => c.source), ...backlog.keys()], opts.only ?? null, config.syncIntervalMs],
   );
   const queues: StatusReport['queues'] = {};
   for (const name of [config.queues.emailEvents, config.queues.contactEvents]) {
@@ -105,9 +119,11 @@ export async function statusReport(
       nextDueAt: !r.live && r.due_later && r.due_at !== null ? r.due_at.toISOString() : null,
       failuresInRow: r.failures ?? 0,
       lastError: r.last_error,
+      overdue: r.overdue,
       outboxBacklog: backlog.get(r.source) ?? 0,
       quarantined: Number(r.quarantined),
       conflicts: Number(r.conflicts),
+      conflictIds: Number(r.conflict_ids),
     })),
     queues,
   };
@@ -129,9 +145,10 @@ export function formatStatus(report: StatusReport): string {
       ...(s.failuresInRow > 0
         ? [`  failing         ${s.failuresInRow} turns in a row: ${s.lastError ?? 'unknown error'}`]
         : []),
+      ...(s.overdue ? ['  overdue         due for over SYNC_INTERVAL_MS, not claimed by any worker'] : []),
       `  outbox backlog  ${s.outboxBacklog}`,
       `  quarantined     ${s.quarantined}`,
-      `  conflicts       ${s.conflicts}`,
+      `  conflicts       ${s.conflicts}${s.conflicts > 0 ? ` (${s.conflictIds} event id${s.conflictIds === 1 ? '' : 's'})` : ''}`,
     );
   }
   for (const [queue, counts] of Object.entries(report.queues)) {

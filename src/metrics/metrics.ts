@@ -8,6 +8,8 @@ export interface GaugeSource {
   /** Per source: seconds since its newest stored event's created_at, future dates left out (absent while nothing is stored). */
   cursorLagSeconds(): Promise<ReadonlyMap<string, number>>;
   outboxBacklog(): Promise<number>;
+  /** Sources due for a whole interval that no worker claimed (the fleet's count, from the lease rows). */
+  sourcesOverdue(): Promise<number>;
   /** Per source: when it last caught up (unix seconds), from its cursor row (absent before the first time). */
   lastSuccessSeconds(): Promise<ReadonlyMap<string, number>>;
 }
@@ -78,7 +80,7 @@ export function createMetrics(gauges: GaugeSource, sources: readonly string[]): 
   });
   const conflicts = new Counter({
     name: 'feedsync_events_conflict_total',
-    help: 'Events whose id was stored before with other content (the first kept; recorded in the conflicts table).',
+    help: 'Versions of stored event ids that came back with other content (the first kept; the newest other one in the conflicts table).',
     labelNames: ['source'],
     registers: [registry],
   });
@@ -175,6 +177,15 @@ export function createMetrics(gauges: GaugeSource, sources: readonly string[]): 
     registers: [registry],
     async collect() {
       this.set(await gauges.outboxBacklog().catch(() => Number.NaN));
+    },
+  });
+
+  new Gauge({
+    name: 'feedsync_sources_overdue',
+    help: 'Sources due for a whole SYNC_INTERVAL_MS that no worker has claimed (all workers alike: read from the lease rows).',
+    registers: [registry],
+    async collect() {
+      this.set(await gauges.sourcesOverdue().catch(() => Number.NaN));
     },
   });
 

@@ -6,7 +6,7 @@ export {
   createApplier,
   type EventRoute,
 } from './applier.js';
-export { type CursorRow, ensureCursor, getCursor, markSuccess, setCursor } from './cursor.js';
+export { type CursorRow, ensureCursor, getCursor, setCursor } from './cursor.js';
 export {
   type ConflictsTable,
   type CursorsTable,

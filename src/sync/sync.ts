@@ -10,7 +10,7 @@ import type { Relay } from '../queue/relay.js';
 import { routeFor } from '../queue/routes.js';
 import { shellQuote } from '../shell-quote.js';
 import { type Applier, createApplier } from '../store/applier.js';
-import { ensureCursor, getCursor, isStored, markSuccess } from '../store/cursor.js';
+import { ensureCursor, getCursor, isStored } from '../store/cursor.js';
 import type { Store } from '../store/db.js';
 import { type LeaseOptions, type SourceLease, takeLease } from '../store/lease.js';
 import { migrate, schemaState } from '../store/migrate.js';
@@ -73,15 +73,18 @@ export function runFailed(result: RunResult): boolean {
 export interface SourceSync {
   /**
    * Takes the source's lease (status 'locked' when another worker holds it), pages until
-   * caught up, gives the lease back and drains the outbox: one CronJob run.
+   * caught up (or for SYNC_ONCE_MAX_MS at most: 'limit-reached'), gives the lease back
+   * and drains the outbox: one CronJob run.
    */
   runOnce(signal?: AbortSignal): Promise<RunResult>;
   /**
    * One turn under a lease taken elsewhere (the scheduler's claim): pages until caught
-   * up, the lease lost or the signal aborted, then drains the outbox. Leaves the lease
-   * to its caller, and the schema check too.
+   * up, the lease lost, the signal aborted or the limit reached. Its statements are its
+   * commits: the cursor comes with the lease, the success is recorded when the caller
+   * gives the lease back, and the outbox is drained and pruned per worker, not per turn.
+   * Leaves the lease to its caller, and the schema check too.
    */
-  runHeld(lease: SourceLease, signal: AbortSignal): Promise<RunResult>;
+  runHeld(lease: SourceLease, signal: AbortSignal, limit?: AbortSignal): Promise<RunResult>;
   /** Re-reads the feed from `from` without moving the cursor; stores and enqueues only what was missing. */
   reconcile(from: string | null, signal?: AbortSignal): Promise<CatchUpResult>;
   /** Refuses an outdated schema, or migrates it with `autoMigrate`; once per Sync. runOnce calls it too. */
@@ -105,6 +108,8 @@ export interface SourceSettings {
   maxPageBytes: number;
   /** SYNC_INTERVAL_MS: when the source falls due after a once run gives its lease back. */
   intervalMs: number;
+  /** SYNC_ONCE_MAX_MS: how long `runOnce` pages before it stops short of the feed's end. */
+  onceMaxMs: number;
   /** Who holds the lease, and for how long (SOURCE_LEASE_MS). */
   lease: LeaseOptions;
   /** EVENTS_RETENTION_DAYS and OUTBOX_RETENTION_HOURS. */
@@ -119,6 +124,7 @@ export function sourceSettings(config: Config): SourceSettings {
     types: config.feed.types,
     maxPageBytes: config.feed.maxResponseBytes,
     intervalMs: config.syncIntervalMs,
+    onceMaxMs: config.syncOnceMaxMs,
     lease: leaseOptionsFor(config),
     eventsRetentionDays: config.eventsRetentionDays,
     outboxRetentionHours: config.queues.outboxRetentionHours,
@@ -236,26 +242,68 @@ export function createSourceSync(deps: SourceSyncDeps): SourceSync {
       return { ...emptyRun(), status: 'locked', drained: true, durationMs: performance.now() - started };
     }
     let failed = true;
+    let succeeded = false;
     try {
-      const result = await runHeld(lease, signal);
-      failed = runFailed(result);
-      return { ...result, durationMs: performance.now() - started };
+      // Rows an earlier run committed but did not publish go first.
+      relay.kick();
+      const { drainError: _turns, ...result } = await runHeld(
+        lease,
+        signal,
+        AbortSignal.timeout(settings.onceMaxMs),
+      );
+      const drainError = result.status === 'stopped' ? undefined : await drainAndPrune(result.status, signal);
+      const drained = result.status !== 'stopped' && drainError === null;
+      failed = runFailed({ ...result, drained });
+      succeeded = result.status === 'caught-up';
+      return {
+        ...result,
+        drained,
+        ...(drainError ? { drainError } : {}),
+        durationMs: performance.now() - started,
+      };
     } finally {
-      await lease.release({ dueInMs: settings.intervalMs, failed });
+      await lease.release({ dueInMs: settings.intervalMs, failed, succeeded });
     }
   };
 
-  const runHeld = async (lease: SourceLease, signal: AbortSignal): Promise<RunResult> => {
+  /**
+   * A once run's end: waits for the outbox to be published, prunes published rows and,
+   * after a catch-up, old events. Null when drained, else what kept the outbox back.
+   */
+  const drainAndPrune = async (status: RunStatus, signal: AbortSignal): Promise<unknown> => {
+    try {
+      await relay.drain();
+      await pruneOutbox(store, settings.outboxRetentionHours);
+      if (settings.eventsRetentionDays !== null && status === 'caught-up') {
+        await pruneAfterRun(store, {
+          days: settings.eventsRetentionDays,
+          outboxHours: settings.outboxRetentionHours,
+          signal,
+          logger,
+        });
+      }
+      return null;
+    } catch (err) {
+      if (err instanceof ConfigError) throw err;
+      log.error({ err }, 'the outbox could not be drained; the events are stored and the next run drains it');
+      return err;
+    }
+  };
+
+  const runHeld = async (
+    lease: SourceLease,
+    signal: AbortSignal,
+    limit?: AbortSignal,
+  ): Promise<RunResult> => {
     const started = performance.now();
-    // Rows an earlier run committed but did not publish go first.
-    relay.kick();
     // One signal for the turn: SIGTERM or the lease lost stop it alike.
     const turn = linkedAbort(signal, lease.signal);
     hooks.onLeaseChange?.(true);
     const turnFeed = deps.openFeed();
     let result: CatchUpResult;
     try {
-      const cursor = await ensureCursor(store, source, settings.types);
+      // The claim read the cursor with the lease; a source's first turn makes it.
+      const cursor = lease.cursor ?? (await ensureCursor(store, source, settings.types));
       checkTypes(source, cursor.types, settings.types);
       result = await catchUp({
         source,
@@ -269,6 +317,7 @@ export function createSourceSync(deps: SourceSyncDeps): SourceSync {
         isStored: (id) => isStored(store, source, id),
         maxPageBytes: settings.maxPageBytes,
         signal: turn.signal,
+        ...(limit ? { limit } : {}),
         onCommit: (info) => {
           relay.offer(info.result.outbox);
           hooks.onCommit?.(info);
@@ -276,7 +325,6 @@ export function createSourceSync(deps: SourceSyncDeps): SourceSync {
       });
       // Stopped by the lease, not by SIGTERM: another worker has the source now.
       if (result.status === 'stopped' && lease.lost && !signal.aborted) result.status = 'lease-lost';
-      if (result.status === 'caught-up') await markSuccess(store, source);
     } finally {
       turn.dispose();
       hooks.onLeaseChange?.(false);
@@ -300,31 +348,16 @@ export function createSourceSync(deps: SourceSyncDeps): SourceSync {
           'back, and the next run reads from the cursor as it is now',
       );
     }
-    let drained = result.status !== 'stopped';
-    let drainError: unknown;
-    if (drained) {
-      try {
-        await relay.drain();
-        await pruneNowAndThen(store, settings.outboxRetentionHours);
-        if (settings.eventsRetentionDays !== null && result.status === 'caught-up') {
-          await pruneAfterRun(store, {
-            days: settings.eventsRetentionDays,
-            outboxHours: settings.outboxRetentionHours,
-            signal,
-            logger,
-          });
-        }
-      } catch (err) {
-        if (err instanceof ConfigError) throw err;
-        drained = false;
-        drainError = err;
-        log.error(
-          { err },
-          'the outbox could not be drained; the events are stored and the next run drains it',
-        );
-      }
-    }
-    return { ...result, drained, drainError, durationMs: performance.now() - started };
+    // The turn does not wait for its rows' jobs: the relay publishes them from memory, and
+    // the outbox keeps what it could not. A relay failing now (Redis down) fails the turn.
+    const failing = result.status === 'stopped' ? null : relay.lastError;
+    const drained = result.status !== 'stopped' && failing === null;
+    return {
+      ...result,
+      drained,
+      ...(failing === null ? {} : { drainError: failing }),
+      durationMs: performance.now() - started,
+    };
   };
 
   const reconcile = async (from: string | null, signal: AbortSignal = new AbortController().signal) => {
@@ -369,22 +402,6 @@ export function createSourceSync(deps: SourceSyncDeps): SourceSync {
   };
 
   return { runOnce, runHeld, reconcile, checkSchema };
-}
-
-/** When each store's outbox was last pruned (performance.now()). */
-const lastPruned = new WeakMap<Store, number>();
-const PRUNE_EVERY_MS = 60_000;
-
-/**
- * Prunes published outbox rows past their retention, at most once a minute per store:
- * rows are kept for hours, and a worker of many sources turns hundreds of times a second.
- */
-async function pruneNowAndThen(store: Store, retentionHours: number): Promise<void> {
-  const now = performance.now();
-  const last = lastPruned.get(store);
-  if (last !== undefined && now - last < PRUNE_EVERY_MS) return;
-  lastPruned.set(store, now);
-  await pruneOutbox(store, retentionHours);
 }
 
 /** A turn that did nothing: its counts at zero. */

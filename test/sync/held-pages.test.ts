@@ -120,6 +120,7 @@ describe('catchUp, by default, holds no more response bytes than its budget, wha
           unstorable: [],
           quarantined: 0,
           conflicts: 0,
+          firstConflicts: 0,
           outboxRows: 0,
           outbox: [],
         };
