@@ -23,6 +23,12 @@ export interface SourceStatus {
   failuresInRow: number;
   /** Why its last turn failed, while it keeps failing (a key file missing, a rejected key…); null otherwise. */
   lastError: string | null;
+  /**
+   * A source of the file due for longer than SYNC_INTERVAL_MS that no worker claimed (or
+   * with no lease row yet): the replicas do not keep up, or none runs it. Also counted by
+   * feedsync_sources_overdue.
+   */
+  overdue: boolean;
   outboxBacklog: number;
   quarantined: number;
   /** Versions of stored event ids served again with other content (the first version kept). */
@@ -65,6 +71,7 @@ export async function statusReport(
     live: boolean | null;
     failures: number | null;
     last_error: string | null;
+    overdue: boolean;
     due_at: Date | null;
     due_later: boolean | null;
   }>(
@@ -74,6 +81,8 @@ export async function statusReport(
      )
      SELECT src.source, c.after_id, c.types, c.last_success_at,
        l.holder, l.token::text AS token, l.expires_at, l.expires_at > now() AS live, l.failures, l.last_error,
+       src.source = ANY ($1::text[]) AND coalesce(CASE WHEN l.holder IS NULL THEN l.due_at ELSE l.expires_at END,
+         '-infinity') < now() - $3::int * interval '1 millisecond' AS overdue,
        l.due_at, l.due_at > now() AS due_later,
        (SELECT count(*) FROM ${s}.events e WHERE e.source = src.source) AS events,
        (SELECT max(created_at) FROM ${s}.events e WHERE e.source = src.source AND e.created_at <= now()) AS newest,
@@ -85,7 +94,7 @@ export async function statusReport(
          FROM ${s}.conflicts k WHERE k.source = src.source) k
      WHERE $2::text IS NULL OR src.source = $2::text
      ORDER BY src.source`,
-    [[...config.sources.map((c) => c.source), ...backlog.keys()], opts.only ?? null],
+    [[...config.sources.map((c) => c.source), ...backlog.keys()], opts.only ?? null, config.syncIntervalMs],
   );
   const queues: StatusReport['queues'] = {};
   for (const name of [config.queues.emailEvents, config.queues.contactEvents]) {
@@ -110,6 +119,7 @@ export async function statusReport(
       nextDueAt: !r.live && r.due_later && r.due_at !== null ? r.due_at.toISOString() : null,
       failuresInRow: r.failures ?? 0,
       lastError: r.last_error,
+      overdue: r.overdue,
       outboxBacklog: backlog.get(r.source) ?? 0,
       quarantined: Number(r.quarantined),
       conflicts: Number(r.conflicts),
@@ -135,6 +145,7 @@ export function formatStatus(report: StatusReport): string {
       ...(s.failuresInRow > 0
         ? [`  failing         ${s.failuresInRow} turns in a row: ${s.lastError ?? 'unknown error'}`]
         : []),
+      ...(s.overdue ? ['  overdue         due for over SYNC_INTERVAL_MS, not claimed by any worker'] : []),
       `  outbox backlog  ${s.outboxBacklog}`,
       `  quarantined     ${s.quarantined}`,
       `  conflicts       ${s.conflicts}${s.conflicts > 0 ? ` (${s.conflictIds} event id${s.conflictIds === 1 ? '' : 's'})` : ''}`,
