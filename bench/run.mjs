@@ -4,11 +4,14 @@
 // `--quick` runs everything at a tenth of the size to check the harness (and
 // writes nothing); `--no-write` leaves the page alone; `--json FILE` also writes
 // the raw results; `--only <section>` runs one section alone: sources (bench/sources.mjs)
-// page-memory (bench/page-memory.mjs) or retention (bench/retention.mjs), which rewrite
-// only their block of the page.
+// page-memory (bench/page-memory.mjs), relay-memory (bench/relay-memory.mjs), retention
+// (bench/retention.mjs), consumer (bench/consumer.mjs) or apply-cost (bench/apply-cost.mjs),
+// which rewrite only their block of the page.
 import { writeFileSync } from 'node:fs';
 import pg from 'pg';
+import { applyCost, applyCostRows } from './apply-cost.mjs';
 import { bullmqAddBulk, feedPaging, feedPagingWithLatency, postgresIngest, relayAlone } from './ceilings.mjs';
+import { consumerAlone, consumerRows } from './consumer.mjs';
 import { coldStart, prepareSchema, release, rssHalves, syncOnce } from './end-to-end.mjs';
 import { fillStore } from './growth.mjs';
 import { cleanUp, DATABASE_URL } from './lib/env.mjs';
@@ -17,6 +20,7 @@ import { measuredSection, writeBlock, writeMeasured } from './lib/page.mjs';
 import { startSimChild } from './lib/simulator.mjs';
 import { cpuTable, markdownTable, mb, ms, pct, rate } from './lib/table.mjs';
 import { pageMemory, pageMemoryRows } from './page-memory.mjs';
+import { relayMemory, relayMemoryRows } from './relay-memory.mjs';
 import { retentionAlone, retentionRows } from './retention.mjs';
 import { measureSources, sourcesSection, sourcesSizes } from './sources.mjs';
 
@@ -34,10 +38,25 @@ const ALONE = {
     run: () => pageMemory({ scale: quick ? 0.25 : 1, log }),
     rows: pageMemoryRows,
   },
+  'relay-memory': {
+    title: 'Memory with events that reach the relay, plain node and the image flags',
+    run: () => relayMemory({ scale: quick ? 0.1 : 1, log }),
+    rows: relayMemoryRows,
+  },
   retention: {
     title: 'Retention under load',
     run: () => retentionAlone({ scale, log }),
     rows: retentionRows,
+  },
+  consumer: {
+    title: 'The consumer: the inbox against a bare Worker',
+    run: () => consumerAlone({ scale, log }),
+    rows: consumerRows,
+  },
+  'apply-cost': {
+    title: 'The apply statement with contact_status and suppressions',
+    run: () => applyCost({ scale, log }),
+    rows: applyCostRows,
   },
 };
 if (only !== null && only !== 'sources' && only !== 'pipeline' && !ALONE[only]) {

@@ -43,6 +43,8 @@ export type ErrorCode =
   | 'KEY_FILE'
   | 'SOURCE_HELD'
   | 'MIGRATION_FAILED'
+  | 'PG_CONNECT_TIMEOUT'
+  | 'PG_CONNECT_FAILED'
   | 'UNKNOWN_EVENT'
   | 'PORT_IN_USE'
   // Redis (a RedisError's `redisCode` keeps Redis's own code: OOM, READONLY…).
@@ -52,4 +54,10 @@ export type ErrorCode =
   | 'REDIS_SLOT_MOVED'
   | 'REDIS_NO_MASTER'
   | 'REDIS_NOT_REPLICATED'
-  | 'CLUSTERDOWN';
+  | 'CLUSTERDOWN'
+  // feedsync/consumer.
+  | 'CONSUMER_BAD_OPTION'
+  | 'CONSUMER_NOT_MIGRATED'
+  | 'CONSUMER_BAD_EVENT'
+  | 'CONSUMER_CLOSED'
+  | 'CONSUMER_RUNNING';

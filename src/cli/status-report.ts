@@ -31,8 +31,10 @@ export interface SourceStatus {
   overdue: boolean;
   outboxBacklog: number;
   quarantined: number;
-  /** Event ids served again with other content (the first version kept). */
+  /** Versions of stored event ids served again with other content (the first version kept). */
   conflicts: number;
+  /** The event ids they came under: one conflicts row each, with its newest other version. */
+  conflictIds: number;
 }
 
 export interface StatusReport {
@@ -62,6 +64,7 @@ export async function statusReport(
     newest: Date | null;
     quarantined: string;
     conflicts: string;
+    conflict_ids: string;
     holder: string | null;
     token: string | null;
     expires_at: Date | null;
@@ -84,9 +87,11 @@ export async function statusReport(
        (SELECT count(*) FROM ${s}.events e WHERE e.source = src.source) AS events,
        (SELECT max(created_at) FROM ${s}.events e WHERE e.source = src.source AND e.created_at <= now()) AS newest,
        (SELECT count(*) FROM ${s}.quarantine q WHERE q.source = src.source) AS quarantined,
-       (SELECT count(*) FROM ${s}.conflicts k WHERE k.source = src.source) AS conflicts
+       k.conflicts, k.conflict_ids
      FROM sources src LEFT JOIN ${s}.cursors c ON c.source = src.source
        LEFT JOIN ${s}.leases l ON l.source = src.source
+       CROSS JOIN LATERAL (SELECT coalesce(sum(versions_seen), 0) AS conflicts, count(*) AS conflict_ids
+         FROM ${s}.conflicts k WHERE k.source = src.source) k
      WHERE $2::text IS NULL OR src.source = $2::text
      ORDER BY src.source`,
     [[...config.sources.map((c) => c.source), ...backlog.keys()], opts.only ?? null, config.syncIntervalMs],
@@ -118,6 +123,7 @@ export async function statusReport(
       outboxBacklog: backlog.get(r.source) ?? 0,
       quarantined: Number(r.quarantined),
       conflicts: Number(r.conflicts),
+      conflictIds: Number(r.conflict_ids),
     })),
     queues,
   };
@@ -142,7 +148,7 @@ export function formatStatus(report: StatusReport): string {
       ...(s.overdue ? ['  overdue         due for over SYNC_INTERVAL_MS, not claimed by any worker'] : []),
       `  outbox backlog  ${s.outboxBacklog}`,
       `  quarantined     ${s.quarantined}`,
-      `  conflicts       ${s.conflicts}`,
+      `  conflicts       ${s.conflicts}${s.conflicts > 0 ? ` (${s.conflictIds} event id${s.conflictIds === 1 ? '' : 's'})` : ''}`,
     );
   }
   for (const [queue, counts] of Object.entries(report.queues)) {

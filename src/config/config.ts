@@ -62,6 +62,11 @@ export interface Config {
     readonly url: string;
     /** DATABASE_SCHEMA: where every table lives. Default `feedsync`. */
     readonly schema: string;
+    /**
+     * DATABASE_CONNECT_TIMEOUT_MS: how long one new connection may take, TCP, TLS and
+     * start-up included, before the command fails naming DATABASE_URL. Default 10000.
+     */
+    readonly connectTimeoutMs: number;
   };
   /**
    * REDIS_URL (default `redis://127.0.0.1:6379`; several seed nodes comma-separated),
@@ -87,6 +92,11 @@ export interface Config {
   readonly eventsRetentionDays: number | null;
   /** SYNC_INTERVAL_MS: the pause between runs in watch mode. Default 30000. */
   readonly syncIntervalMs: number;
+  /**
+   * SYNC_ONCE_MAX_MS: how long a once run pages before it stops, keeps what it read and
+   * exits 4 (not caught up); the next run goes on from its cursor. Default 900000 (15 min).
+   */
+  readonly syncOnceMaxMs: number;
   /** METRICS_PORT: /metrics, /healthz, /readyz in watch mode; /metrics of serve-webhooks. Default 9464. */
   readonly metricsPort: number;
   /** METRICS_HOST: the interface they listen on. Default `0.0.0.0` (every interface, as a pod needs). */
@@ -152,6 +162,7 @@ const fields = {
   FEED_MAX_RESPONSE_BYTES: z._default(int(1024), 8 * 1024 * 1024),
   DATABASE_URL: z._default(z.string(), 'postgres://postgres@127.0.0.1:5432/postgres'),
   DATABASE_SCHEMA: z._default(identifier, 'feedsync'),
+  DATABASE_CONNECT_TIMEOUT_MS: z._default(int(1, 600_000), 10_000),
   REDIS_URL: z._default(z.string(), 'redis://127.0.0.1:6379'),
   REDIS_CLUSTER: z.optional(
     z.pipe(
@@ -170,6 +181,7 @@ const fields = {
   JOB_BACKOFF_MS: z._default(int(0, 86_400_000), 1_000),
   EVENTS_RETENTION_DAYS: z.optional(int(1, 36_500)),
   SYNC_INTERVAL_MS: z._default(int(1), 30_000),
+  SYNC_ONCE_MAX_MS: z._default(int(1), 900_000),
   SYNC_CONCURRENCY: z._default(int(1, 256), 4),
   SOURCE_LEASE_MS: z._default(int(1000, 3_600_000), 30_000),
   FEED_SOURCES_FILE: z.optional(z.string()),
@@ -201,33 +213,7 @@ export function loadConfig(
   env: Env = process.env,
   readFile = (p: string) => readFileSync(p, 'utf8'),
 ): Config {
-  const raw: Env = {};
-  for (const name of Object.keys(fields)) {
-    const value = env[name];
-    raw[name] = value === '' ? undefined : value;
-  }
-  for (const name of FILE_VARIANTS) {
-    const file = env[`${name}_FILE`];
-    if (!file) continue;
-    if (raw[name] !== undefined)
-      throw new ConfigError(`${name}: set either ${name} or ${name}_FILE, not both`);
-    try {
-      raw[name] = readFile(file).trim();
-    } catch (err) {
-      throw new ConfigError(
-        `${name}_FILE: cannot read ${file} (${(err as NodeJS.ErrnoException).code ?? 'error'})`,
-      );
-    }
-  }
-
-  const parsed = z.object(fields).safeParse(raw);
-  if (!parsed.success) {
-    const issue = parsed.error.issues[0]!;
-    const name = String(issue.path[0]);
-    // The message names the variable, never its value: it may be a secret.
-    throw new ConfigError(`${name}: ${issue.message}`);
-  }
-  const v = parsed.data;
+  const { raw, values: v } = parseFields(fields, env, readFile);
 
   if (v.FEED_BASE_URL !== undefined) {
     const problem = checkBaseUrl(v.FEED_BASE_URL);
@@ -270,7 +256,11 @@ export function loadConfig(
       timeoutMs: v.FEED_TIMEOUT_MS,
       maxResponseBytes: v.FEED_MAX_RESPONSE_BYTES,
     },
-    database: { url: v.DATABASE_URL, schema: v.DATABASE_SCHEMA },
+    database: {
+      url: v.DATABASE_URL,
+      schema: v.DATABASE_SCHEMA,
+      connectTimeoutMs: v.DATABASE_CONNECT_TIMEOUT_MS,
+    },
     redis,
     queues: {
       prefix: v.QUEUE_PREFIX,
@@ -282,6 +272,7 @@ export function loadConfig(
     },
     eventsRetentionDays: v.EVENTS_RETENTION_DAYS ?? null,
     syncIntervalMs: v.SYNC_INTERVAL_MS,
+    syncOnceMaxMs: v.SYNC_ONCE_MAX_MS,
     metricsPort: v.METRICS_PORT,
     metricsHost: unbracket(v.METRICS_HOST),
     pushgatewayUrl: v.PUSHGATEWAY_URL ?? null,
@@ -298,6 +289,89 @@ export function loadConfig(
     given: Object.keys(raw).filter((name) => raw[name] !== undefined),
   };
   return deepFreeze(config);
+}
+
+/** The variables of `shape` read from `env` (`<NAME>_FILE` too), checked; or a ConfigError naming the first wrong one. */
+function parseFields<S extends Partial<typeof fields>>(
+  shape: S,
+  env: Env,
+  readFile: (p: string) => string,
+): { raw: Env; values: z.infer<z.ZodMiniObject<S>> } {
+  const raw: Env = {};
+  for (const name of Object.keys(shape)) {
+    const value = env[name];
+    raw[name] = value === '' ? undefined : value;
+  }
+  for (const name of FILE_VARIANTS.filter((n) => n in shape)) {
+    const file = env[`${name}_FILE`];
+    if (!file) continue;
+    if (raw[name] !== undefined)
+      throw new ConfigError(`${name}: set either ${name} or ${name}_FILE, not both`);
+    try {
+      raw[name] = readFile(file).trim();
+    } catch (err) {
+      throw new ConfigError(
+        `${name}_FILE: cannot read ${file} (${(err as NodeJS.ErrnoException).code ?? 'error'})`,
+      );
+    }
+  }
+  const parsed = z.object(shape).safeParse(raw);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0]!;
+    const name = String(issue.path[0]);
+    // The message names the variable, never its value: it may be a secret.
+    throw new ConfigError(`${name}: ${issue.message}`);
+  }
+  return { raw, values: parsed.data };
+}
+
+/**
+ * What a consumer (`feedsync/consumer`) reads of the environment: the queues'
+ * Redis and names, and how long feedsync may hand an event over again, with the
+ * worker's names, defaults and checks, so that both ends agree.
+ */
+export interface ConsumerSettings {
+  readonly redis: RedisSettings;
+  readonly queues: Pick<
+    Config['queues'],
+    'prefix' | 'emailEvents' | 'contactEvents' | 'outboxRetentionHours'
+  >;
+  readonly logLevel: Config['logLevel'];
+}
+
+/** Parses the consumer's variables (REDIS_*, QUEUE_*, OUTBOX_RETENTION_HOURS, LOG_LEVEL) when a consumer is created. */
+export function loadConsumerSettings(
+  env: Env = process.env,
+  readFile = (p: string) => readFileSync(p, 'utf8'),
+): ConsumerSettings {
+  const { values: v } = parseFields(
+    {
+      REDIS_URL: fields.REDIS_URL,
+      REDIS_CLUSTER: fields.REDIS_CLUSTER,
+      REDIS_SENTINELS: fields.REDIS_SENTINELS,
+      REDIS_SENTINEL_NAME: fields.REDIS_SENTINEL_NAME,
+      REDIS_WAIT_REPLICAS: fields.REDIS_WAIT_REPLICAS,
+      QUEUE_PREFIX: fields.QUEUE_PREFIX,
+      QUEUE_EMAIL_EVENTS: fields.QUEUE_EMAIL_EVENTS,
+      QUEUE_CONTACT_EVENTS: fields.QUEUE_CONTACT_EVENTS,
+      OUTBOX_RETENTION_HOURS: fields.OUTBOX_RETENTION_HOURS,
+      LOG_LEVEL: fields.LOG_LEVEL,
+    },
+    env,
+    readFile,
+  );
+  const redis = parseRedisSettings(v);
+  if (redis.cluster === true && hashTagOf(v.QUEUE_PREFIX) === null) throw missingHashTagError(v.QUEUE_PREFIX);
+  return deepFreeze({
+    redis,
+    queues: {
+      prefix: v.QUEUE_PREFIX,
+      emailEvents: v.QUEUE_EMAIL_EVENTS,
+      contactEvents: v.QUEUE_CONTACT_EVENTS,
+      outboxRetentionHours: v.OUTBOX_RETENTION_HOURS,
+    },
+    logLevel: v.LOG_LEVEL,
+  });
 }
 
 /**

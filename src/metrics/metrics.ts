@@ -17,7 +17,7 @@ export interface GaugeSource {
 /** A page committed, as the sync tells it (its onCommit hook). */
 export interface CommitCounts {
   pages: number;
-  result: Pick<ApplyResult, 'inserted' | 'duplicates' | 'quarantined' | 'conflicts'>;
+  result: Pick<ApplyResult, 'inserted' | 'duplicates' | 'quarantined' | 'conflicts' | 'contactsWithoutEmail'>;
 }
 
 /** The hooks of one source's runs; the sync's SyncHooks take them as they are. */
@@ -80,8 +80,15 @@ export function createMetrics(gauges: GaugeSource, sources: readonly string[]): 
   });
   const conflicts = new Counter({
     name: 'feedsync_events_conflict_total',
-    help: 'Events whose id was stored before with other content (the first kept; recorded in the conflicts table).',
+    help: 'Versions of stored event ids that came back with other content (the first kept; the newest other one in the conflicts table).',
     labelNames: ['source'],
+    registers: [registry],
+  });
+  // One series for every source: rare, and the log of the receiver or the status of the
+  // events table tells which; a source label would add a series per source for it.
+  const contactsWithoutEmail = new Counter({
+    name: 'feedsync_contact_events_without_email_total',
+    help: 'contact.* events stored and enqueued without a data.email to key contact_status and suppressions by (they update neither).',
     registers: [registry],
   });
   const pages = new Counter({
@@ -196,6 +203,7 @@ export function createMetrics(gauges: GaugeSource, sources: readonly string[]): 
       if (info.result.duplicates > 0) duplicates.inc({ source }, info.result.duplicates);
       if (info.result.quarantined > 0) quarantined.inc({ source }, info.result.quarantined);
       if (info.result.conflicts > 0) conflicts.inc({ source }, info.result.conflicts);
+      if (info.result.contactsWithoutEmail > 0) contactsWithoutEmail.inc(info.result.contactsWithoutEmail);
     },
     onFeedResponse: ({ status, seconds }) => requests.observe({ source, status: String(status) }, seconds),
     onRetry: () => retries.inc({ source }),
@@ -229,6 +237,7 @@ export function createMetrics(gauges: GaugeSource, sources: readonly string[]): 
         events_duplicate: await sum('feedsync_events_duplicate_total'),
         events_quarantined: await sum('feedsync_events_quarantined_total'),
         events_conflict: await sum('feedsync_events_conflict_total'),
+        contact_events_without_email: await sum('feedsync_contact_events_without_email_total'),
         pages: await sum('feedsync_pages_total'),
         feed_retries: await sum('feedsync_feed_retries_total'),
         jobs_published: await sum('feedsync_jobs_published_total'),

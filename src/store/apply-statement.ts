@@ -1,3 +1,5 @@
+import { addressKeySql } from './address-key.js';
+
 /**
  * The page applier's single statement: a chain of data-modifying CTEs that stores a
  * whole batch in one round trip (one statement is one transaction).
@@ -12,10 +14,24 @@
  *   fold  one row per email, so that one upsert per email suffices (no joins: a
  *         batch may hold thousands of events)
  *   up    email_status upsert that never moves backwards
+ *   contact  the new contact.* events, keyed by data.email (address-key.ts; NULL: no key)
+ *   latest   the latest (created_at, id) of each address's contact events in the batch
+ *   cs    contact_status upsert where that is later than the stored one; RETURNING the
+ *         contacts whose state changed
+ *   hard  per recipient address of the new email.bounced and email.complained events,
+ *         the event that outranks the others (complained > bounced, then the earliest)
+ *   sup   suppressions upsert: the hard ones, and the contacts that changed to
+ *         unsubscribed (but for a hard address), each where it outranks the stored row
+ *   lift  the unsubscribe suppressions of the contacts that changed to subscribed
  *   ob    outbox rows for the new routed events, in feed order (no copy of the event)
  *   q     quarantine rows, gated on go
  *   seen  the batch's events (and repeats within it) whose id was stored before
- *   conf  conflicts: a stored id that came back with other content, once per version
+ *   other those of them whose content differs from the version kept
+ *   newest per id, the batch's last other version, and how many versions are new to
+ *         the id's conflicts row (not the one it holds: a retried delivery)
+ *   conf  conflicts: one row per id, holding the newest other version and counting
+ *         every version recorded (versions_seen), so an id served again and again
+ *         with other content costs one row
  *
  * Every write depends on go, so a lost lease or a lost compare-and-set writes nothing
  * at all: the same outcome as a rollback, without a second round trip.
@@ -33,7 +49,18 @@
  * added (seq and event id, in seq order) for the relay to publish from memory.
  *
  * Content is compared as Postgres sees it (the instant of created_at, data as
- * jsonb), so key order or an offset written differently is no conflict.
+ * jsonb), so key order or an offset written differently is no conflict. Of the
+ * counts, conflicts is the versions new to their ids' rows and first_conflicts the
+ * ids whose row is new (their first conflict).
+ */
+/*
+ * Why contact_status and suppressions come out the same in any order of arrival (the
+ * rules of docs/DATA.md): contact_status keeps the maximum by (created_at, id), and the
+ * hard suppressions the maximum by (rank, earliest): both are merges that ignore order
+ * and grouping. An unsubscribe suppression mirrors the contact's state while no hard
+ * reason holds: it is written or lifted only when that state changes (cs returns the
+ * row), and a hard reason replaces it for good. sup and lift never name the same row,
+ * and neither names a row twice: Postgres cannot modify one row twice in a statement.
  */
 export function applyStatement(quotedSchema: string): string {
   // Made once per schema: a worker builds an applier for every turn of every source.
@@ -71,6 +98,14 @@ function buildStatement(quotedSchema: string): string {
     `jsonb_build_object('id', ${t}.id, 'type', ${t}.type, 'created_at', ` +
     `to_char(${createdAt} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'), 'data', ${t}.data)::text`;
   const sha = (text: string) => `encode(sha256(convert_to(${text}, 'UTF8')), 'hex')`;
+  const reasonRank = (reason: string) =>
+    `(CASE ${reason} WHEN 'unsubscribed' THEN 1 WHEN 'bounced' THEN 2 WHEN 'complained' THEN 3 END)`;
+  // A stored suppression gives way to a higher reason; between two unsubscribes to the
+  // later (the contact's latest event), between two equal hard ones to the earlier.
+  const suppressionWins =
+    `(${reasonRank('excluded.reason')} > ${reasonRank('s.reason')} OR (excluded.reason = s.reason AND ` +
+    `CASE s.reason WHEN 'unsubscribed' THEN (excluded.at, excluded.event_id) > (s.at, s.event_id) ` +
+    `ELSE (excluded.at, excluded.event_id) < (s.at, s.event_id) END))`;
 
   return `
 WITH input AS (
@@ -138,6 +173,54 @@ WITH input AS (
     ${pick(recipientsWin, 'recipients_event_at')},
     updated_at = now()
   RETURNING 1
+), contact AS MATERIALIZED (
+  SELECT id, created_at, substr(type, 9) AS status,
+    CASE WHEN jsonb_typeof(data->'email') = 'string' THEN ${addressKeySql(`data->>'email'`)} END AS email
+  FROM ins WHERE type IN ('contact.subscribed', 'contact.unsubscribed')
+), latest AS (
+  SELECT DISTINCT ON (email) email, status, id, created_at FROM contact
+  WHERE email IS NOT NULL
+  ORDER BY email, created_at DESC, id COLLATE "C" DESC
+), cs AS (
+  INSERT INTO ${s}.contact_status AS c (source, email, status, last_event_id, last_event_at)
+  SELECT $1::text, email, status, id, created_at FROM latest
+  -- Sorted, as every upsert here, so that two writers of the same addresses cannot deadlock.
+  ORDER BY email
+  ON CONFLICT (source, email) DO UPDATE SET status = excluded.status,
+    last_event_id = excluded.last_event_id, last_event_at = excluded.last_event_at, updated_at = now()
+  WHERE (excluded.last_event_at, excluded.last_event_id) > (c.last_event_at, c.last_event_id)
+  RETURNING c.email, c.status, c.last_event_id, c.last_event_at
+), hard AS MATERIALIZED (
+  SELECT DISTINCT ON (address) address, reason, id, created_at FROM (
+    SELECT ${addressKeySql('a.address')} AS address, substr(n.type, 7) AS reason, n.id, n.created_at
+    FROM ins n CROSS JOIN LATERAL (
+      SELECT r #>> '{}' AS address FROM jsonb_array_elements(CASE jsonb_typeof(n.data->'to')
+          WHEN 'array' THEN n.data->'to' WHEN 'string' THEN jsonb_build_array(n.data->'to') ELSE '[]' END) AS r
+        WHERE jsonb_typeof(r) = 'string') a
+    WHERE n.type IN ('email.bounced', 'email.complained')
+  ) r
+  WHERE address IS NOT NULL
+  ORDER BY address, ${reasonRank('reason')} DESC, created_at, id COLLATE "C"
+), sup AS (
+  INSERT INTO ${s}.suppressions AS s (source, address, reason, event_id, at)
+  SELECT $1::text, address, reason, id, created_at FROM (
+    SELECT address, reason, id, created_at FROM hard
+    UNION ALL
+    SELECT email, status, last_event_id, last_event_at FROM cs
+    WHERE status = 'unsubscribed' AND NOT EXISTS (SELECT FROM hard h WHERE h.address = cs.email)
+  ) x
+  ORDER BY address
+  ON CONFLICT (source, address) DO UPDATE SET reason = excluded.reason, event_id = excluded.event_id,
+    at = excluded.at, updated_at = now()
+  WHERE ${suppressionWins}
+  RETURNING 1
+), lift AS (
+  -- A row written since this statement began is not seen here: the rule's one gap,
+  -- on the side of not sending (docs/DATA.md, Suppressions).
+  DELETE FROM ${s}.suppressions s USING cs
+  WHERE cs.status = 'subscribed' AND s.source = $1::text AND s.address = cs.email AND s.reason = 'unsubscribed'
+    AND NOT EXISTS (SELECT FROM hard h WHERE h.address = cs.email)
+  RETURNING 1
 ), ob AS (
   -- No payload: the job's data is the event, read back from events only when a crash
   -- left the row behind (the worker publishes what it just committed from memory).
@@ -156,15 +239,15 @@ WITH input AS (
   ON CONFLICT (source, raw_sha256) DO NOTHING
   RETURNING 1
 ), seen AS MATERIALIZED (
-  SELECT i.id, i.type, i.created_at::timestamptz AS created_at, i.data, true AS first
+  SELECT i.id, i.type, i.created_at::timestamptz AS created_at, i.data, true AS first, i.ord AS pos
   FROM input i WHERE NOT EXISTS (SELECT FROM ins n WHERE n.id = i.id)
   UNION ALL
-  SELECT r.id, r.type, r.created_at::timestamptz, r.data, false
-  FROM jsonb_to_recordset($10::jsonb) AS r(id text, type text, created_at text, data jsonb)
-), conf AS (
-  INSERT INTO ${s}.conflicts (source, event_id, first_sha256, second_sha256, raw, received_via)
-  SELECT $1::text, d.id, ${sha(version('f', 'f.created_at'))}, ${sha(version('d', 'd.created_at'))},
-    (${version('d', 'd.created_at')})::jsonb, $2::text
+  SELECT r.id, r.type, r.created_at::timestamptz, r.data, false, jsonb_array_length($3::jsonb) + r.ord
+  FROM ROWS FROM (jsonb_to_recordset($10::jsonb) AS (id text, type text, created_at text, data jsonb))
+    WITH ORDINALITY AS r(id, type, created_at, data, ord)
+), other AS (
+  SELECT d.id, d.pos, ${sha(version('f', 'f.created_at'))} AS first_sha256,
+    ${sha(version('d', 'd.created_at'))} AS sha256, ${version('d', 'd.created_at')} AS raw
   FROM seen d CROSS JOIN LATERAL (
     -- The version kept: the stored one, else (a repeat within the batch) the batch's first.
     SELECT e.id, e.type, e.created_at, e.data FROM ${s}.events e WHERE e.source = $1::text AND e.id = d.id
@@ -174,15 +257,31 @@ WITH input AS (
   ) f
   WHERE (SELECT ok FROM go)
     AND (f.type, f.created_at, f.data) IS DISTINCT FROM (d.type, d.created_at, d.data)
-  ON CONFLICT (source, event_id, second_sha256) DO NOTHING
-  RETURNING 1
+), newest AS (
+  SELECT o.id, (array_agg(o.first_sha256 ORDER BY o.pos DESC))[1] AS first_sha256,
+    (array_agg(o.sha256 ORDER BY o.pos DESC))[1] AS sha256, (array_agg(o.raw ORDER BY o.pos DESC))[1] AS raw,
+    -- The version the row holds now coming again (a retried delivery) is no new one.
+    count(DISTINCT o.sha256) FILTER (WHERE o.sha256 IS DISTINCT FROM k.second_sha256) AS added
+  FROM other o LEFT JOIN ${s}.conflicts k ON k.source = $1::text AND k.event_id = o.id
+  GROUP BY o.id, k.second_sha256
+), conf AS (
+  INSERT INTO ${s}.conflicts AS k (source, event_id, first_sha256, second_sha256, raw, received_via, versions_seen)
+  SELECT $1::text, id, first_sha256, sha256, raw::jsonb, $2::text, added FROM newest WHERE added > 0
+  ORDER BY id
+  ON CONFLICT (source, event_id) DO UPDATE SET second_sha256 = excluded.second_sha256, raw = excluded.raw,
+    received_via = excluded.received_via, received_at = now(),
+    versions_seen = k.versions_seen + excluded.versions_seen
+  -- xmax is 0 on a row this statement inserted: the id's first conflict.
+  RETURNING xmax = 0 AS first
 )
 SELECT (SELECT ok FROM go) AS ok, (SELECT ok FROM held) AS held,
   ARRAY(SELECT id FROM seen WHERE first) AS stored_before,
   (SELECT count(*) FROM q)::int AS quarantined,
-  (SELECT count(*) FROM conf)::int AS conflicts,
+  (SELECT coalesce(sum(added), 0) FROM newest)::int AS conflicts,
+  (SELECT count(*) FILTER (WHERE first) FROM conf)::int AS first_conflicts,
   -- JSON, not arrays: JSON.parse reads a thousand strings far faster than the driver's array parser.
   (SELECT coalesce(json_agg(seq::text ORDER BY seq), '[]') FROM ob) AS outbox_seqs,
   (SELECT coalesce(json_agg(event_id ORDER BY seq), '[]') FROM ob) AS outbox_ids,
-  (SELECT count(*) FROM up)::int AS projected`;
+  (SELECT count(*) FROM up)::int AS projected,
+  (SELECT count(*) FROM contact WHERE email IS NULL)::int AS contacts_without_email`;
 }

@@ -1,6 +1,7 @@
 import type { ColumnType, Generated, Kysely } from 'kysely';
 import pg from 'pg';
 import type { Logger } from '../logger.js';
+import { boundedClient } from './bounded-client.js';
 
 /** A timestamptz column: read as a Date, written as a Date or an ISO string. */
 type Timestamp<W = never> = ColumnType<Date, Date | string | W, Date | string | W>;
@@ -49,6 +50,33 @@ export interface EmailStatusTable {
   updated_at: DefaultTimestamp;
 }
 
+export type ContactStatusValue = 'subscribed' | 'unsubscribed';
+
+/** The latest contact event of each address (by created_at, then id). */
+export interface ContactStatusTable {
+  source: string;
+  /** data.email, trimmed and lower-cased (address-key.ts). */
+  email: string;
+  status: ContactStatusValue;
+  last_event_id: string;
+  last_event_at: Timestamp;
+  updated_at: DefaultTimestamp;
+}
+
+export type SuppressionReason = 'bounced' | 'complained' | 'unsubscribed';
+
+/** An address not to send to from this source, and the event that decided it (docs/DATA.md). */
+export interface SuppressionsTable {
+  source: string;
+  /** A recipient or a contact's email, trimmed and lower-cased (address-key.ts). */
+  address: string;
+  reason: SuppressionReason;
+  event_id: string;
+  /** The created_at of that event. */
+  at: Timestamp;
+  updated_at: DefaultTimestamp;
+}
+
 export interface OutboxTable {
   /** bigserial: pg returns int8 as a string, which keeps every value exact. */
   seq: Generated<string>;
@@ -72,18 +100,24 @@ export interface QuarantineTable {
   received_at: DefaultTimestamp;
 }
 
-/** An event id served again with other content; the first version stays in events. */
+/**
+ * An event id served again with other content, one row per id: the first version stays
+ * in events, the row holds the newest other one.
+ */
 export interface ConflictsTable {
   id: Generated<string>;
   source: string;
   event_id: string;
-  /** Lowercase hex SHA-256 of the kept version and of this one. */
+  /** Lowercase hex SHA-256 of the kept version and of this one (the newest other). */
   first_sha256: string;
   second_sha256: string;
   /** This version: {id, type, created_at (UTC), data}; the hashes are of `raw::text`. */
   raw: unknown;
   received_via: 'feed' | 'webhook';
+  /** When the newest version arrived. */
   received_at: DefaultTimestamp;
+  /** Other versions recorded under this id, the replaced ones included (int8 as text). */
+  versions_seen: Generated<string>;
 }
 
 /** The tables of DATABASE_SCHEMA, for kysely. */
@@ -91,6 +125,8 @@ export interface Database {
   events: EventsTable;
   cursors: CursorsTable;
   email_status: EmailStatusTable;
+  contact_status: ContactStatusTable;
+  suppressions: SuppressionsTable;
   outbox: OutboxTable;
   quarantine: QuarantineTable;
   conflicts: ConflictsTable;
@@ -115,6 +151,8 @@ export interface StoreOptions {
   max?: number;
   /** `application_name` shown in pg_stat_activity. Default `feedsync`. */
   applicationName?: string;
+  /** DATABASE_CONNECT_TIMEOUT_MS: how long one new connection may take, start-up included. Default 10000. */
+  connectTimeoutMs?: number;
   /** Where errors of idle pooled connections are reported (they never crash the process). */
   logger?: Logger;
 }
@@ -134,6 +172,7 @@ export function createStore(opts: StoreOptions): Store {
     connectionString: opts.url,
     max: opts.max ?? 4,
     application_name: opts.applicationName ?? 'feedsync',
+    Client: boundedClient(opts.url, opts.connectTimeoutMs ?? 10_000),
     // A lock holder must notice a dead peer even when it sends nothing for a while.
     keepAlive: true,
     keepAliveInitialDelayMillis: 10_000,

@@ -73,17 +73,18 @@ export function runFailed(result: RunResult): boolean {
 export interface SourceSync {
   /**
    * Takes the source's lease (status 'locked' when another worker holds it), pages until
-   * caught up, gives the lease back and drains the outbox: one CronJob run.
+   * caught up (or for SYNC_ONCE_MAX_MS at most: 'limit-reached'), gives the lease back
+   * and drains the outbox: one CronJob run.
    */
   runOnce(signal?: AbortSignal): Promise<RunResult>;
   /**
    * One turn under a lease taken elsewhere (the scheduler's claim): pages until caught
-   * up, the lease lost or the signal aborted. Its statements are its commits: the cursor
-   * comes with the lease, the success is recorded when the caller gives the lease back,
-   * and the outbox is drained and pruned per worker, not per turn. Leaves the lease to
-   * its caller, and the schema check too.
+   * up, the lease lost, the signal aborted or the limit reached. Its statements are its
+   * commits: the cursor comes with the lease, the success is recorded when the caller
+   * gives the lease back, and the outbox is drained and pruned per worker, not per turn.
+   * Leaves the lease to its caller, and the schema check too.
    */
-  runHeld(lease: SourceLease, signal: AbortSignal): Promise<RunResult>;
+  runHeld(lease: SourceLease, signal: AbortSignal, limit?: AbortSignal): Promise<RunResult>;
   /** Re-reads the feed from `from` without moving the cursor; stores and enqueues only what was missing. */
   reconcile(from: string | null, signal?: AbortSignal): Promise<CatchUpResult>;
   /** Refuses an outdated schema, or migrates it with `autoMigrate`; once per Sync. runOnce calls it too. */
@@ -107,6 +108,8 @@ export interface SourceSettings {
   maxPageBytes: number;
   /** SYNC_INTERVAL_MS: when the source falls due after a once run gives its lease back. */
   intervalMs: number;
+  /** SYNC_ONCE_MAX_MS: how long `runOnce` pages before it stops short of the feed's end. */
+  onceMaxMs: number;
   /** Who holds the lease, and for how long (SOURCE_LEASE_MS). */
   lease: LeaseOptions;
   /** EVENTS_RETENTION_DAYS and OUTBOX_RETENTION_HOURS. */
@@ -121,6 +124,7 @@ export function sourceSettings(config: Config): SourceSettings {
     types: config.feed.types,
     maxPageBytes: config.feed.maxResponseBytes,
     intervalMs: config.syncIntervalMs,
+    onceMaxMs: config.syncOnceMaxMs,
     lease: leaseOptionsFor(config),
     eventsRetentionDays: config.eventsRetentionDays,
     outboxRetentionHours: config.queues.outboxRetentionHours,
@@ -242,7 +246,11 @@ export function createSourceSync(deps: SourceSyncDeps): SourceSync {
     try {
       // Rows an earlier run committed but did not publish go first.
       relay.kick();
-      const { drainError: _turns, ...result } = await runHeld(lease, signal);
+      const { drainError: _turns, ...result } = await runHeld(
+        lease,
+        signal,
+        AbortSignal.timeout(settings.onceMaxMs),
+      );
       const drainError = result.status === 'stopped' ? undefined : await drainAndPrune(result.status, signal);
       const drained = result.status !== 'stopped' && drainError === null;
       failed = runFailed({ ...result, drained });
@@ -282,7 +290,11 @@ export function createSourceSync(deps: SourceSyncDeps): SourceSync {
     }
   };
 
-  const runHeld = async (lease: SourceLease, signal: AbortSignal): Promise<RunResult> => {
+  const runHeld = async (
+    lease: SourceLease,
+    signal: AbortSignal,
+    limit?: AbortSignal,
+  ): Promise<RunResult> => {
     const started = performance.now();
     // One signal for the turn: SIGTERM or the lease lost stop it alike.
     const turn = linkedAbort(signal, lease.signal);
@@ -305,6 +317,7 @@ export function createSourceSync(deps: SourceSyncDeps): SourceSync {
         isStored: (id) => isStored(store, source, id),
         maxPageBytes: settings.maxPageBytes,
         signal: turn.signal,
+        ...(limit ? { limit } : {}),
         onCommit: (info) => {
           relay.offer(info.result.outbox);
           hooks.onCommit?.(info);
