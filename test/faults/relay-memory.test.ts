@@ -65,11 +65,11 @@ afterAll(async () => {
   await redis?.dispose();
 });
 
-it('27. Large events with Redis frozen mid-run: peak RSS under the CronJob limit with plain node', async () => {
+it('32. Large events with Redis frozen mid-run: peak RSS under the CronJob limit with plain node', async () => {
   const limit = cronJobLimitBytes();
   await measured(
     {
-      item: 27,
+      item: 32,
       title: 'Large events, Redis frozen, Node defaults',
       claim:
         'Every stage that holds events counts bytes (the pages fetched ahead, the load in a commit, the ' +

@@ -249,6 +249,7 @@ describe('contact_status and suppressions', () => {
         cursorLagSeconds: async () => new Map(),
         outboxBacklog: async () => 0,
         lastSuccessSeconds: async () => new Map(),
+        sourcesOverdue: async () => 0,
       },
       ['no-email'],
     );
