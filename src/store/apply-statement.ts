@@ -16,6 +16,9 @@
  *   q     quarantine rows, gated on go
  *   seen  the batch's events (and repeats within it) whose id was stored before
  *   conf  conflicts: a stored id that came back with other content, once per version
+ *   counted  the source's row of source_counts: events stored, the newest one's date
+ *         (read by `status` and the metrics); written last, so its row lock is the
+ *         last one taken, held only until the commit
  *
  * Every write depends on go, so a lost lease or a lost compare-and-set writes nothing
  * at all: the same outcome as a rollback, without a second round trip.
@@ -176,6 +179,12 @@ WITH input AS (
     AND (f.type, f.created_at, f.data) IS DISTINCT FROM (d.type, d.created_at, d.data)
   ON CONFLICT (source, event_id, second_sha256) DO NOTHING
   RETURNING 1
+), counted AS (
+  INSERT INTO ${s}.source_counts AS c (source, events_stored, newest_event_at)
+  SELECT $1::text, count(*), max(created_at) FILTER (WHERE created_at <= now()) FROM ins
+  HAVING count(*) > 0
+  ON CONFLICT (source) DO UPDATE SET events_stored = c.events_stored + excluded.events_stored,
+    newest_event_at = GREATEST(c.newest_event_at, excluded.newest_event_at)
 )
 SELECT (SELECT ok FROM go) AS ok, (SELECT ok FROM held) AS held,
   ARRAY(SELECT id FROM seen WHERE first) AS stored_before,

@@ -1,0 +1,80 @@
+import { quoteSchema, type Store } from './db.js';
+
+/**
+ * A source lags when its newest stored event is older than this (seconds): the
+ * threshold of the FeedsyncCursorLag alert, so `status --lagging`, the
+ * feedsync_sources_lagging gauge and the alert name the same sources.
+ */
+export const LAGGING_AFTER_SECONDS = 1800;
+
+/**
+ * The state of each source of `names` (a query with a `source` column) in one pass
+ * over rows kept per source (leases, cursors, source_counts), never over events:
+ *   failures      turns in a row that failed (the lease row's count); failing when above 0
+ *   lag_seconds   now minus its newest stored event (future dates left out); NULL while none
+ *   lagging       lag_seconds above LAGGING_AFTER_SECONDS
+ *   never         it has not caught up once (no last_success_at)
+ * plus what `status` shows of it. Every source of `names` has a row, known or not.
+ */
+export function sourceStatesSql(store: Store, names: string): string {
+  const s = quoteSchema(store.schema);
+  return `SELECT src.source, c.after_id, c.types, c.last_success_at,
+      l.holder, l.token::text AS token, l.expires_at, l.expires_at > now() AS live,
+      coalesce(l.failures, 0) AS failures, l.last_error,
+      coalesce(n.events_stored, 0)::float8 AS events_stored, n.newest_event_at,
+      extract(epoch FROM now() - n.newest_event_at)::float8 AS lag_seconds,
+      coalesce(l.failures, 0) > 0 AS failing,
+      coalesce(now() - n.newest_event_at > make_interval(secs => ${LAGGING_AFTER_SECONDS}), false) AS lagging,
+      c.last_success_at IS NULL AS never
+    FROM (${names}) src
+      LEFT JOIN ${s}.cursors c ON c.source = src.source
+      LEFT JOIN ${s}.leases l ON l.source = src.source
+      LEFT JOIN ${s}.source_counts n ON n.source = src.source`;
+}
+
+/** How many sources are in each state. */
+export interface FleetCounts {
+  sources: number;
+  failing: number;
+  lagging: number;
+  neverSucceeded: number;
+}
+
+/** One of the worst sources: what its per-source gauges show. */
+export interface WorstSource {
+  source: string;
+  failures: number;
+  /** Null while nothing is stored. */
+  lagSeconds: number | null;
+  /** Unix seconds; null before its first success. */
+  lastSuccessSeconds: number | null;
+}
+
+/**
+ * The states of `sources` counted, and the worst of them: up to `k` failing (most
+ * failures in a row first), `k` most lagging and `k` longest without a success, each
+ * source once (at most 3k). One statement, whatever the number of sources.
+ */
+export async function fleetStates(
+  store: Store,
+  sources: readonly string[],
+  k: number,
+): Promise<{ counts: FleetCounts; worst: WorstSource[] }> {
+  const { rows } = await store.pool.query<{ counts: FleetCounts; worst: WorstSource[] }>(
+    `WITH st AS MATERIALIZED (${sourceStatesSql(store, 'SELECT unnest($1::text[]) AS source')}),
+     worst AS (
+       (SELECT source FROM st WHERE failing ORDER BY failures DESC, source LIMIT $2)
+       UNION (SELECT source FROM st WHERE lag_seconds IS NOT NULL ORDER BY lag_seconds DESC, source LIMIT $2)
+       UNION (SELECT source FROM st WHERE NOT never ORDER BY last_success_at, source LIMIT $2)
+     )
+     SELECT (SELECT json_build_object('sources', count(*), 'failing', count(*) FILTER (WHERE failing),
+               'lagging', count(*) FILTER (WHERE lagging), 'neverSucceeded', count(*) FILTER (WHERE never))
+             FROM st) AS counts,
+       (SELECT coalesce(json_agg(json_build_object('source', source, 'failures', failures,
+               'lagSeconds', greatest(0, lag_seconds),
+               'lastSuccessSeconds', extract(epoch FROM last_success_at)::float8) ORDER BY source), '[]')
+        FROM st WHERE source IN (SELECT source FROM worst)) AS worst`,
+    [sources, k],
+  );
+  return rows[0]!;
+}
