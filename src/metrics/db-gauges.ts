@@ -1,5 +1,6 @@
 import { quoteSchema, type Store } from '../store/db.js';
 import { outboxBacklog } from '../store/outbox.js';
+import { fleetStates } from '../store/source-states.js';
 import type { GaugeSource } from './metrics.js';
 
 /**
@@ -24,6 +25,7 @@ export function dbGauges(store: Store, sources: readonly string[]): GaugeSource 
           WHERE e.source = src AND e.created_at <= now()`,
       ),
     outboxBacklog: () => outboxBacklog(store),
+    fleetStates: (k) => fleetStates(store, sources, k),
     lastSuccessSeconds: () =>
       perSource(
         `SELECT extract(epoch FROM last_success_at)::float8 FROM ${s}.cursors c WHERE c.source = src`,
