@@ -1,4 +1,4 @@
-import { Gauge, type Registry } from 'prom-client';
+import { Gauge, type GaugeConfiguration, type Registry } from 'prom-client';
 import type { FleetCounts, WorstSource } from '../store/source-states.js';
 
 /** The states of a fleet's sources, counted, and the worst of them (source-states.ts). */
@@ -67,23 +67,29 @@ export function fleetGauges(registry: Registry, read: (k: number) => Promise<Fle
     'Turns of the source in a row that failed (its lease row); 0 after a turn that did not fail.',
     (w) => w.failures,
   );
-  const count = (name: string, help: string, value: (c: FleetCounts) => number): void => {
-    new Gauge({
-      name,
-      help,
-      registers: [registry],
-      async collect() {
-        const now = await states();
-        if (now !== null) this.set(value(now.counts));
-      },
-    });
-  };
-  count('feedsync_sources', 'Sources of the sources file.', (c) => c.sources);
-  count('feedsync_sources_failing', 'Sources whose last turn failed.', (c) => c.failing);
-  count(
-    'feedsync_sources_lagging',
-    'Sources whose newest stored event is over 30 minutes old (LAGGING_AFTER_SECONDS).',
-    (c) => c.lagging,
-  );
-  count('feedsync_sources_never_succeeded', 'Sources that have not caught up with their feed once.', (c) => c.neverSucceeded);
+  const counted = (
+    value: (c: FleetCounts) => number,
+  ): Pick<GaugeConfiguration<string>, 'registers' | 'collect'> => ({
+    registers: [registry],
+    async collect() {
+      const now = await states();
+      if (now !== null) this.set(value(now.counts));
+    },
+  });
+  new Gauge({ name: 'feedsync_sources', help: 'Sources of the sources file.', ...counted((c) => c.sources) });
+  new Gauge({
+    name: 'feedsync_sources_failing',
+    help: 'Sources whose last turn failed.',
+    ...counted((c) => c.failing),
+  });
+  new Gauge({
+    name: 'feedsync_sources_lagging',
+    help: 'Sources whose newest stored event is over 30 minutes old (LAGGING_AFTER_SECONDS).',
+    ...counted((c) => c.lagging),
+  });
+  new Gauge({
+    name: 'feedsync_sources_never_succeeded',
+    help: 'Sources that have not caught up with their feed once.',
+    ...counted((c) => c.neverSucceeded),
+  });
 }
