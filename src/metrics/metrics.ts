@@ -180,7 +180,8 @@ export function createMetrics(gauges: GaugeSource, sources: readonly string[]): 
         if (info.result.quarantined > 0) quarantined.inc(labels, info.result.quarantined);
         if (info.result.conflicts > 0) conflicts.inc(labels, info.result.conflicts);
       },
-      onFeedResponse: ({ status, seconds }) => requests.observe({ ...labels, status: String(status) }, seconds),
+      onFeedResponse: ({ status, seconds }) =>
+        requests.observe({ ...labels, status: String(status) }, seconds),
       onRetry: () => retries.inc(labels),
       onPublished,
       onPublishDelay,
@@ -214,7 +215,9 @@ export function createMetrics(gauges: GaugeSource, sources: readonly string[]): 
         return (metric?.values ?? []).reduce((acc, v) => acc + v.value, 0);
       };
       const lags = fleet
-        ? gauges.fleetStates(1).then((s) => s.worst.flatMap((w) => (w.lagSeconds === null ? [] : [w.lagSeconds])))
+        ? gauges
+            .fleetStates(1)
+            .then((s) => s.worst.flatMap((w) => (w.lagSeconds === null ? [] : [w.lagSeconds])))
         : gauges.cursorLagSeconds().then((lags) => [...lags.values()]);
       return {
         events_stored: await sum('feedsync_events_stored_total'),
@@ -225,7 +228,9 @@ export function createMetrics(gauges: GaugeSource, sources: readonly string[]): 
         feed_retries: await sum('feedsync_feed_retries_total'),
         jobs_published: await sum('feedsync_jobs_published_total'),
         outbox_backlog: await gauges.outboxBacklog().catch(() => null),
-        cursor_lag_seconds: await lags.then((l) => (l.length === 0 ? null : Math.max(...l))).catch(() => null),
+        cursor_lag_seconds: await lags
+          .then((l) => (l.length === 0 ? null : Math.max(...l)))
+          .catch(() => null),
       };
     },
   };

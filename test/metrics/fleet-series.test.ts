@@ -74,19 +74,32 @@ function driveTurns(metrics: Metrics, failing: ReadonlySet<string>): void {
     if (i % 7 === 0) hooks.onRetry();
     hooks.onCommit({
       pages: 1,
-      result: { ...nothingApplied(), inserted, duplicates: i % 3, quarantined: i % 1000 === 0 ? 1 : 0, conflicts: 0 },
+      result: {
+        ...nothingApplied(),
+        inserted,
+        duplicates: i % 3,
+        quarantined: i % 1000 === 0 ? 1 : 0,
+        conflicts: 0,
+      },
     });
     hooks.onPublished('email-events', 2);
     hooks.onPublishDelay(0.01);
     if (failing.has(source)) metrics.observeFailure(source);
-    else metrics.observeRun(source, { status: i % 5000 === 0 ? 'lease-lost' : 'caught-up', durationMs: 40, failed: false });
+    else
+      metrics.observeRun(source, {
+        status: i % 5000 === 0 ? 'lease-lost' : 'caught-up',
+        durationMs: 40,
+        failed: false,
+      });
     hooks.onLeaseChange(false);
   }
 }
 
 /** The failures in a row of these sources, as their turns leave them in the lease rows. */
 async function setFailures(failures: ReadonlyMap<string, number>): Promise<void> {
-  await store.pool.query(`UPDATE ${store.schema}.leases SET failures = 0, last_error = NULL WHERE failures > 0`);
+  await store.pool.query(
+    `UPDATE ${store.schema}.leases SET failures = 0, last_error = NULL WHERE failures > 0`,
+  );
   await store.pool.query(
     `UPDATE ${store.schema}.leases l SET failures = f.n, last_error = 'feed down'
      FROM unnest($1::text[], $2::int[]) AS f(source, n) WHERE l.source = f.source`,
@@ -127,13 +140,17 @@ describe('/metrics of a fleet', () => {
       names.slice(20_015, 20_025),
     );
     expect(sampleOf(samples, 'feedsync_run_consecutive_failures', { source: 's20024' })).toBe(25);
-    expect(sampleOf(samples, 'feedsync_cursor_lag_seconds', { source: 's04242' })).toBeGreaterThanOrEqual(3600);
+    expect(sampleOf(samples, 'feedsync_cursor_lag_seconds', { source: 's04242' })).toBeGreaterThanOrEqual(
+      3600,
+    );
     expect(bySource(samples, 'feedsync_source_held')).toEqual(['s00001']);
     // Totals without a source: every turn counted.
     expect(sampleOf(samples, 'feedsync_pages_total')).toBe(SOURCES);
     expect(sampleOf(samples, 'feedsync_run_failures_total')).toBe(25);
     expect(sampleOf(samples, 'feedsync_run_duration_seconds_count')).toBe(SOURCES - 25);
-    expect(sampleOf(samples, 'feedsync_feed_request_duration_seconds_count', { status: '429' })).toBe(SOURCES / 5);
+    expect(sampleOf(samples, 'feedsync_feed_request_duration_seconds_count', { status: '429' })).toBe(
+      SOURCES / 5,
+    );
     expect(sampleOf(samples, 'feedsync_events_stored_total', { type: 'other' })).toBe(SOURCES);
 
     // Other sources fail now, the first ones recovered: the next scrape names the new ones only.
@@ -158,7 +175,10 @@ describe('/metrics of one source', () => {
     const metrics = createMetrics(dbGauges(store, ['s00003']), ['s00003']);
     const hooks = metrics.hooksFor('s00003');
     const inserted = [{ id: 'a', type: 'email.sent', created_at: '2024-01-01T00:00:00Z', data: {} }];
-    hooks.onCommit({ pages: 2, result: { ...nothingApplied(), inserted, duplicates: 1, quarantined: 1, conflicts: 1 } });
+    hooks.onCommit({
+      pages: 2,
+      result: { ...nothingApplied(), inserted, duplicates: 1, quarantined: 1, conflicts: 1 },
+    });
     hooks.onFeedResponse({ status: 200, seconds: 0.1 });
     hooks.onFeedResponse({ status: 429, seconds: 0.1 });
     hooks.onRetry();

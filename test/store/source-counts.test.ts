@@ -16,7 +16,12 @@ afterAll(async () => {
 /** Each source's kept count against its rows in events, and its newest event's date. */
 async function counts(): Promise<{ source: string; kept: number; rows: number; newest: string | null }[]> {
   const s = store.schema;
-  const { rows } = await store.pool.query<{ source: string; kept: string; rows: string; newest: Date | null }>(
+  const { rows } = await store.pool.query<{
+    source: string;
+    kept: string;
+    rows: string;
+    newest: Date | null;
+  }>(
     `SELECT c.source, c.events_stored AS kept, c.newest_event_at AS newest,
        (SELECT count(*) FROM ${s}.events e WHERE e.source = c.source) AS rows
      FROM ${s}.source_counts c ORDER BY c.source`,
@@ -35,7 +40,11 @@ it('the statement that stores events counts them per source, duplicates and futu
   await applier.apply({
     source: 'a',
     receivedVia: 'webhook',
-    events: [event('a1', 'email.sent', at(1)), event('a2', 'email.sent', at(3)), event('a3', 'other.x', at(2))],
+    events: [
+      event('a1', 'email.sent', at(1)),
+      event('a2', 'email.sent', at(3)),
+      event('a3', 'other.x', at(2)),
+    ],
     quarantine: [],
   });
   // Two already stored, one new; and one dated in the future, which the lag leaves out.
@@ -49,7 +58,12 @@ it('the statement that stores events counts them per source, duplicates and futu
     ],
     quarantine: [],
   });
-  await applier.apply({ source: 'b', receivedVia: 'feed', events: [event('b1', 'email.sent', at(5))], quarantine: [] });
+  await applier.apply({
+    source: 'b',
+    receivedVia: 'feed',
+    events: [event('b1', 'email.sent', at(5))],
+    quarantine: [],
+  });
   expect(await counts()).toEqual([
     { source: 'a', kept: 4, rows: 4, newest: at(3) },
     { source: 'b', kept: 1, rows: 1, newest: at(5) },

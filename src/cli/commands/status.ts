@@ -12,12 +12,16 @@ export function statusCommand(): Command {
     .option('--json', 'print JSON')
     .option('--source <source>', 'this source alone: FEED_SOURCE, or a source of FEED_SOURCES_FILE')
     .addOption(
-      new Option('--failing', 'list only the sources whose last turn failed').conflicts(['lagging', 'source']),
+      new Option('--failing', 'list only the sources whose last turn failed').conflicts([
+        'lagging',
+        'source',
+      ]),
     )
     .addOption(
-      new Option('--lagging', 'list only the sources whose newest stored event is over 30 minutes old').conflicts(
-        'source',
-      ),
+      new Option(
+        '--lagging',
+        'list only the sources whose newest stored event is over 30 minutes old',
+      ).conflicts('source'),
     )
     .option('--all', 'list every source, not the 50 worst')
     .addHelpText(
