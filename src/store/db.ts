@@ -29,7 +29,7 @@ export interface CursorsTable {
   last_success_at: Timestamp<null | undefined> | null;
 }
 
-/** Per source, kept by the statements that store and prune events (migrations/0008_source_counts.sql). */
+/** Per source, kept by the statements that store and prune events (migrations/0010_source_counts.sql). */
 export interface SourceCountsTable {
   source: string;
   events_stored: ColumnType<string, number | undefined, number>;

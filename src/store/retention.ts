@@ -61,7 +61,7 @@ const TARGETS = [
 ] as const;
 
 /**
- * The deleted events taken off their sources' counts (migrations/0008_source_counts.sql),
+ * The deleted events taken off their sources' counts (migrations/0010_source_counts.sql),
  * in the same statement. The rows are locked in the order of their names first: two
  * pruners at once (two replicas) then never wait on each other in a cycle.
  */

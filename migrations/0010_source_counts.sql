@@ -1,4 +1,4 @@
--- feedsync schema, version 8: what `status` and the metrics read of each source, kept
+-- feedsync schema, version 10: what `status` and the metrics read of each source, kept
 -- where events are written instead of counted from them. At 100,000 sources a
 -- count(*) and a max(created_at) over events per source took seconds; one row per
 -- source, updated by the statement that stores the events (apply-statement.ts) and by

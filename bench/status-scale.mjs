@@ -1,0 +1,178 @@
+// `status` and the metrics of a fleet at 100,000 sources, from rows written directly as a
+// fleet's turns leave them (a cursor, a lease and a source_counts row a source, three
+// events each): the `status` command's wall time (its process included), the statement
+// it ran before this release (a count over events per source) beside the one it runs
+// now, and a scrape of a fleet's /metrics (its series and the time to read them).
+// Runs alone and rewrites its block of docs/BENCHMARKS.md:
+//   npm run build && node bench/status-scale.mjs [--sources N] [--no-write]
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { dbGauges } from '../dist/metrics/db-gauges.js';
+import { createMetrics } from '../dist/metrics/metrics.js';
+import { benchPrefix, CLI, cleanUp } from './lib/env.mjs';
+import { describeMachine } from './lib/machine.mjs';
+import { writeBlock } from './lib/page.mjs';
+import { migratedStore } from './lib/store.mjs';
+import { markdownTable, ms } from './lib/table.mjs';
+import { workerEnv } from './lib/worker.mjs';
+
+const args = process.argv.slice(2);
+const sourcesAt = args.indexOf('--sources');
+const SOURCES = sourcesAt >= 0 ? Number(args[sourcesAt + 1]) : 100_000;
+const writePage = !args.includes('--no-write');
+const RUNS = 3;
+const PAGE = new URL('../docs/BENCHMARKS.md', import.meta.url).pathname;
+
+const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+const count = (n) => n.toLocaleString('en-US');
+
+/** The statement `status` ran before source_counts: a count and a max over events per source. */
+const BEFORE = (s) => `
+  WITH sources AS (SELECT unnest($1::text[]) AS source UNION SELECT source FROM ${s}.cursors)
+  SELECT src.source, c.after_id, l.holder,
+    (SELECT count(*) FROM ${s}.events e WHERE e.source = src.source) AS events,
+    (SELECT max(created_at) FROM ${s}.events e WHERE e.source = src.source AND e.created_at <= now()) AS newest
+  FROM sources src LEFT JOIN ${s}.cursors c ON c.source = src.source
+    LEFT JOIN ${s}.leases l ON l.source = src.source
+  ORDER BY src.source`;
+
+async function main() {
+  const store = await migratedStore('status_scale');
+  const dir = mkdtempSync(join(tmpdir(), 'feedsync-bench-status-'));
+  try {
+    const s = `"${store.schema}"`;
+    const names = Array.from({ length: SOURCES }, (_, i) => `acct-${String(i).padStart(6, '0')}`);
+    // A fleet a minute after its turns: 1 in 1,000 failing, 1 in 500 lagging an hour, 1 in 10,000 never run.
+    await store.pool.query(
+      `INSERT INTO ${s}.cursors (source, after_id, last_success_at)
+       SELECT n, 'e3', CASE WHEN i % 10000 = 7 THEN NULL ELSE now() - interval '1 minute' END
+       FROM unnest($1::text[]) WITH ORDINALITY AS t(n, i)`,
+      [names],
+    );
+    await store.pool.query(
+      `INSERT INTO ${s}.leases (source, failures, last_error, due_at)
+       SELECT n, CASE WHEN i % 1000 = 3 THEN 5 ELSE 0 END, CASE WHEN i % 1000 = 3 THEN 'feed down' END, now()
+       FROM unnest($1::text[]) WITH ORDINALITY AS t(n, i)`,
+      [names],
+    );
+    await store.pool.query(
+      `INSERT INTO ${s}.events (source, id, type, created_at, data, received_via)
+       SELECT n, 'e' || k, 'email.sent',
+         now() - CASE WHEN i % 500 = 1 THEN interval '1 hour' ELSE interval '2 minutes' END, '{}', 'feed'
+       FROM unnest($1::text[]) WITH ORDINALITY AS t(n, i), generate_series(1, 3) k`,
+      [names],
+    );
+    await store.pool.query(
+      `INSERT INTO ${s}.source_counts (source, events_stored, newest_event_at)
+       SELECT source, count(*), max(created_at) FROM ${s}.events GROUP BY source`,
+    );
+    await store.pool.query(`VACUUM ANALYZE ${s}.events, ${s}.cursors, ${s}.leases, ${s}.source_counts`);
+
+    const env = {
+      ...workerEnv({
+        schema: store.schema,
+        prefix: benchPrefix('status_scale'),
+        baseUrl: 'http://127.0.0.1:9/api',
+      }),
+      FEED_SOURCES_FILE: join(dir, 'sources.json'),
+      BENCH_KEY: 'sim_test_bench',
+    };
+    writeFileSync(
+      env.FEED_SOURCES_FILE,
+      JSON.stringify({ sources: names.map((source) => ({ source, api_key_env: 'BENCH_KEY' })) }),
+    );
+    const timeCli = (cliArgs) => {
+      const times = [];
+      let out = '';
+      for (let i = 0; i < RUNS; i++) {
+        const started = performance.now();
+        const run = spawnSync(process.execPath, [CLI, ...cliArgs], {
+          env,
+          encoding: 'utf8',
+          maxBuffer: 1 << 30,
+        });
+        times.push(performance.now() - started);
+        if (run.status !== 0)
+          throw new Error(`status ${cliArgs.join(' ')}: exit ${run.status}: ${run.stderr}`);
+        out = run.stdout;
+      }
+      return { ms: median(times), out };
+    };
+    const timeQuery = async (text, params) => {
+      const times = [];
+      for (let i = 0; i < RUNS; i++) {
+        const started = performance.now();
+        await store.pool.query(text, params);
+        times.push(performance.now() - started);
+      }
+      return median(times);
+    };
+
+    const rows = [];
+    /** A `status` process: within 2 s (DESIGN section 6). */
+    const statusRow = (measure, run, against) => ({
+      measure,
+      result: ms(run.ms),
+      against,
+      target: '≤ 2,000 ms',
+      ok: run.ms <= 2000,
+    });
+    const text = timeCli(['status']);
+    const omitted = /… and ([\d,]+) more/.exec(text.out)?.[1] ?? '0';
+    rows.push(statusRow('`feedsync status` (the process; 50 listed)', text, `${omitted} left out`));
+    const json = timeCli(['status', '--json']);
+    rows.push(statusRow('`feedsync status --json`', json, `${JSON.parse(json.out).sources.length} listed`));
+    const failing = timeCli(['status', '--failing']);
+    rows.push(
+      statusRow('`feedsync status --failing`', failing, `${count(SOURCES / 1000)} failing, all listed`),
+    );
+    const all = timeCli(['status', '--json', '--all']);
+    rows.push({
+      measure: '`feedsync status --json --all`',
+      result: ms(all.ms),
+      against: `${count(JSON.parse(all.out).sources.length)} listed`,
+    });
+    rows.push({
+      measure: 'before: the statement `status` ran until now (a count and a max over events per source)',
+      result: ms(await timeQuery(BEFORE(s), [names])),
+      against: `${count(SOURCES * 3)} events; the statement alone, without the process`,
+    });
+
+    const metrics = createMetrics(dbGauges(store, names), names);
+    const scrapes = [];
+    let series = 0;
+    for (let i = 0; i < RUNS; i++) {
+      const started = performance.now();
+      const body = await metrics.registry.metrics();
+      scrapes.push(performance.now() - started);
+      series = body.split('\n').filter((l) => l !== '' && !l.startsWith('#')).length;
+      // A scrape shares one read of the states for a second; the next one reads again.
+      await new Promise((resolve) => setTimeout(resolve, 1100));
+    }
+    rows.push({
+      measure: "a fleet replica's /metrics (its registry read, before any outcome)",
+      result: ms(median(scrapes)),
+      against: `${count(series)} series`,
+      target: '≤ 2,000 series',
+      ok: series <= 2000,
+    });
+
+    const table = markdownTable(rows);
+    const machine = await describeMachine();
+    const block =
+      `### status and metrics at ${count(SOURCES)} sources\n\n` +
+      `\`npm run build && node bench/status-scale.mjs\`: rows written directly as a fleet's turns leave them ` +
+      `(${count(SOURCES)} sources, three events each; 1 in 1,000 failing, 1 in 500 lagging, 1 in 10,000 never run), ` +
+      `\`status\` run as a process with the sources file of every source. ${machine}\n\n${table}`;
+    console.log(block);
+    if (writePage) writeBlock(PAGE, 'status-scale', block);
+  } finally {
+    await store.close();
+    rmSync(dir, { recursive: true, force: true });
+    await cleanUp();
+  }
+}
+
+await main();
