@@ -2,7 +2,12 @@ import type { Config } from '../config/config.js';
 import type { Publisher } from '../queue/publisher.js';
 import { quoteSchema, type Store } from '../store/db.js';
 import { outboxBacklogBySource } from '../store/outbox.js';
-import { type FleetCounts, LAGGING_AFTER_SECONDS, sourceStatesSql } from '../store/source-states.js';
+import {
+  type FleetCounts,
+  LAGGING_AFTER_SECONDS,
+  type StatusFilter,
+  statusStatement,
+} from '../store/source-states.js';
 
 /** How many sources `status` lists unless told `--all`. */
 export const STATUS_LIST_LIMIT = 50;
@@ -27,9 +32,6 @@ export interface SourceStatus {
   /** Event ids served again with other content (the first version kept). */
   conflicts: number;
 }
-
-/** Which sources the listing keeps: `--failing`, `--lagging`, or every one. */
-export type StatusFilter = 'failing' | 'lagging' | null;
 
 export interface StatusReport {
   schema: string;
@@ -89,32 +91,22 @@ export async function statusReport(
   const s = quoteSchema(store.schema);
   const filter = opts.filter ?? null;
   const limit = opts.limit === undefined ? STATUS_LIST_LIMIT : opts.limit;
-  // Asked first: a source with a backlog is listed even when no other table names it.
+  // Asked first: a source with a backlog is listed even when no other table names it;
+  // so is one with quarantined items or conflicts only (small tables, read by their index).
   const backlog = await outboxBacklogBySource(store);
-  const names = `SELECT unnest($1::text[]) AS source UNION SELECT source FROM ${s}.cursors
-    UNION SELECT source FROM ${s}.source_counts
-    UNION SELECT DISTINCT source FROM ${s}.quarantine UNION SELECT DISTINCT source FROM ${s}.conflicts`;
-  const kept = filter === null ? 'true' : filter;
-  const { rows } = await store.pool.query<Row>(
-    `WITH st AS MATERIALIZED (
-       SELECT * FROM (${sourceStatesSql(store, names)}) a WHERE $2::text IS NULL OR a.source = $2::text
-     ), totals AS (
-       SELECT count(*) AS sources, count(*) FILTER (WHERE failing) AS failing_n,
-         count(*) FILTER (WHERE lagging) AS lagging_n, count(*) FILTER (WHERE never) AS never_n,
-         count(*) FILTER (WHERE ${kept}) AS matched
-       FROM st
-     ), listed AS (
-       SELECT st.*,
-         (SELECT count(*) FROM ${s}.quarantine q WHERE q.source = st.source) AS quarantined,
-         (SELECT count(*) FROM ${s}.conflicts k WHERE k.source = st.source) AS conflicts
-       FROM st WHERE ${kept}
-       ORDER BY failures DESC, CASE WHEN lagging THEN lag_seconds END DESC NULLS LAST, never DESC, source
-       LIMIT $3
-     )
-     SELECT t.*, l.* FROM totals t LEFT JOIN listed l ON true
-     ORDER BY l.failures DESC, CASE WHEN l.lagging THEN l.lag_seconds END DESC NULLS LAST, l.never DESC, l.source`,
-    [[...config.sources.map((c) => c.source), ...backlog.keys()], opts.only ?? null, limit],
+  const { rows: recorded } = await store.pool.query<{ source: string }>(
+    `SELECT DISTINCT source FROM ${s}.quarantine UNION SELECT DISTINCT source FROM ${s}.conflicts`,
   );
+  const names = new Set([
+    ...config.sources.map((c) => c.source),
+    ...backlog.keys(),
+    ...recorded.map((r) => r.source),
+  ]);
+  const { rows } = await store.pool.query<Row>(statusStatement(store.schema, filter), [
+    [...names],
+    opts.only ?? null,
+    limit,
+  ]);
   const queues: StatusReport['queues'] = {};
   for (const name of [config.queues.emailEvents, config.queues.contactEvents]) {
     queues[name] = await publisher.counts(name).catch(() => null);

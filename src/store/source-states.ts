@@ -8,17 +8,21 @@ import { quoteSchema, type Store } from './db.js';
 export const LAGGING_AFTER_SECONDS = 1800;
 
 /**
- * The state of each source of `names` (a query with a `source` column) in one pass
- * over rows kept per source (leases, cursors, source_counts), never over events:
+ * The state of each source of `names` (a query with a `source` column, each name once)
+ * in one pass over rows kept per source (leases, cursors, source_counts), never over
+ * events:
  *   failures      turns in a row that failed (the lease row's count); failing when above 0
  *   lag_seconds   now minus its newest stored event (future dates left out); NULL while none
  *   lagging       lag_seconds above LAGGING_AFTER_SECONDS
  *   never         it has not caught up once (no last_success_at)
- * plus what `status` shows of it. Every source of `names` has a row, known or not.
+ * plus what `status` shows of it. Every source of `names` has a row, known or not; with
+ * `andKnown`, so does every source with a cursor or stored events (full joins, hashed:
+ * no sort of the names, whatever their number).
  */
-export function sourceStatesSql(store: Store, names: string): string {
-  const s = quoteSchema(store.schema);
-  return `SELECT src.source, c.after_id, c.types, c.last_success_at,
+export function sourceStatesSql(schema: string, names: string, opts: { andKnown?: boolean } = {}): string {
+  const s = quoteSchema(schema);
+  const join = opts.andKnown ? 'FULL JOIN' : 'LEFT JOIN';
+  return `SELECT source, c.after_id, c.types, c.last_success_at,
       l.holder, l.token::text AS token, l.expires_at, l.expires_at > now() AS live,
       coalesce(l.failures, 0) AS failures, l.last_error,
       coalesce(n.events_stored, 0)::float8 AS events_stored, n.newest_event_at,
@@ -27,9 +31,40 @@ export function sourceStatesSql(store: Store, names: string): string {
       coalesce(now() - n.newest_event_at > make_interval(secs => ${LAGGING_AFTER_SECONDS}), false) AS lagging,
       c.last_success_at IS NULL AS never
     FROM (${names}) src
-      LEFT JOIN ${s}.cursors c ON c.source = src.source
-      LEFT JOIN ${s}.leases l ON l.source = src.source
-      LEFT JOIN ${s}.source_counts n ON n.source = src.source`;
+      ${join} ${s}.cursors c USING (source)
+      ${join} ${s}.source_counts n USING (source)
+      LEFT JOIN ${s}.leases l USING (source)`;
+}
+
+/** Which sources `status` lists: `--failing`, `--lagging`, or every one. */
+export type StatusFilter = 'failing' | 'lagging' | null;
+
+/**
+ * The statement of `status`: $1 the names to list besides the tables' sources, $2 one
+ * source alone or null, $3 how many to list at most (null: every one). The totals come
+ * back on every row, and on one row of nulls when nothing is listed.
+ */
+export function statusStatement(schema: string, filter: StatusFilter = null): string {
+  const s = quoteSchema(schema);
+  const kept = filter === null ? 'true' : filter;
+  return `WITH st AS MATERIALIZED (
+       SELECT * FROM (${sourceStatesSql(schema, 'SELECT unnest($1::text[]) AS source', { andKnown: true })}) a
+       WHERE $2::text IS NULL OR a.source = $2::text
+     ), totals AS (
+       SELECT count(*) AS sources, count(*) FILTER (WHERE failing) AS failing_n,
+         count(*) FILTER (WHERE lagging) AS lagging_n, count(*) FILTER (WHERE never) AS never_n,
+         count(*) FILTER (WHERE ${kept}) AS matched
+       FROM st
+     ), listed AS (
+       SELECT st.*,
+         (SELECT count(*) FROM ${s}.quarantine q WHERE q.source = st.source) AS quarantined,
+         (SELECT count(*) FROM ${s}.conflicts k WHERE k.source = st.source) AS conflicts
+       FROM st WHERE ${kept}
+       ORDER BY failures DESC, CASE WHEN lagging THEN lag_seconds END DESC NULLS LAST, never DESC, source
+       LIMIT $3
+     )
+     SELECT t.*, l.* FROM totals t LEFT JOIN listed l ON true
+     ORDER BY l.failures DESC, CASE WHEN l.lagging THEN l.lag_seconds END DESC NULLS LAST, l.never DESC, l.source`;
 }
 
 /** How many sources are in each state. */
@@ -61,7 +96,7 @@ export async function fleetStates(
   k: number,
 ): Promise<{ counts: FleetCounts; worst: WorstSource[] }> {
   const { rows } = await store.pool.query<{ counts: FleetCounts; worst: WorstSource[] }>(
-    `WITH st AS MATERIALIZED (${sourceStatesSql(store, 'SELECT unnest($1::text[]) AS source')}),
+    `WITH st AS MATERIALIZED (${sourceStatesSql(store.schema, 'SELECT unnest($1::text[]) AS source')}),
      worst AS (
        (SELECT source FROM st WHERE failing ORDER BY failures DESC, source LIMIT $2)
        UNION (SELECT source FROM st WHERE lag_seconds IS NOT NULL ORDER BY lag_seconds DESC, source LIMIT $2)
