@@ -10,22 +10,19 @@ export const LAGGING_AFTER_SECONDS = 1800;
 /**
  * The state of each source of `names` (a query with a `source` column, each name once)
  * in one pass over rows kept per source (leases, cursors, source_counts), never over
- * events:
- *   failures      turns in a row that failed (the lease row's count); failing when above 0
- *   lag_seconds   now minus its newest stored event (future dates left out); NULL while none
- *   lagging       lag_seconds above LAGGING_AFTER_SECONDS
- *   never         it has not caught up once (no last_success_at)
- * plus what `status` shows of it. Every source of `names` has a row, known or not; with
- * `andKnown`, so does every source with a cursor or stored events (full joins, hashed:
- * no sort of the names, whatever their number).
+ * events, in as few columns as the counts and the order need:
+ *   failures         turns in a row that failed (the lease row's count); failing when above 0
+ *   lag_seconds      now minus its newest stored event (future dates left out); NULL while none
+ *   lagging          lag_seconds above LAGGING_AFTER_SECONDS
+ *   last_success_at  when it last caught up; never when NULL
+ * Every source of `names` has a row, known or not; with `andKnown`, so does every source
+ * with a cursor or stored events (full joins, hashed: no sort of the names, whatever
+ * their number).
  */
 export function sourceStatesSql(schema: string, names: string, opts: { andKnown?: boolean } = {}): string {
   const s = quoteSchema(schema);
   const join = opts.andKnown ? 'FULL JOIN' : 'LEFT JOIN';
-  return `SELECT source, c.after_id, c.types, c.last_success_at,
-      l.holder, l.token::text AS token, l.expires_at, l.expires_at > now() AS live,
-      coalesce(l.failures, 0) AS failures, l.last_error,
-      coalesce(n.events_stored, 0)::float8 AS events_stored, n.newest_event_at,
+  return `SELECT source, coalesce(l.failures, 0) AS failures, c.last_success_at,
       extract(epoch FROM now() - n.newest_event_at)::float8 AS lag_seconds,
       coalesce(l.failures, 0) > 0 AS failing,
       coalesce(now() - n.newest_event_at > make_interval(secs => ${LAGGING_AFTER_SECONDS}), false) AS lagging,
@@ -56,14 +53,20 @@ export function statusStatement(schema: string, filter: StatusFilter = null): st
          count(*) FILTER (WHERE ${kept}) AS matched
        FROM st
      ), listed AS (
-       SELECT st.*,
-         (SELECT count(*) FROM ${s}.quarantine q WHERE q.source = st.source) AS quarantined,
-         (SELECT count(*) FROM ${s}.conflicts k WHERE k.source = st.source) AS conflicts
-       FROM st WHERE ${kept}
+       SELECT source, failures, lag_seconds, lagging, never FROM st WHERE ${kept}
        ORDER BY failures DESC, CASE WHEN lagging THEN lag_seconds END DESC NULLS LAST, never DESC, source
        LIMIT $3
+     ), detail AS (
+       -- What is shown of the listed sources only: at most the limit of them.
+       SELECT listed.*, c.after_id, c.types, c.last_success_at,
+         k.holder, k.token::text AS token, k.expires_at, k.expires_at > now() AS live, k.last_error,
+         coalesce(n.events_stored, 0)::float8 AS events_stored, n.newest_event_at,
+         (SELECT count(*) FROM ${s}.quarantine q WHERE q.source = listed.source) AS quarantined,
+         (SELECT count(*) FROM ${s}.conflicts x WHERE x.source = listed.source) AS conflicts
+       FROM listed LEFT JOIN ${s}.cursors c USING (source) LEFT JOIN ${s}.leases k USING (source)
+         LEFT JOIN ${s}.source_counts n USING (source)
      )
-     SELECT t.*, l.* FROM totals t LEFT JOIN listed l ON true
+     SELECT t.*, l.* FROM totals t LEFT JOIN detail l ON true
      ORDER BY l.failures DESC, CASE WHEN l.lagging THEN l.lag_seconds END DESC NULLS LAST, l.never DESC, l.source`;
 }
 
