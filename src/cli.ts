@@ -47,7 +47,7 @@ const override = (command: Command): void => {
 override(program);
 
 try {
-  await program.parseAsync(helpAsFlag(process.argv));
+  await program.parseAsync(helpAsFlag(program, process.argv));
 } catch (err) {
   if (err instanceof CommanderError) {
     // Help asked for (`--help`, `help`, `help sync`) and version are not errors; help shown
@@ -65,10 +65,18 @@ try {
 
 /**
  * `help cursor set` as `cursor set --help`: commander's help command takes one word and
- * would print the `cursor` group's help for a nested command.
+ * would print the `cursor` group's help for a nested command. A name that is no command
+ * (`help nosuch`, `help cursor nosuch`) is run as the command itself, so commander says
+ * "unknown command" before the usage, as it does for `feedsync nosuch`.
  */
-function helpAsFlag(argv: readonly string[]): string[] {
+function helpAsFlag(program: Command, argv: readonly string[]): string[] {
   const [node = '', script = '', first, ...rest] = argv;
-  if (first !== 'help' || rest.length < 2) return [...argv];
-  return [node, script, ...rest, '--help'];
+  if (first !== 'help' || rest.length === 0) return [...argv];
+  let command = program;
+  for (const [i, word] of rest.entries()) {
+    const sub = command.commands.find((c) => c.name() === word || c.aliases().includes(word));
+    if (!sub) return [node, script, ...rest.slice(0, i + 1)];
+    command = sub;
+  }
+  return rest.length < 2 ? [...argv] : [node, script, ...rest, '--help'];
 }

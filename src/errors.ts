@@ -1,13 +1,17 @@
+import type { ErrorCode } from './error-codes.js';
+
+export type { ErrorCode } from './error-codes.js';
+
 /**
  * The few error classes feedsync throws. Each has a stable `code` for scripts and
  * an `exitCode` for the CLI; wrapping keeps the original under `cause`.
  * None of them ever carries the API key or a secret in its message.
  */
 export class FeedsyncError extends Error {
-  readonly code: string;
+  readonly code: ErrorCode;
   readonly exitCode: number;
 
-  constructor(message: string, opts: { code: string; exitCode?: number; cause?: unknown }) {
+  constructor(message: string, opts: { code: ErrorCode; exitCode?: number; cause?: unknown }) {
     super(message, opts.cause === undefined ? undefined : { cause: opts.cause });
     this.name = new.target.name;
     this.code = opts.code;
@@ -17,7 +21,7 @@ export class FeedsyncError extends Error {
 
 /** Bad configuration or usage: the program stops at start (exit 2). */
 export class ConfigError extends FeedsyncError {
-  constructor(message: string, code = 'CONFIG_INVALID') {
+  constructor(message: string, code: ErrorCode = 'CONFIG_INVALID') {
     super(message, { code, exitCode: 2 });
   }
 }
@@ -33,7 +37,7 @@ export class ApiError extends FeedsyncError {
   constructor(
     message: string,
     opts: {
-      code: string;
+      code: ErrorCode;
       status: number;
       serviceCode?: string | undefined;
       serviceMessage?: string | undefined;
@@ -62,7 +66,7 @@ export class AuthError extends ApiError {
 
 /** A feed page that breaks the rules (not JSON, no list, too many events, too big). */
 export class PageError extends FeedsyncError {
-  constructor(message: string, code = 'BAD_PAGE', cause?: unknown) {
+  constructor(message: string, code: ErrorCode = 'BAD_PAGE', cause?: unknown) {
     super(message, { code, cause });
   }
 }
@@ -80,10 +84,16 @@ export function exitCodeOf(err: unknown): number {
 export class RedisError extends FeedsyncError {
   /** The command's name (`evalsha`, `info`…), never its arguments; null for a connection failure. */
   readonly command: string | null;
+  /**
+   * Redis's own error code (`OOM`, `READONLY`, `NOREPLICAS`…) or the socket's
+   * (`ECONNREFUSED`…), passed through as Redis said it; null for feedsync's own.
+   */
+  readonly redisCode: string | null;
 
-  constructor(message: string, opts: { code: string; command: string | null }) {
+  constructor(message: string, opts: { code: ErrorCode; command: string | null; redisCode?: string }) {
     super(message, { code: opts.code });
     this.command = opts.command;
+    this.redisCode = opts.redisCode ?? null;
   }
 }
 

@@ -74,7 +74,17 @@ export function loggerFor(config: Config): Logger {
 }
 
 /** Fields of an error kept in a log line when they hold a number or a short string. */
-const ERROR_FIELDS = ['code', 'errno', 'syscall', 'address', 'port', 'status', 'serviceCode', 'exitCode'];
+const ERROR_FIELDS = [
+  'code',
+  'redisCode',
+  'errno',
+  'syscall',
+  'address',
+  'port',
+  'status',
+  'serviceCode',
+  'exitCode',
+];
 
 /**
  * The `err` of a log line: type, message, code, a failed Redis command's name, the

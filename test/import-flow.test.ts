@@ -20,7 +20,7 @@ const LAYERS: readonly (readonly string[])[] = [
   ['store', 'redis'],
   ['feed', 'api'],
   ['config', 'logger.ts'],
-  ['errors.ts', 'error-summary.ts', 'shell-quote.ts', 'sleep.ts', 'edit-distance.ts'],
+  ['errors.ts', 'error-codes.ts', 'error-summary.ts', 'shell-quote.ts', 'sleep.ts', 'edit-distance.ts'],
 ];
 
 /**

@@ -43,7 +43,7 @@ export async function runDemo(base: Config, logger: Logger, out: (line: string) 
   try {
     out(
       `0. the demo starts afresh: it drops schema ${schema} in the Postgres at ${hostOf(config.database.url)} ` +
-        `and deletes the Redis keys under ${prefix}: at ${hostOf(config.redis.url)} (only if it made them itself; ` +
+        `and deletes the Redis keys that start with "${prefix}:" in the Redis at ${hostOf(config.redis.url)} (only if it made them itself; ` +
         'DATABASE_SCHEMA and QUEUE_PREFIX choose other names)',
     );
     await dropDemoSchema(store, schema);

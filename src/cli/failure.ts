@@ -73,6 +73,25 @@ export function describeFailure(err: unknown, config: Config | null): string {
   return `${message} (LOG_LEVEL=debug logs the stack trace)`;
 }
 
+/**
+ * Which of the two stores an error came from, when it tells: Postgres's own errors
+ * (SQLSTATE), a connection refused at the port of DATABASE_URL, and pg's messages about
+ * its connections; Redis's errors and a connection refused at the port of REDIS_URL.
+ */
+export function storeOf(err: unknown, config: Config): 'postgres' | 'redis' | null {
+  if (err instanceof RedisError) return 'redis';
+  const e = (err ?? {}) as SystemError;
+  const message = typeof e.message === 'string' ? e.message : '';
+  if (isPostgresError(e)) return 'postgres';
+  if (typeof e.code === 'string' && UNREACHABLE.has(e.code)) {
+    const where = serviceAt(config, e.port);
+    if (where) return where;
+  }
+  if (isRedisError(e, message)) return 'redis';
+  if (/timeout|terminated/i.test(message) && /connection/i.test(message)) return 'postgres';
+  return null;
+}
+
 function isPostgresError(e: SystemError): boolean {
   return typeof e.severity === 'string' && typeof e.code === 'string' && /^[0-9A-Z]{5}$/.test(e.code);
 }

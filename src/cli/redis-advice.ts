@@ -3,7 +3,8 @@
  * code: "check that Redis runs" is wrong advice for a Redis that runs and refuses.
  */
 export function redisAdvice(err: unknown): string {
-  const code = (err as { code?: unknown } | null)?.code;
+  const e = err as { code?: unknown; redisCode?: unknown } | null;
+  const code = e?.redisCode ?? e?.code;
   if (code === 'OOM') {
     return 'Redis refused the jobs for want of memory (OOM: maxmemory reached); give it more memory, or let consumers work off the kept jobs';
   }

@@ -1,13 +1,12 @@
 import { composeParts } from '../compose/parts.js';
 import { type Config, configForSource, requireService } from '../config/config.js';
-import { hostOf } from '../config/connection-url.js';
 import { ConfigError, exitCodeOf } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { dbGauges } from '../metrics/db-gauges.js';
 import { createMetrics } from '../metrics/metrics.js';
 import { pushMetrics } from '../metrics/push.js';
 import { startWorkerHealth } from '../metrics/worker-health.js';
-import { claimDue, ensureLeaseRows, nextDueInMs, takeLease } from '../store/lease.js';
+import { claimDue, ensureLeaseRows, leaseHolderOf, nextDueInMs, takeLease } from '../store/lease.js';
 import { type Outcome, runEachOnce, type Turn, watchSources } from '../sync/scheduler.js';
 import {
   applierFor,
@@ -19,8 +18,8 @@ import {
   sourceSettings,
 } from '../sync/sync.js';
 import { describeFailure } from './failure.js';
+import { handOverFailure } from './hand-over.js';
 import { progressReporter } from './progress.js';
-import { redisAdvice } from './redis-advice.js';
 import { shutdownSignal } from './shutdown.js';
 
 /**
@@ -98,12 +97,9 @@ export async function runSources(
   };
   const turn: Turn = async (held, signal) => {
     const problem = keyProblems.get(held.source);
-    if (problem) {
-      throw new ConfigError(
-        `source "${held.source}": ${problem}; this source fails every turn until it is fixed`,
-        'KEY_FILE',
-      );
-    }
+    // The source is named by whoever prints this: the stderr line's prefix, the log line's field, status's row.
+    if (problem)
+      throw new ConfigError(`${problem}; this source fails every turn until it is fixed`, 'KEY_FILE');
     return syncOf(held.source).runHeld(held, signal);
   };
   const describe = (err: unknown): string => describeFailure(err, config);
@@ -126,25 +122,34 @@ export async function runSources(
     };
     if (!opts.watch) {
       const started = performance.now();
+      // Who holds a source this run skipped, and until when: wait for it, rather than look for a second worker.
+      const heldBy = new Map<string, Holder>();
       const outcomes = await runEachOnce({
         ...scheduled,
         sources: names,
-        take: (source) => takeLease(store, source, lease),
+        take: async (source) => {
+          const taken = await takeLease(store, source, lease);
+          const holder = taken ? null : await leaseHolderOf(store, source);
+          if (holder) heldBy.set(source, holder);
+          return taken;
+        },
         onOutcome: (outcome) => {
           observe(outcome);
-          logOutcome(log, outcome, 'info');
+          logOutcome(log, outcome, 'info', heldBy.get(outcome.source));
         },
       });
       progress?.done();
       // Rows an earlier run left unpublished are this run's to hand over too, even when every
       // source was leased elsewhere. A run stopped by SIGTERM leaves them to the next.
       let handedOver = true;
+      let handOverError: unknown = null;
       if (!shutdown.signal.aborted) {
         try {
           relay.kick();
           await relay.drain();
         } catch (err) {
           handedOver = false;
+          handOverError = err;
           log.error(
             { err },
             'the outbox could not be drained; the events are stored and the next run drains it',
@@ -172,7 +177,9 @@ export async function runSources(
         },
         'sync run finished',
       );
-      tellOperator(config, outcomes, describe, handedOver, relay.lastError);
+      const turnError = outcomes.find((o) => o.ok && o.result.drainError !== undefined);
+      const why = handOverError ?? (turnError?.ok ? turnError.result.drainError : relay.lastError);
+      tellOperator(config, outcomes, describe, handedOver, why);
       const code = exitCodeFor(outcomes);
       return code === 0 && !handedOver ? 1 : code;
     }
@@ -196,6 +203,16 @@ export async function runSources(
       },
       'watching the feeds',
     );
+    // A source that a once run (or another worker) ran moments ago is due an interval after
+    // that turn, and quiet turns log at debug: say why nothing happens meanwhile.
+    const firstDueMs = await nextDueInMs(store, names, Number.MAX_SAFE_INTEGER);
+    if (firstDueMs > 0) {
+      log.info(
+        { nextDueInMs: firstDueMs },
+        `no source is due yet: the next is due in ${(firstDueMs / 1000).toFixed(1)} s, SYNC_INTERVAL_MS after ` +
+          'its last turn (a once run counts); turns that find nothing new log at debug',
+      );
+    }
     try {
       await watchSources({
         ...scheduled,
@@ -239,23 +256,20 @@ export function exitCodeFor(outcomes: readonly Outcome[]): number {
   return codes.every((c) => c === 2 || c === 3) ? 2 : 1;
 }
 
-/** On stderr, one line per failed source, and whether Redis kept the outbox back. */
+/** On stderr, one line per failed source, and whether Redis (or Postgres) kept the outbox back. */
 function tellOperator(
   config: Config,
   outcomes: readonly Outcome[],
   describe: (err: unknown) => string,
   handedOver: boolean,
-  redisError: unknown,
+  handOverError: unknown,
 ): void {
   const prefix = (source: string): string => (config.sourcesFile === null ? '' : `source ${source}: `);
   for (const o of outcomes) {
     if (!o.ok) process.stderr.write(`feedsync: ${prefix(o.source)}${describe(o.error)}\n`);
   }
   if (!handedOver || outcomes.some((o) => o.ok && !o.result.drained && o.result.status !== 'stopped')) {
-    process.stderr.write(
-      `feedsync: the events are stored, but Redis (REDIS_URL, ${hostOf(config.redis.url)}) did not take their jobs; ` +
-        `${redisAdvice(redisError)}: the next run hands them over\n`,
-    );
+    process.stderr.write(`feedsync: ${handOverFailure(handOverError, config)}\n`);
   }
 }
 
@@ -271,8 +285,10 @@ function tally(outcomes: readonly Outcome[], total: number): Record<string, numb
   };
 }
 
-/** The summary line of one source's turn. */
-function logOutcome(log: Logger, outcome: Outcome, level: 'info' | 'debug'): void {
+type Holder = NonNullable<Awaited<ReturnType<typeof leaseHolderOf>>>;
+
+/** The summary line of one source's turn; `holder`, of a lease held elsewhere. */
+function logOutcome(log: Logger, outcome: Outcome, level: 'info' | 'debug', holder?: Holder): void {
   if (!outcome.ok) {
     const message = outcome.error instanceof Error ? outcome.error.message : String(outcome.error);
     log.error({ source: outcome.source, outcome: 'failed', err: outcome.error }, `source failed: ${message}`);
@@ -290,7 +306,14 @@ function logOutcome(log: Logger, outcome: Outcome, level: 'info' | 'debug'): voi
     cursor: r.cursor,
     durationMs: Math.round(r.durationMs),
   };
-  if (r.status === 'locked') log.info(line, 'another worker holds the lease of this source; skipped');
+  if (r.status === 'locked' && holder) {
+    const until = holder.expiresAt.toISOString();
+    log.info(
+      { ...line, holder: holder.holder, leaseExpiresAt: until },
+      `${holder.holder} holds the lease of this source until ${until} unless it renews it; skipped ` +
+        '(a worker that was killed holds it until then: run again after that)',
+    );
+  } else if (r.status === 'locked') log.info(line, 'another worker holds the lease of this source; skipped');
   else if (!r.drained && r.status !== 'stopped')
     log.warn(line, 'source stored its events; the outbox was not drained');
   else log[level](line, 'source finished');

@@ -23,6 +23,11 @@ export interface SourceStatus {
   lagSeconds: number | null;
   /** The worker holding the source's lease now (host name/pid), its fencing token and when it runs out; null when free. */
   lease: { holder: string; token: string; expiresAt: string } | null;
+  /**
+   * When its next turn is due (an interval after its last, or its back-off): a watch
+   * loop runs it then; null when it is due now, or never ran, or a turn is in flight.
+   */
+  nextDueAt: string | null;
   /** Turns of the source in a row that failed (its lease row's count); 0 after a good one. */
   failuresInRow: number;
   /** Why its last turn failed, while it keeps failing (a key file missing, a rejected key…); null otherwise. */
@@ -72,6 +77,8 @@ interface Row {
   live: boolean | null;
   failures: number | null;
   last_error: string | null;
+  due_at: Date | null;
+  due_later: boolean | null;
   quarantined: string | null;
   conflicts: string | null;
 }
@@ -138,6 +145,8 @@ export async function statusReport(
         r.live && r.holder !== null && r.token !== null && r.expires_at !== null
           ? { holder: r.holder, token: r.token, expiresAt: r.expires_at.toISOString() }
           : null,
+      // By Postgres's clock, as the claims that run it.
+      nextDueAt: !r.live && r.due_later && r.due_at !== null ? r.due_at.toISOString() : null,
       failuresInRow: r.failures ?? 0,
       lastError: r.last_error,
       outboxBacklog: backlog.get(r.source) ?? 0,
@@ -168,6 +177,7 @@ export function formatStatus(report: StatusReport): string {
       `  last success    ${s.lastSuccessAt ?? 'never'}`,
       `  events stored   ${s.eventsStored}${s.newestEventAt ? ` (newest ${s.newestEventAt}, lag ${s.lagSeconds} s)` : ''}`,
       `  lease           ${s.lease ? `${s.lease.holder}, token ${s.lease.token}, until ${s.lease.expiresAt}` : 'free (no turn in flight)'}`,
+      `  next turn       ${s.lease ? 'after the turn in flight' : (s.nextDueAt ?? 'due now')}`,
       ...(s.failuresInRow > 0
         ? [`  failing         ${s.failuresInRow} turns in a row: ${s.lastError ?? 'unknown error'}`]
         : []),

@@ -59,7 +59,7 @@ export function loadSourcesFile(path: string, defaults: SourceDefaults, deps: So
   try {
     doc = JSON.parse(text);
   } catch (err) {
-    return fail(`is not JSON (${(err as Error).message})`);
+    return fail(`is not JSON (${jsonProblem(err, text)})`);
   }
   if (!isObject(doc) || !Array.isArray(doc.sources)) return fail('must be an object {"sources": [...]}');
   for (const key of Object.keys(doc)) if (key !== 'sources') fail(`unknown field "${key}" at the top level`);
@@ -163,6 +163,20 @@ function readKey(
     key = fallback;
   }
   return { apiKey: key, keyProblem: null };
+}
+
+/**
+ * JSON.parse's complaint on one line: without the file's text that V8 quotes (lines of
+ * it, and maybe a key pasted in by mistake), with the line and column of a position.
+ */
+function jsonProblem(err: unknown, text: string): string {
+  const message = (err as Error).message.replace(/, ".*" is not valid JSON$/s, '').replace(/\s+/g, ' ');
+  const position = /at position (\d+)/.exec(message);
+  // Newer V8 says the line itself.
+  if (!position || /\bline \d+/.test(message)) return message;
+  const before = text.slice(0, Number(position[1]));
+  const line = before.split('\n').length;
+  return `${message}: line ${line}, column ${before.length - before.lastIndexOf('\n')}`;
 }
 
 function isObject(value: unknown): value is Record<string, unknown> {

@@ -6,7 +6,9 @@ import { type Config, VARIABLES } from './config.js';
  * but is not one it reads (`QUEUE_PREFX`, `DATABSE_SCHEMA`): such a typo is otherwise
  * ignored, and the default it leaves in place can act on the wrong schema or queues.
  * A name is of feedsync's families when its first word is the first word of a known
- * variable (FEED, QUEUE, REDIS…), or one letter off it for words of five letters or more.
+ * variable (FEED, QUEUE, REDIS…), or one letter off it for words of five letters or more;
+ * outside them (`JOBS_ATTEMPTS`), when the whole name is a letter off a known one (two for
+ * names of twelve letters or more): few names are that close to one of ours by chance.
  * `inUse` holds values read through other names (a sources file's `api_key_env`): a
  * variable carrying one of them is read, whatever its name.
  */
@@ -22,8 +24,9 @@ export function unknownVariables(
   const warnings: string[] = [];
   for (const [name, value] of Object.entries(env)) {
     if (knownSet.has(name) || value === undefined || !name.includes('_')) continue;
-    if (!ofFamily(name.split('_')[0]!) || inUse.includes(value)) continue;
     const near = closest(name, known);
+    const nearMiss = near !== null && editDistance(name, near) <= (name.length >= 12 ? 2 : 1);
+    if (!(ofFamily(name.split('_')[0]!) || nearMiss) || inUse.includes(value)) continue;
     warnings.push(
       `${name} is not a variable feedsync reads, so it is ignored` +
         (near ? `; did you mean ${near}?` : ' (the configuration table of the README lists them)'),

@@ -6,6 +6,7 @@ import { redactUrl } from '../logger.js';
 import { shellQuote } from '../shell-quote.js';
 import { getCursor } from '../store/cursor.js';
 import { quoteSchema, type Store } from '../store/db.js';
+import { quarantined, serverPort } from '../store/health.js';
 import { schemaState } from '../store/migrate.js';
 import { outboxSummary } from '../store/outbox.js';
 import { mapBounded } from './bounded.js';
@@ -100,8 +101,7 @@ async function reach(url: string, timeoutMs: number): Promise<{ error: string } 
   client.on('error', () => {});
   try {
     await client.connect();
-    const { rows } = await client.query<{ port: number | null }>('SELECT inet_server_port() AS port');
-    const server = rows[0]?.port ?? null;
+    const server = await serverPort(client);
     const configured = URL.canParse(url) ? Number(new URL(url).port || 5432) : server;
     if (server === null || server === configured) return { route: server === null ? '' : ', directly' };
     return {
@@ -177,7 +177,7 @@ async function cursorCheck(
   return check(
     name,
     'ok',
-    `source "${source}": after ${row.afterId ?? '(start)'}, types ${stored}, ` +
+    `source "${source}": after ${row.afterId ?? '(start)'}, ${row.types ? `types ${stored}` : stored}, ` +
       `last success ${row.lastSuccessAt?.toISOString() ?? 'never'}`,
   );
 }
@@ -198,13 +198,12 @@ async function outboxCheck(store: Store, config: Config): Promise<Check> {
 
 async function quarantineCheck(store: Store): Promise<Check> {
   const table = `${quoteSchema(store.schema)}.quarantine`;
-  const { rows } = await store.pool.query<{ n: string }>(`SELECT count(*) AS n FROM ${table}`);
-  const n = Number(rows[0]?.n ?? 0);
+  const n = await quarantined(store);
   if (n === 0) return check('quarantine', 'ok', 'no quarantined items');
   return check(
     'quarantine',
     'warn',
-    `${n} feed item${n === 1 ? '' : 's'} could not be stored as events and wait in ${table}`,
+    `${n} item${n === 1 ? '' : 's'} (feed items or webhook bodies) could not be stored as events and wait in ${table}`,
     `look at them (SELECT id, source, reason, received_at, raw FROM ${table}), handle them, then delete the rows`,
   );
 }

@@ -4,6 +4,7 @@ import type { Config } from '../config/config.js';
 import type { Logger } from '../logger.js';
 import type { Publisher } from '../queue/publisher.js';
 import type { Store } from '../store/db.js';
+import { pingPostgres } from '../store/health.js';
 import { startHealthServer } from './server.js';
 
 /**
@@ -35,13 +36,7 @@ export function startWorkerHealth(opts: {
     logger: opts.logger,
     live: () => Date.now() - opts.lastBeat() < staleAfterMs,
     ready: async () => {
-      const [postgres, redis] = await Promise.all([
-        opts.store.pool
-          .query('SELECT 1')
-          .then(() => true)
-          .catch(() => false),
-        opts.publisher.ping(),
-      ]);
+      const [postgres, redis] = await Promise.all([pingPostgres(opts.store.pool), opts.publisher.ping()]);
       return { ok: postgres && redis, checks: { postgres, redis } };
     },
   });

@@ -18,6 +18,12 @@ export interface RelayOptions {
   /** Longest pause between retries while Redis is down. Default 30 s. */
   maxBackoffMs?: number;
   /**
+   * While failures go on, a warning at most this often, in ms; the failures between are
+   * logged at debug. The first failure of an outage and the recovery are one line each.
+   * Default 60000.
+   */
+  remindMs?: number;
+  /**
    * How long the loop sleeps without a kick before it looks at the outbox anyway,
    * in ms. Default 60000. Rows can be committed with nobody left to kick: a
    * webhook delivery whose commit finished after its 503 went out.
@@ -96,6 +102,7 @@ export function startRelay(opts: RelayOptions): Relay {
   const drainAttempts = opts.drainAttempts ?? 5;
   const maxBackoff = opts.maxBackoffMs ?? 30_000;
   const sweepMs = opts.sweepMs ?? 60_000;
+  const remindMs = opts.remindMs ?? 60_000;
   const sleep = opts.sleep ?? defaultSleep;
   const now = opts.now ?? Date.now;
   const log = opts.logger.child({ module: 'relay' });
@@ -113,6 +120,11 @@ export function startRelay(opts: RelayOptions): Relay {
   let generation = 0;
   let failures = 0;
   let lastError: unknown = null;
+  /** When the failures in a row began, and when the last warning about them was logged. */
+  let failingSince = 0;
+  let warnedAt = 0;
+  /** A backoff is under way: commits do not cut it short (only drain() and stop() do). */
+  let backingOff = false;
 
   const rouse = (): void => wake.abort();
   const roomMade = (): void => {
@@ -232,13 +244,28 @@ export function startRelay(opts: RelayOptions): Relay {
     kicked = true;
     failures++;
     lastError = err;
-    log.warn({ err, failures }, 'outbox relay failed; retrying with backoff');
+    // One line when an outage begins, then a reminder at most every remindMs: a catch-up
+    // committing while Redis is down would otherwise log a failure per commit.
+    const at = now();
+    if (failures === 1) {
+      failingSince = at;
+      warnedAt = at;
+      log.warn({ err, failures }, 'outbox relay failed; retrying with backoff (the events are stored)');
+    } else if (at - warnedAt >= remindMs) {
+      warnedAt = at;
+      log.warn(
+        { err, failures, failingForMs: at - failingSince },
+        'outbox relay still failing; retrying with backoff (the events are stored)',
+      );
+    } else log.debug({ err, failures }, 'outbox relay failed again');
     // Waiting cannot fix a configuration error (a cluster and a prefix without a hash tag).
     if (failures >= drainAttempts || err instanceof ConfigError) settle(() => true, err);
     const backoff = Math.min(maxBackoff, 250 * 2 ** failures);
     wake = new AbortController();
+    backingOff = true;
     if (!stopped)
       await sleep(Math.floor(backoff / 2 + (Math.random() * backoff) / 2), wake.signal).catch(() => {});
+    backingOff = false;
   };
 
   const loop = async (): Promise<void> => {
@@ -249,7 +276,7 @@ export function startRelay(opts: RelayOptions): Relay {
       }
       try {
         await step(++generation);
-        if (failures > 0) log.info({ failures }, 'outbox relay recovered');
+        if (failures > 0) log.info({ failures, failedForMs: now() - failingSince }, 'outbox relay recovered');
         failures = 0;
         lastError = null;
       } catch (err) {
@@ -262,7 +289,7 @@ export function startRelay(opts: RelayOptions): Relay {
   const relay: Relay = {
     kick() {
       kicked = true;
-      rouse();
+      if (!backingOff) rouse();
     },
     offer(entries) {
       if (entries.length === 0) return;
@@ -288,8 +315,9 @@ export function startRelay(opts: RelayOptions): Relay {
       return new Promise<void>((resolve, reject) => {
         waiters.push({ generation, mark, resolve, reject });
         // Rows on offer are published from memory first; the step after them looks at the rest.
-        if (offered.length === 0) relay.kick();
-        else rouse();
+        // A drain tries at once, even in a backoff: a turn ends on its answer.
+        if (offered.length === 0) kicked = true;
+        rouse();
       });
     },
     async stop() {

@@ -37,7 +37,7 @@ export interface RequeueResult {
   requeued: number;
   /** The same, per queue. */
   byQueue: Record<string, number>;
-  /** Of those, jobs Redis did not hold and now does (0 on a dry run). */
+  /** Of those, jobs Redis did not hold and now does, each job id once (0 on a dry run). */
   added: number;
   /** Of those, jobs Redis still held (any state): left as they were. */
   alreadyPresent: number;
@@ -152,8 +152,9 @@ export async function requeue(
         jobs.map((j) => j.jobId),
       );
       await publisher.addBulk(queue, jobs);
+      // Two rows of one event (stored again after its row was deleted by hand) are one job.
       result.alreadyPresent += present.size;
-      result.added += jobs.length - present.size;
+      result.added += new Set(jobs.map((j) => j.jobId)).size - present.size;
       result.byQueue[queue] = (result.byQueue[queue] ?? 0) + jobs.length;
       result.requeued += jobs.length;
       opts.onBatch?.(queue, jobs.length);

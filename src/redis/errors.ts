@@ -12,11 +12,12 @@ export function toRedisError(err: unknown): Error {
   const source = err instanceof Error ? err : new Error(String(err));
   const message = shorten(source.message);
   const own = (source as { code?: unknown }).code;
-  const code = typeof own === 'string' ? own : (/^([A-Z][A-Z_]+)\b/.exec(message)?.[1] ?? 'REDIS_ERROR');
+  const redisCode = typeof own === 'string' ? own : /^([A-Z][A-Z_]+)\b/.exec(message)?.[1];
   const command = commandName(source);
   const clean = new RedisError(`Redis: ${message}${command ? ` (command ${command})` : ''}`, {
-    code,
+    code: 'REDIS_ERROR',
     command,
+    ...(redisCode === undefined ? {} : { redisCode }),
   });
   // Where ioredis saw the failure; the first line repeats only the shortened message.
   if (source.stack) clean.stack = `${clean.name}: ${clean.message}\n${frames(source.stack)}`;

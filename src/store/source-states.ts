@@ -60,6 +60,7 @@ export function statusStatement(schema: string, filter: StatusFilter = null): st
        -- What is shown of the listed sources only: at most the limit of them.
        SELECT listed.*, c.after_id, c.types, c.last_success_at,
          k.holder, k.token::text AS token, k.expires_at, k.expires_at > now() AS live, k.last_error,
+         k.due_at, k.due_at > now() AS due_later,
          coalesce(n.events_stored, 0)::float8 AS events_stored, n.newest_event_at,
          (SELECT count(*) FROM ${s}.quarantine q WHERE q.source = listed.source) AS quarantined,
          (SELECT count(*) FROM ${s}.conflicts x WHERE x.source = listed.source) AS conflicts

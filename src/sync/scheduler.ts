@@ -32,10 +32,12 @@ async function turnUnder(lease: SourceLease, opts: TurnOptions, signal: AbortSig
   }
   const failed = !outcome.ok || runFailed(outcome.result);
   const stopped = outcome.ok && outcome.result.status === 'stopped';
+  // A turn that stored its events but could not drain failed too: status says why (Redis, mostly).
+  const error = outcome.ok ? outcome.result.drainError : outcome.error;
   await lease.release({
     failed,
     dueInMs: stopped ? 0 : dueInMs(intervalMs, failed ? lease.failures + 1 : 0),
-    ...(outcome.ok ? {} : { error: opts.describe(outcome.error) }),
+    ...(failed && (!outcome.ok || error !== undefined) ? { error: opts.describe(error) } : {}),
   });
   return outcome;
 }

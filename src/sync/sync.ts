@@ -55,6 +55,8 @@ export interface RunResult extends Omit<CatchUpResult, 'status'> {
   status: RunStatus;
   /** False when the outbox could not be drained (Redis down): the events are stored, the next run drains. */
   drained: boolean;
+  /** What kept the outbox from being drained (Redis, or Postgres under the relay); undefined when drained. */
+  drainError?: unknown;
   durationMs: number;
 }
 
@@ -299,6 +301,7 @@ export function createSourceSync(deps: SourceSyncDeps): SourceSync {
       );
     }
     let drained = result.status !== 'stopped';
+    let drainError: unknown;
     if (drained) {
       try {
         await relay.drain();
@@ -314,13 +317,14 @@ export function createSourceSync(deps: SourceSyncDeps): SourceSync {
       } catch (err) {
         if (err instanceof ConfigError) throw err;
         drained = false;
+        drainError = err;
         log.error(
           { err },
           'the outbox could not be drained; the events are stored and the next run drains it',
         );
       }
     }
-    return { ...result, drained, durationMs: performance.now() - started };
+    return { ...result, drained, drainError, durationMs: performance.now() - started };
   };
 
   const reconcile = async (from: string | null, signal: AbortSignal = new AbortController().signal) => {

@@ -8,6 +8,7 @@ import type { Relay } from '../queue/relay.js';
 import { routeFor } from '../queue/routes.js';
 import { createApplier } from '../store/applier.js';
 import type { Store } from '../store/db.js';
+import { pingPostgres } from '../store/health.js';
 import { startRetentionLoop } from '../store/retention-loop.js';
 import { createDeliveryHandler } from './receiver.js';
 import { type ReceiverServer, startReceiverServer } from './receiver-server.js';
@@ -125,8 +126,7 @@ export async function startWebhookService(
       ready: async () => {
         const postgres = await gate
           .ensure()
-          .then(() => store.pool.query('SELECT 1'))
-          .then(() => true)
+          .then(() => pingPostgres(store.pool))
           .catch(() => false);
         // Redis is reported, not required: deliveries are stored while it is down and published later.
         const redis = await publisher.ping();

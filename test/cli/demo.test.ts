@@ -63,8 +63,8 @@ describe('feedsync demo', () => {
       const { code, stdout, stderr } = run === 1 ? await npmRunDemo({}) : await runCli(['demo'], env, 60_000);
       expect(code, stderr).toBe(0);
       expect(stdout).toContain(
-        `0. the demo starts afresh: it drops schema ${schema} in the Postgres at 127.0.0.1:5432 ` +
-          `and deletes the Redis keys under ${prefix}: at 127.0.0.1:6379`,
+        `0. the demo starts afresh: it drops schema ${schema} in the Postgres at ${new URL(TEST_DATABASE_URL).host} ` +
+          `and deletes the Redis keys that start with "${prefix}:" in the Redis at ${new URL(TEST_REDIS_URL).host} (`,
       );
       expect(stdout).toContain('13 events stored');
       expect(stdout).toContain('a second run stores 0 new events');

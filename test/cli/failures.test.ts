@@ -1,5 +1,6 @@
 import { createServer, type Server } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { StatusReport } from '../../src/cli/status-report.js';
 import { testEnv } from '../support/config.js';
 import { freePort, killChildren, runCli } from '../support/processes.js';
 import { startTestSimulator, TEST_API_KEY, useSimulator } from '../support/simulator.js';
@@ -87,7 +88,16 @@ describe('expected failures: one line on stderr that says what failed and what t
     expect(expectOneLine(res)).toContain(`Redis (REDIS_URL, 127.0.0.1:${port}) did not take their jobs`);
     const { rows } = await box.store.pool.query(`SELECT count(*)::int AS n FROM "${box.schema}".events`);
     expect(rows[0]).toEqual({ n: 30 });
-  });
+    // status says why the turn failed, as the run's own stderr did.
+    const status = await runCli(['status', '--json'], {
+      PATH,
+      ...testEnv({ schema: box.schema, prefix: box.prefix, baseUrl: sim().baseUrl }),
+    });
+    const report = JSON.parse(status.stdout) as StatusReport;
+    expect(report.sources[0]).toMatchObject({ failuresInRow: 1 });
+    expect(report.sources[0]?.lastError).toMatch(/Redis/);
+    // The run gives Redis its five tries first (about 13 s), then status runs.
+  }, 60_000);
 
   it('METRICS_PORT and WEBHOOK_PORT in use name the variable', async () => {
     const box = await sandbox('cli_port');

@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { TEST_DATABASE_URL } from '../support/postgres.js';
 import { runCli } from '../support/processes.js';
 
 const env = { PATH: process.env.PATH ?? '' };
@@ -51,6 +52,16 @@ describe('the command line', () => {
     expect(nested.stdout).toContain('Usage: feedsync cursor set');
   });
 
+  it.each([
+    [['help', 'nosuch'], 'Usage: feedsync [options]'],
+    [['help', 'cursor', 'nosuch'], 'Usage: feedsync cursor'],
+  ])('%j says "unknown command" before the usage, exit 2', async (args, usage) => {
+    const { code, stderr } = await runCli(args, env);
+    expect(code).toBe(2);
+    expect(stderr).toMatch(/^error: unknown command 'nosuch'\n/);
+    expect(stderr).toContain(usage);
+  });
+
   it("simulator --help points at the simulator's own page, not at the contract", async () => {
     const { stdout } = await runCli(['simulator', '--help'], env);
     expect(stdout).toContain('docs/SIMULATOR.md');
@@ -79,7 +90,7 @@ describe('the command line', () => {
   it('a command on an unmigrated schema exits 2 and says to migrate', async () => {
     const { code, stderr } = await runCli(['reconcile'], {
       ...env,
-      DATABASE_URL: 'postgres://postgres@127.0.0.1:5432/test',
+      DATABASE_URL: TEST_DATABASE_URL,
       DATABASE_SCHEMA: 'no_such_schema_here',
     });
     expect(code).toBe(2);

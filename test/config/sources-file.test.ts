@@ -118,6 +118,13 @@ describe('FEED_SOURCES_FILE', () => {
   it.each([
     ['a file that cannot be read', null, /sources\.json: cannot be read \(ENOENT\)/],
     ['not JSON', '{"sources": [', /is not JSON/],
+    // V8 quotes the text it could not read; the one line quotes none of it.
+    ['not JSON, over lines', '{"sources": [\n x\n]}', /is not JSON \(Unexpected token 'x'\)$/],
+    [
+      'not JSON, at a position',
+      '{"sources": [\n {"source": "a",}\n]}',
+      /is not JSON \(Expected double-quoted property name in JSON at position 30\b.*line 2,? column 17\)$/,
+    ],
     ['no sources list', { source: 'acme' }, /must be an object \{"sources": \[\.\.\.\]\}/],
     ['an unknown top-level field', { sources: [ACME], extra: 1 }, /unknown field "extra" at the top level/],
     ['an empty list', { sources: [] }, /"sources" is empty/],

@@ -13,6 +13,16 @@ describe('variables of feedsync families that feedsync does not read', () => {
     ]);
   });
 
+  it('warns of a near miss of a known name outside its families too', () => {
+    expect(
+      unknownVariables({ JOBS_ATTEMPTS: '3', LOGS_LEVEL: 'debug', SYNCS_CONCURENCY: '2' }, VARIABLES),
+    ).toEqual([
+      'JOBS_ATTEMPTS is not a variable feedsync reads, so it is ignored; did you mean JOB_ATTEMPTS?',
+      'LOGS_LEVEL is not a variable feedsync reads, so it is ignored; did you mean LOG_LEVEL?',
+      'SYNCS_CONCURENCY is not a variable feedsync reads, so it is ignored; did you mean SYNC_CONCURRENCY?',
+    ]);
+  });
+
   it('knows every variable the config reads, _FILE variants included, from the config itself', () => {
     const env = Object.fromEntries(VARIABLES.map((n) => [n, 'x']));
     expect(unknownVariables(env, VARIABLES)).toEqual([]);
@@ -26,6 +36,9 @@ describe('variables of feedsync families that feedsync does not read', () => {
       NODE_OPTIONS: '-r x',
       PGHOST: 'db',
       LC_ALL: 'C',
+      // Two letters off LOG_LEVEL, and short: another program's.
+      NO_LEVEL: '1',
+      JAVA_OPTS: '-Xmx1g',
       FEED_API_KEY_ACME: 'k_acme',
     };
     expect(unknownVariables(env, VARIABLES, ['k_acme'])).toEqual([]);

@@ -5,7 +5,7 @@ import { formatReport } from '../../src/doctor/report.js';
 import { createStore, type Store } from '../../src/store/db.js';
 import { migrate } from '../../src/store/migrate.js';
 import { testEnv } from '../support/config.js';
-import { dropSchema, TEST_DATABASE_URL, uniqueSchema } from '../support/postgres.js';
+import { dropSchema, TEST_DATABASE_URL, testDatabaseUrlWith, uniqueSchema } from '../support/postgres.js';
 import { freePort, type RedisServer, runCli, startRedisServer } from '../support/processes.js';
 import { deletePrefix, uniquePrefix } from '../support/redis.js';
 import { startTestSimulator, TEST_API_KEY } from '../support/simulator.js';
@@ -47,7 +47,7 @@ function statusOf(report: Awaited<ReturnType<typeof runDoctor>>): Record<string,
 
 describe('feedsync doctor', () => {
   it('finds all well with a good configuration, and prints no secret', async () => {
-    const report = await diagnose({ DATABASE_URL: 'postgres://postgres:hunter2secret@127.0.0.1:5432/test' });
+    const report = await diagnose({ DATABASE_URL: testDatabaseUrlWith({ password: 'hunter2secret' }) });
     expect(statusOf(report)).toEqual({
       config: 'ok',
       postgres: 'ok',
@@ -193,7 +193,7 @@ describe('feedsync doctor', () => {
 
   it('never prints a password given in the URL or as a query parameter', async () => {
     const report = await diagnose({
-      DATABASE_URL: 'postgres://postgres@127.0.0.1:5432/test?password=pg-query-pw',
+      DATABASE_URL: testDatabaseUrlWith({ search: '?password=pg-query-pw' }),
       REDIS_URL: `redis://127.0.0.1:${await freePort()}/?password=redis-query-pw`,
     });
     const text = `${formatReport(report)}${JSON.stringify(report)}`;
@@ -248,8 +248,16 @@ describe('feedsync doctor', () => {
       expect(cursor?.status).toBe('fail');
       expect(cursor?.fix).toContain('feedsync cursor reset --source default');
       expect(statusOf(report)).toMatchObject({ quarantine: 'warn', outbox: 'warn' });
+      // The quarantine holds webhook bodies too: it does not call them all feed items.
+      expect(report.checks.find((c) => c.name === 'quarantine')?.message).toMatch(
+        /^1 item \(feed items or webhook bodies\) could not be stored/,
+      );
       const same = await diagnose({ FEED_TYPES: 'email.delivered' });
       expect(statusOf(same).cursor).toBe('ok');
+      expect(same.checks.find((c) => c.name === 'cursor')?.message).toContain(', types email.delivered,');
+      await store.pool.query(`UPDATE "${schema}".cursors SET types = NULL`);
+      const all = await diagnose();
+      expect(all.checks.find((c) => c.name === 'cursor')?.message).toMatch(/, all types, last success/);
     } finally {
       await store.pool.query(
         `TRUNCATE "${schema}".cursors, "${schema}".quarantine, "${schema}".outbox, "${schema}".events`,

@@ -1,4 +1,7 @@
 import { execFile } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
@@ -128,6 +131,27 @@ describe('requeue', () => {
     expect(sorted(email)).toEqual(sorted(ids.email).slice(2_000));
   });
 
+  it('counts a job once when two rows of one batch carry its id (an event stored again)', async () => {
+    // An event whose row was deleted by hand and that reconcile stored again has two rows.
+    await store.pool.query(
+      `INSERT INTO "${schema}".outbox (source, event_id, queue, job_name, payload, created_at, published_at)
+       SELECT source, event_id, queue, job_name, payload, created_at, published_at
+       FROM "${schema}".outbox WHERE source = 'default' AND event_id = 'evt_000000002500'`,
+    );
+    try {
+      await deletePrefix(prefix);
+      const since = { eventId: 'evt_000000002500' };
+      const first = await requeue(store, publisher, { source: 'default', since, retentionHours: 168 });
+      expect(first).toMatchObject({ requeued: 3, added: 2, alreadyPresent: 0 });
+      const again = await requeue(store, publisher, { source: 'default', since, retentionHours: 168 });
+      expect(again).toMatchObject({ requeued: 3, added: 0, alreadyPresent: 2 });
+    } finally {
+      await store.pool.query(
+        `DELETE FROM "${schema}".outbox WHERE seq = (SELECT max(seq) FROM "${schema}".outbox WHERE event_id = 'evt_000000002500')`,
+      );
+    }
+  });
+
   it('counts without adding on a dry run, and refuses an unknown event id', async () => {
     await deletePrefix(prefix);
     const dry = await requeue(store, publisher, {
@@ -220,6 +244,52 @@ describe('requeue', () => {
       (err: { code: number }) => err,
     );
     expect((bad as { code: number }).code).toBe(2);
+  }, 60_000);
+
+  it('acts on every source of FEED_SOURCES_FILE without --source; an event id needs --source', async () => {
+    await deletePrefix(prefix);
+    const dir = mkdtempSync(join(tmpdir(), 'requeue-sources-'));
+    try {
+      const file = join(dir, 'sources.json');
+      const entries = ['default', 'acme', 'globex'].map((source) => ({ source, base_url: sim().baseUrl }));
+      writeFileSync(file, JSON.stringify({ sources: entries }));
+      const env = { ...process.env, ...testEnv({ schema, prefix }), FEED_SOURCES_FILE: file };
+      const { stdout } = await run('node', ['dist/bin/feedsync.js', 'requeue', '--since', '1h'], { env });
+      const lines = stdout.trim().split('\n');
+      expect(lines[0]).toMatch(
+        /^requeued 2501 published outbox rows of source default \(.*: 2501 jobs added/,
+      );
+      expect(lines.at(-1)).toBe(
+        'in all: requeued 2501 published outbox rows of 3 sources of FEED_SOURCES_FILE: 2501 jobs added, ' +
+          '0 already in Redis (2 sources had no rows)',
+      );
+      expect(sorted(await waiting(EMAIL))).toEqual(sorted(ids.email));
+      const json = await run('node', ['dist/bin/feedsync.js', 'requeue', '--since', '1h', '--json'], { env });
+      const parsed = json.stdout
+        .trim()
+        .split('\n')
+        .map((l) => JSON.parse(l) as { source: string; alreadyPresent: number });
+      expect(parsed.map((r) => [r.source, r.alreadyPresent])).toEqual([
+        ['default', 2501],
+        ['acme', 0],
+        ['globex', 0],
+      ]);
+      const one = await run(
+        'node',
+        ['dist/bin/feedsync.js', 'requeue', '--since', '1h', '--source', 'acme'],
+        {
+          env,
+        },
+      );
+      expect(one.stdout).toMatch(/^requeued 0 published outbox rows of source acme: 0 jobs added/);
+      const byId = await run('node', ['dist/bin/feedsync.js', 'requeue', '--since', 'evt_000000002500'], {
+        env,
+      }).catch((err: { code: number; stderr: string }) => err);
+      expect(byId).toMatchObject({ code: 2 });
+      expect((byId as { stderr: string }).stderr).toContain('an event id is one source');
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   }, 60_000);
 
   it('refuses, before any query, a --since off the calendar or out of range (exit 2)', async () => {

@@ -168,7 +168,7 @@ describe('Redis Cluster', () => {
       const res = await runCli(['sync', '--once'], env, 60_000);
       const log = `${res.stdout}${res.stderr}`;
       expect(res.code).toBe(1);
-      expect(log).toMatch(/"code":"MOVED"/);
+      expect(log).toMatch(/"redisCode":"MOVED"/);
       expectNoRedisArguments(log, [TEST_API_KEY]);
       expect(log.length).toBeLessThan(FAILED_RUN_LOG_BOUND);
       expect(await storedCount(box.store)).toBe(BACKLOG);

@@ -44,7 +44,7 @@ describe.concurrent('Redis errors in the log, at LOG_LEVEL=trace', () => {
       await command(redis.port, ['CONFIG', 'SET', 'requirepass', PASSWORD]);
       const { code, log } = await failedRun(box, `redis://:${PASSWORD}@127.0.0.1:${redis.port}`);
       expect(code).toBe(1);
-      expect(log).toMatch(/"code":"NOREPLICAS"/);
+      expect(log).toMatch(/"redisCode":"NOREPLICAS"/);
       // BullMQ falls back from EVALSHA to EVAL, whose arguments hold the whole Lua script.
       expect(log).toMatch(/"command":"eval(sha)?"/);
       expect(log).toContain('the outbox could not be drained');
@@ -62,7 +62,7 @@ describe.concurrent('Redis errors in the log, at LOG_LEVEL=trace', () => {
       const box = await sandbox('log_dead');
       const { code, log } = await failedRun(box, `redis://:${PASSWORD}@127.0.0.1:${await freePort()}`);
       expect(code).toBe(1);
-      expect(log).toMatch(/"code":"ECONNREFUSED"/);
+      expect(log).toMatch(/"redisCode":"ECONNREFUSED"/);
       expectNoRedisArguments(log, [PASSWORD, TEST_API_KEY]);
       expect(log.length).toBeLessThan(FAILED_RUN_LOG_BOUND);
       expect(await storedCount(box.store)).toBe(BACKLOG);

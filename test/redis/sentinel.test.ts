@@ -5,6 +5,7 @@ import { runDoctor } from '../../src/doctor/doctor.js';
 import { connectRedis } from '../../src/redis/connect.js';
 import { testEnv } from '../support/config.js';
 import { CLI, killChildren, spawnNode, waitFor } from '../support/processes.js';
+import { TEST_REDIS_URL } from '../support/redis.js';
 import { command, type LocalSentinel, startLocalSentinel } from '../support/redis-topologies.js';
 import { TEST_API_KEY, useSimulator } from '../support/simulator.js';
 import { expectExactlyOnce, type Sandbox, useSandboxes } from '../sync/harness.js';
@@ -79,7 +80,7 @@ describe('Redis Sentinel', () => {
 
   it('a master name the Sentinels do not know: the connection fails, naming REDIS_SENTINEL_NAME', async () => {
     const settings = parseRedisSettings({
-      REDIS_URL: 'redis://127.0.0.1:6379',
+      REDIS_URL: TEST_REDIS_URL,
       REDIS_SENTINELS: `127.0.0.1:${set.sentinel.port}`,
       REDIS_SENTINEL_NAME: 'no-such-master',
     });

@@ -2,7 +2,7 @@ import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { CommanderError } from 'commander';
-import { describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { simulatorCommand } from '../../src/cli/commands/simulator.js';
 import { call } from './http.js';
 
@@ -59,7 +59,11 @@ describe('feedsync simulator flags', () => {
   );
 });
 
-describe.skipIf(!existsSync(CLI))('the built command', () => {
+describe('the built command', () => {
+  beforeAll(() => {
+    expect(existsSync(CLI), `${CLI} is missing: run npm run build first`).toBe(true);
+  });
+
   it('prints its base URL, serves the API and the dashboard, and exits 0 on SIGTERM', async () => {
     const child = spawn(process.execPath, [CLI, 'simulator', '--port', '0', '--log-level', 'silent'], {
       stdio: ['ignore', 'pipe', 'pipe'],

@@ -3,7 +3,8 @@ import { parseRedisSettings, type RedisSettings } from '../../src/config/redis-s
 import { clearPrefix } from '../../src/queue/clear-prefix.js';
 import { jobOptionsFor } from '../../src/queue/routes.js';
 
-export const TEST_REDIS_URL = 'redis://127.0.0.1:6379';
+/** The Redis the tests use: `TEST_REDIS_URL`, or the machine's own at 6379 (compose publishes 6380). */
+export const TEST_REDIS_URL = process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
 
 /** The job options of the defaults: JOB_ATTEMPTS 5, JOB_BACKOFF_MS 1000. */
 export const TEST_JOB_OPTIONS = jobOptionsFor({ jobAttempts: 5, jobBackoffMs: 1_000 });

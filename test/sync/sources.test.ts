@@ -205,7 +205,8 @@ describe('sync --once over a sources file', () => {
       const out = lines(run.stdout);
       for (const b of broken) {
         expect(out.find((l) => l.source === b.source && l.outcome)?.outcome).toBe('failed');
-        expect(run.stderr).toContain(`source ${b.source}: source "${b.source}": api_key_file`);
+        expect(run.stderr).toContain(`feedsync: source ${b.source}: api_key_file`);
+        expect(run.stderr).not.toContain(`source "${b.source}"`);
       }
       for (let i = 0; i < GOOD; i++) expect(await cursorOf(box.store, `acct-${i}`)).toBe(id(backlogOf(i)));
     }

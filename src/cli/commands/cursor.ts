@@ -143,6 +143,14 @@ async function underLease(
   const { withLease, leaseHolderOf } = await import('../../store/lease.js');
   const { leaseOptionsFor } = await import('../../compose/parts.js');
   const opts = { ...leaseOptionsFor(config), waitMs: config.sourceLeaseMs };
+  // A wait of up to SOURCE_LEASE_MS says what it waits for.
+  const busy = await leaseHolderOf(store, source);
+  if (busy) {
+    process.stderr.write(
+      `feedsync: source ${source} is being synced by ${busy.holder} (its lease runs to ${busy.expiresAt.toISOString()}); ` +
+        `waiting up to ${Math.ceil(opts.waitMs / 1000)} s for its turn to end\n`,
+    );
+  }
   const done = await withLease(store, source, opts, (lease) => move(lease.token));
   if (done?.value === true) return;
   const now = done ? null : await leaseHolderOf(store, source);

@@ -29,7 +29,10 @@ export function requeueCommand(): Command {
     )
     .option('--failed', 'move the jobs that failed for good back to waiting, with their own ids')
     .option('--queue <queue>', 'with --failed: only this queue (default both event queues)')
-    .option('--source <source>', 'the source whose rows to re-drive (default FEED_SOURCE; not with --failed)')
+    .option(
+      '--source <source>',
+      'the source whose rows to re-drive (default FEED_SOURCE; with FEED_SOURCES_FILE, every source of the file; not with --failed)',
+    )
     .option('--dry-run', 'count the rows per queue, add nothing')
     .option('--json', 'print JSON')
     .addHelpText(
@@ -58,29 +61,75 @@ export function requeueCommand(): Command {
           if (opts.failed) return await retryFailed(config, publisher, opts);
           const { requeue } = await import('../../queue/requeue.js');
           const since = parseSince(checkDuration(opts.since ?? ''));
-          // An unknown source is a usage error (exit 2), as for cursor and reconcile.
-          const { source } = configForSource(config, opts.source ?? config.feed.source).feed;
-          const result = await withStore(config, logger, (store) =>
-            requeue(store, publisher, {
-              source,
-              since,
-              retentionHours: config.queues.outboxRetentionHours,
-              eventsRetentionDays: config.eventsRetentionDays,
-              dryRun: opts.dryRun === true,
-            }),
-          );
+          const sources = sourcesOf(config, opts.source);
+          if (sources.length > 1 && 'eventId' in since) {
+            throw new ConfigError(
+              `requeue --since <event-id>: an event id is one source's; add --source (FEED_SOURCES_FILE has ${sources.length})`,
+              'USAGE',
+            );
+          }
+          const dryRun = opts.dryRun === true;
+          // One source after the other: each is a few statements a batch, and the output follows the file.
+          const results = await withStore(config, logger, async (store) => {
+            const done: SourceResult[] = [];
+            for (const source of sources) {
+              const result = await requeue(store, publisher, {
+                source,
+                since,
+                retentionHours: config.queues.outboxRetentionHours,
+                eventsRetentionDays: config.eventsRetentionDays,
+                dryRun,
+              });
+              done.push({ source, result });
+            }
+            return done;
+          });
           process.stdout.write(
             opts.json
-              ? `${JSON.stringify({ source, dryRun: opts.dryRun === true, ...result })}\n`
-              : describeRequeue(config, source, opts.dryRun === true, result),
+              ? results
+                  .map(({ source, result }) => `${JSON.stringify({ source, dryRun, ...result })}\n`)
+                  .join('')
+              : describeAll(config, dryRun, results),
           );
           // Rows with no event left cannot be re-driven: their jobs need a hand, so the run is not a success.
-          return result.unavailable > 0 ? 1 : 0;
+          return results.some(({ result }) => result.unavailable > 0) ? 1 : 0;
         } finally {
           await publisher.close();
         }
       }),
     );
+}
+
+interface SourceResult {
+  source: string;
+  result: RequeueResult;
+}
+
+/**
+ * The sources to re-drive: the one named (an unknown one is a usage error, exit 2, as for
+ * cursor and reconcile), else every source of FEED_SOURCES_FILE, else FEED_SOURCE.
+ */
+function sourcesOf(config: Config, named: string | undefined): string[] {
+  if (named === undefined && config.sourcesFile !== null) return config.sources.map((s) => s.source);
+  return [configForSource(config, named ?? config.feed.source).feed.source];
+}
+
+/** One source as before; over a file, the sources that had something, then the totals. */
+function describeAll(config: Config, dryRun: boolean, results: readonly SourceResult[]): string {
+  const [only] = results;
+  if (results.length === 1 && only) return describeRequeue(config, only.source, dryRun, only.result);
+  const quiet = (r: RequeueResult): boolean => r.requeued === 0 && r.unavailable === 0 && r.unpublished === 0;
+  const sum = (pick: (r: RequeueResult) => number): number =>
+    results.reduce((n, { result }) => n + pick(result), 0);
+  const idle = results.filter(({ result }) => quiet(result)).length;
+  const rows = `${sum((r) => r.requeued)} published outbox rows of ${results.length} sources of FEED_SOURCES_FILE`;
+  const total = dryRun
+    ? `in all: would requeue ${rows}`
+    : `in all: requeued ${rows}: ${sum((r) => r.added)} jobs added, ${sum((r) => r.alreadyPresent)} already in Redis`;
+  const each = results
+    .filter(({ result }) => !quiet(result))
+    .map(({ source, result }) => describeRequeue(config, source, dryRun, result));
+  return `${each.join('')}${total}${idle > 0 ? ` (${idle} sources had no rows)` : ''}\n`;
 }
 
 /**

@@ -1,0 +1,54 @@
+import { afterAll, describe, expect, it } from 'vitest';
+import type { StatusReport } from '../../src/cli/status-report.js';
+import { testEnv } from '../support/config.js';
+import { CLI, killChildren, runCli, spawnNode, waitFor } from '../support/processes.js';
+import { useSimulator } from '../support/simulator.js';
+import { useSandboxes } from './harness.js';
+
+const sim = useSimulator({ backlog: 20 });
+const sandbox = useSandboxes();
+afterAll(killChildren);
+
+describe('when a source is next due', () => {
+  it('status shows it after a once run, and a watch started then says how long it waits', async () => {
+    const box = await sandbox('next_due');
+    const env = {
+      PATH: process.env.PATH ?? '',
+      ...testEnv({ schema: box.schema, prefix: box.prefix, baseUrl: sim().baseUrl }),
+      SYNC_INTERVAL_MS: '30000',
+      LOG_LEVEL: 'info',
+    };
+    const once = await runCli(['sync', '--once'], env);
+    expect(once.code, once.stderr).toBe(0);
+
+    const json = await runCli(['status', '--json'], env);
+    const [source] = (JSON.parse(json.stdout) as StatusReport).sources;
+    const dueIn = Date.parse(source?.nextDueAt ?? '') - Date.now();
+    expect(dueIn).toBeGreaterThan(0);
+    expect(dueIn).toBeLessThanOrEqual(30_000);
+    const text = await runCli(['status'], env);
+    expect(text.stdout).toContain(`  next turn       ${source?.nextDueAt}`);
+
+    const watch = spawnNode([CLI, 'sync', '--watch'], env);
+    try {
+      await waitFor(() => watch.stdout().includes('no source is due yet'), {
+        timeoutMs: 20_000,
+        what: 'the watch saying when the next source is due',
+      });
+      const line = watch
+        .stdout()
+        .split('\n')
+        .filter((l) => l.startsWith('{'))
+        .map((l) => JSON.parse(l) as { msg: string; nextDueInMs?: number })
+        .find((l) => l.msg.startsWith('no source is due yet'));
+      expect(line?.nextDueInMs).toBeGreaterThan(0);
+      expect(line?.nextDueInMs).toBeLessThanOrEqual(30_000);
+      expect(line?.msg).toMatch(
+        /^no source is due yet: the next is due in \d+\.\d s, SYNC_INTERVAL_MS after/,
+      );
+    } finally {
+      watch.signal('SIGTERM');
+      await watch.waitExit(20_000);
+    }
+  }, 90_000);
+});
