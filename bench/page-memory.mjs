@@ -5,9 +5,9 @@
 // small 100-event pages, whose rate the byte bound must leave alone.
 // Run alone: `node bench/run.mjs --only page-memory`.
 import { readFileSync } from 'node:fs';
-import { createServer } from 'node:http';
 import { prepareSchema, release } from './end-to-end.mjs';
 import { benchPrefix } from './lib/env.mjs';
+import { startPaddedFeed } from './lib/padded-feed.mjs';
 import { mb, rate } from './lib/table.mjs';
 import { runWorker, workerEnv } from './lib/worker.mjs';
 
@@ -28,40 +28,14 @@ export function manifestMemoryLimitMb() {
   return (Math.min(...limits) * MiB) / 1e6;
 }
 
-/**
- * A feed of `pages` pages of `LIMIT` events each, every page close to `pageBytes`
- * (the events carry padding). The type is one feedsync stores without a queue, so
- * the measure is the catch-up's, not Redis's.
- */
-async function startBigPageFeed(pages, pageBytes) {
-  const pad = 'x'.repeat(Math.max(0, Math.floor(pageBytes / LIMIT) - 160));
-  const total = pages * LIMIT;
-  const idAt = (n) => `ev_${String(n).padStart(8, '0')}`;
-  const server = createServer((req, res) => {
-    const url = new URL(req.url ?? '/', 'http://feed');
-    const after = url.searchParams.get('after');
-    const from = after === null ? 1 : Number(after.slice(3)) + 1;
-    const to = Math.min(total, from + LIMIT - 1);
-    const events = [];
-    for (let n = from; n <= to; n++) {
-      events.push(
-        `{"id":"${idAt(n)}","type":"email.opened","created_at":"2024-05-01T00:00:00Z","data":{"email_id":"em_${n}","to":[],"pad":"${pad}"}}`,
-      );
-    }
-    const next = to >= from ? idAt(to) : after;
-    const body = `{"data":[${events.join(',')}],"next_after":${JSON.stringify(next)}}`;
-    res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });
-    res.end(body);
-  });
-  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
-  return {
-    baseUrl: `http://127.0.0.1:${server.address().port}/api`,
-    close: () => new Promise((resolve) => server.close(resolve)),
-  };
-}
-
 async function oneRun(label, pages, pageBytes, extraEnv = {}) {
-  const feed = await startBigPageFeed(pages, pageBytes);
+  // A type stored without a queue: the measure is the catch-up's, not Redis's.
+  const feed = await startPaddedFeed({
+    total: pages * LIMIT,
+    eventBytes: Math.floor(pageBytes / LIMIT),
+    limit: LIMIT,
+    type: 'email.opened',
+  });
   const env = {
     ...workerEnv({ schema: await prepareSchema(label), prefix: benchPrefix(label), baseUrl: feed.baseUrl }),
     ...extraEnv,

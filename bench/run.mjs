@@ -4,8 +4,8 @@
 // `--quick` runs everything at a tenth of the size to check the harness (and
 // writes nothing); `--no-write` leaves the page alone; `--json FILE` also writes
 // the raw results; `--only <section>` runs one section alone: sources (bench/sources.mjs)
-// page-memory (bench/page-memory.mjs) or retention (bench/retention.mjs), which rewrite
-// only their block of the page.
+// page-memory (bench/page-memory.mjs), relay-memory (bench/relay-memory.mjs) or retention
+// (bench/retention.mjs), which rewrite only their block of the page.
 import { writeFileSync } from 'node:fs';
 import pg from 'pg';
 import { bullmqAddBulk, feedPaging, feedPagingWithLatency, postgresIngest, relayAlone } from './ceilings.mjs';
@@ -17,6 +17,7 @@ import { measuredSection, writeBlock, writeMeasured } from './lib/page.mjs';
 import { startSimChild } from './lib/simulator.mjs';
 import { cpuTable, markdownTable, mb, ms, pct, rate } from './lib/table.mjs';
 import { pageMemory, pageMemoryRows } from './page-memory.mjs';
+import { relayMemory, relayMemoryRows } from './relay-memory.mjs';
 import { retentionAlone, retentionRows } from './retention.mjs';
 import { measureSources, sourcesSection, sourcesSizes } from './sources.mjs';
 
@@ -33,6 +34,11 @@ const ALONE = {
     title: 'Memory by page size',
     run: () => pageMemory({ scale: quick ? 0.25 : 1, log }),
     rows: pageMemoryRows,
+  },
+  'relay-memory': {
+    title: 'Memory with events that reach the relay, plain node and the image flags',
+    run: () => relayMemory({ scale: quick ? 0.1 : 1, log }),
+    rows: relayMemoryRows,
   },
   retention: {
     title: 'Retention under load',

@@ -43,6 +43,8 @@ export type ErrorCode =
   | 'KEY_FILE'
   | 'SOURCE_HELD'
   | 'MIGRATION_FAILED'
+  | 'PG_CONNECT_TIMEOUT'
+  | 'PG_CONNECT_FAILED'
   | 'UNKNOWN_EVENT'
   | 'PORT_IN_USE'
   // Redis (a RedisError's `redisCode` keeps Redis's own code: OOM, READONLY…).

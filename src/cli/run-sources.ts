@@ -61,6 +61,9 @@ export async function runSources(
     lastBeat = Date.now();
   };
   const { lease } = sourceSettings(config);
+  // A once run's own end, well inside a CronJob's activeDeadlineSeconds: the turns in
+  // flight commit what they fetched, and the next run goes on from their cursors.
+  const limit = opts.watch ? undefined : AbortSignal.timeout(config.syncOnceMaxMs);
   const keyProblems = new Map(
     config.sources.flatMap((s) => (s.keyProblem ? [[s.source, s.keyProblem]] : [])),
   );
@@ -100,7 +103,7 @@ export async function runSources(
     // The source is named by whoever prints this: the stderr line's prefix, the log line's field, status's row.
     if (problem)
       throw new ConfigError(`${problem}; this source fails every turn until it is fixed`, 'KEY_FILE');
-    return syncOf(held.source).runHeld(held, signal);
+    return syncOf(held.source).runHeld(held, signal, limit);
   };
   const describe = (err: unknown): string => describeFailure(err, config);
   const observe = (outcome: Outcome): void => {
@@ -126,6 +129,7 @@ export async function runSources(
       const heldBy = new Map<string, Holder>();
       const outcomes = await runEachOnce({
         ...scheduled,
+        ...(limit ? { limit } : {}),
         sources: names,
         take: async (source) => {
           const taken = await takeLease(store, source, lease);
@@ -167,6 +171,10 @@ export async function runSources(
         if (!reached.has(source))
           log.info({ source, outcome: 'not-started' }, 'source not started: stopping');
       }
+      // Stopped by its own limit, not by SIGTERM: a source read short of its end, or not started.
+      const short =
+        outcomes.some((o) => o.ok && o.result.status === 'limit-reached') ||
+        (limit?.aborted === true && !shutdown.signal.aborted && reached.size < names.length);
       const durationMs = Math.round(performance.now() - started);
       log.info(
         {
@@ -180,8 +188,10 @@ export async function runSources(
       const turnError = outcomes.find((o) => o.ok && o.result.drainError !== undefined);
       const why = handOverError ?? (turnError?.ok ? turnError.result.drainError : relay.lastError);
       tellOperator(config, outcomes, describe, handedOver, why);
+      if (short) tellLimit(config, outcomes, names.length - reached.size);
       const code = exitCodeFor(outcomes);
-      return code === 0 && !handedOver ? 1 : code;
+      if (code === 0 && !handedOver) return 1;
+      return code === 0 && short ? EXIT_NOT_CAUGHT_UP : code;
     }
 
     const health = await startWorkerHealth({
@@ -273,6 +283,23 @@ function tellOperator(
   }
 }
 
+/** The exit code of a once run that stopped at SYNC_ONCE_MAX_MS before every feed's end, with no failure. */
+export const EXIT_NOT_CAUGHT_UP = 4;
+
+/** On stderr, one line: the run stopped at its limit, what it kept, and that the next run goes on. */
+function tellLimit(config: Config, outcomes: readonly Outcome[], notStarted: number): void {
+  const short = outcomes.flatMap((o) => (o.ok && o.result.status === 'limit-reached' ? [o] : []));
+  const stored = short.reduce((n, o) => n + o.result.stored, 0);
+  const which =
+    config.sourcesFile === null
+      ? 'before the end of the feed'
+      : `with ${short.length} source(s) short of their feed's end and ${notStarted} not started`;
+  process.stderr.write(
+    `feedsync: not caught up: the run stopped at SYNC_ONCE_MAX_MS (${config.syncOnceMaxMs} ms) ${which}; ` +
+      `${stored} new events stored and handed over; the next run goes on from the cursor (exit ${EXIT_NOT_CAUGHT_UP})\n`,
+  );
+}
+
 function tally(outcomes: readonly Outcome[], total: number): Record<string, number> {
   const count = (pick: (o: Outcome) => boolean): number => outcomes.filter(pick).length;
   return {
@@ -280,6 +307,7 @@ function tally(outcomes: readonly Outcome[], total: number): Record<string, numb
     caught_up: count((o) => o.ok && o.result.status === 'caught-up' && o.result.drained),
     locked_elsewhere: count((o) => o.ok && o.result.status === 'locked'),
     lease_lost: count((o) => o.ok && o.result.status === 'lease-lost'),
+    not_caught_up: count((o) => o.ok && o.result.status === 'limit-reached'),
     failed: count(failed),
     not_started: total - outcomes.length,
   };
@@ -314,6 +342,12 @@ function logOutcome(log: Logger, outcome: Outcome, level: 'info' | 'debug', hold
         '(a worker that was killed holds it until then: run again after that)',
     );
   } else if (r.status === 'locked') log.info(line, 'another worker holds the lease of this source; skipped');
+  else if (r.status === 'limit-reached')
+    log.warn(
+      line,
+      'source not caught up: the run reached SYNC_ONCE_MAX_MS before the end of its feed; what it read is ' +
+        'stored, and the next run goes on from its cursor',
+    );
   else if (!r.drained && r.status !== 'stopped')
     log.warn(line, 'source stored its events; the outbox was not drained');
   else log[level](line, 'source finished');

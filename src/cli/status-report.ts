@@ -34,8 +34,10 @@ export interface SourceStatus {
   lastError: string | null;
   outboxBacklog: number;
   quarantined: number;
-  /** Event ids served again with other content (the first version kept). */
+  /** Versions of stored event ids served again with other content (the first version kept). */
   conflicts: number;
+  /** The event ids they came under: one conflicts row each, with its newest other version. */
+  conflictIds: number;
 }
 
 export interface StatusReport {
@@ -81,6 +83,7 @@ interface Row {
   due_later: boolean | null;
   quarantined: string | null;
   conflicts: string | null;
+  conflict_ids: string | null;
 }
 
 /**
@@ -152,6 +155,7 @@ export async function statusReport(
       outboxBacklog: backlog.get(r.source) ?? 0,
       quarantined: Number(r.quarantined ?? 0),
       conflicts: Number(r.conflicts ?? 0),
+      conflictIds: Number(r.conflict_ids ?? 0),
     })),
     omitted: Number(first.matched) - listed.length,
     queues,
@@ -183,7 +187,7 @@ export function formatStatus(report: StatusReport): string {
         : []),
       `  outbox backlog  ${s.outboxBacklog}`,
       `  quarantined     ${s.quarantined}`,
-      `  conflicts       ${s.conflicts}`,
+      `  conflicts       ${s.conflicts}${s.conflicts > 0 ? ` (${s.conflictIds} event id${s.conflictIds === 1 ? '' : 's'})` : ''}`,
     );
   }
   if (report.omitted > 0) {

@@ -62,6 +62,11 @@ export interface Config {
     readonly url: string;
     /** DATABASE_SCHEMA: where every table lives. Default `feedsync`. */
     readonly schema: string;
+    /**
+     * DATABASE_CONNECT_TIMEOUT_MS: how long one new connection may take, TCP, TLS and
+     * start-up included, before the command fails naming DATABASE_URL. Default 10000.
+     */
+    readonly connectTimeoutMs: number;
   };
   /**
    * REDIS_URL (default `redis://127.0.0.1:6379`; several seed nodes comma-separated),
@@ -87,6 +92,11 @@ export interface Config {
   readonly eventsRetentionDays: number | null;
   /** SYNC_INTERVAL_MS: the pause between runs in watch mode. Default 30000. */
   readonly syncIntervalMs: number;
+  /**
+   * SYNC_ONCE_MAX_MS: how long a once run pages before it stops, keeps what it read and
+   * exits 4 (not caught up); the next run goes on from its cursor. Default 900000 (15 min).
+   */
+  readonly syncOnceMaxMs: number;
   /** METRICS_PORT: /metrics, /healthz, /readyz in watch mode; /metrics of serve-webhooks. Default 9464. */
   readonly metricsPort: number;
   /** METRICS_HOST: the interface they listen on. Default `0.0.0.0` (every interface, as a pod needs). */
@@ -152,6 +162,7 @@ const fields = {
   FEED_MAX_RESPONSE_BYTES: z._default(int(1024), 8 * 1024 * 1024),
   DATABASE_URL: z._default(z.string(), 'postgres://postgres@127.0.0.1:5432/postgres'),
   DATABASE_SCHEMA: z._default(identifier, 'feedsync'),
+  DATABASE_CONNECT_TIMEOUT_MS: z._default(int(1, 600_000), 10_000),
   REDIS_URL: z._default(z.string(), 'redis://127.0.0.1:6379'),
   REDIS_CLUSTER: z.optional(
     z.pipe(
@@ -170,6 +181,7 @@ const fields = {
   JOB_BACKOFF_MS: z._default(int(0, 86_400_000), 1_000),
   EVENTS_RETENTION_DAYS: z.optional(int(1, 36_500)),
   SYNC_INTERVAL_MS: z._default(int(1), 30_000),
+  SYNC_ONCE_MAX_MS: z._default(int(1), 900_000),
   SYNC_CONCURRENCY: z._default(int(1, 256), 4),
   SOURCE_LEASE_MS: z._default(int(1000, 3_600_000), 30_000),
   FEED_SOURCES_FILE: z.optional(z.string()),
@@ -270,7 +282,11 @@ export function loadConfig(
       timeoutMs: v.FEED_TIMEOUT_MS,
       maxResponseBytes: v.FEED_MAX_RESPONSE_BYTES,
     },
-    database: { url: v.DATABASE_URL, schema: v.DATABASE_SCHEMA },
+    database: {
+      url: v.DATABASE_URL,
+      schema: v.DATABASE_SCHEMA,
+      connectTimeoutMs: v.DATABASE_CONNECT_TIMEOUT_MS,
+    },
     redis,
     queues: {
       prefix: v.QUEUE_PREFIX,
@@ -282,6 +298,7 @@ export function loadConfig(
     },
     eventsRetentionDays: v.EVENTS_RETENTION_DAYS ?? null,
     syncIntervalMs: v.SYNC_INTERVAL_MS,
+    syncOnceMaxMs: v.SYNC_ONCE_MAX_MS,
     metricsPort: v.METRICS_PORT,
     metricsHost: unbracket(v.METRICS_HOST),
     pushgatewayUrl: v.PUSHGATEWAY_URL ?? null,

@@ -1,6 +1,6 @@
 import type { ServiceEvent } from '../api/types.js';
 import { PageError } from '../errors.js';
-import { readEnvelope } from './envelope.js';
+import { MAX_ID_LENGTH, readEnvelope } from './envelope.js';
 import { jsonText } from './json-text.js';
 
 /** One feed page after the checks of DESIGN section 1 and 4. */
@@ -57,12 +57,12 @@ export function parsePage(body: unknown, rules: PageRules): FeedPage {
     if (!envelope.ok) {
       quarantine.push({ raw: jsonText(item), reason: envelope.reason });
       const id = (item as { id?: unknown } | null)?.id;
-      if (typeof id === 'string' && id.length > 0 && !id.includes('\u0000')) lastId = id;
+      if (typeof id === 'string' && canBeCursor(id)) lastId = id;
       continue;
     }
     const { event } = envelope;
     // An id Postgres cannot hold goes to quarantine in the applier; it cannot be the cursor either.
-    if (!event.id.includes('\u0000')) lastId = event.id;
+    if (canBeCursor(event.id)) lastId = event.id;
     if (wanted && !wanted.has(event.type)) filteredOut++;
     else events.push(event);
   }
@@ -75,10 +75,27 @@ export function parsePage(body: unknown, rules: PageRules): FeedPage {
   if (typeof given === 'string' && given.includes('\u0000')) {
     throw new PageError('next_after holds a NUL character', 'BAD_NEXT_AFTER');
   }
+  // The cursor is stored, sent in every later query string and logged: no longer than an id may be.
+  if (typeof given === 'string' && given.length > MAX_ID_LENGTH) {
+    throw new PageError(
+      `next_after is ${given.length} characters long, more than an event id may be (${MAX_ID_LENGTH}): ${clip(given)}`,
+      'BAD_NEXT_AFTER',
+    );
+  }
   // A missing next_after on a non-empty page means the last event's id, and the end.
   const nextAfter = typeof given === 'string' && given.length > 0 ? given : (lastId ?? rules.after);
   const last = list.length < rules.limit || typeof given !== 'string' || given === rules.after;
   return { events, quarantine, filteredOut, size: list.length, nextAfter, last };
+}
+
+/** Whether an item's id may become the cursor: one Postgres can hold, no longer than an id is kept. */
+function canBeCursor(id: string): boolean {
+  return id.length > 0 && id.length <= MAX_ID_LENGTH && !id.includes('\u0000');
+}
+
+/** The start of a value the feed controls, quoted, for a message: never the whole of it. */
+export function clip(value: string, length = 80): string {
+  return JSON.stringify(value.length > length ? `${value.slice(0, length)}…` : value);
 }
 
 function findList(body: Record<string, unknown>, forced: string | null): unknown[] {

@@ -92,7 +92,7 @@ export function createMetrics(gauges: GaugeSource, sources: readonly string[]): 
   });
   const conflicts = new Counter({
     name: 'feedsync_events_conflict_total',
-    help: 'Events whose id was stored before with other content (the first kept; recorded in the conflicts table).',
+    help: 'Versions of stored event ids that came back with other content (the first kept; the newest other one in the conflicts table).',
     labelNames: bySource,
     registers: [registry],
   });

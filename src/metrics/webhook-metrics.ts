@@ -3,13 +3,22 @@ import type { Applier } from '../store/applier.js';
 import { publishMetrics } from './publish-metrics.js';
 
 /** Why the receiver refused a request before it reached the delivery handler: each a label value of its own. */
-export type RefusalReason = 'bad_request' | 'headers_too_large' | 'timeout' | 'connections' | 'busy';
+export type RefusalReason =
+  | 'bad_request'
+  | 'headers_too_large'
+  | 'timeout'
+  | 'slow_body'
+  | 'connections'
+  | 'busy'
+  | 'evicted';
 export const REFUSAL_REASONS: readonly RefusalReason[] = [
   'bad_request',
   'headers_too_large',
   'timeout',
+  'slow_body',
   'connections',
   'busy',
+  'evicted',
 ];
 
 /** The Prometheus metrics of `serve-webhooks` (names in docs/DEPLOYMENT.md). */
@@ -19,7 +28,7 @@ export interface WebhookMetrics {
   onAnswered(status: number): void;
   /** The handler (webhooks/receiver.ts's DeliveryHandler), counting why signatures were refused. */
   countRejections<A extends RefusableAnswer>(handle: Handler<A>): Handler<A>;
-  /** The applier, timing each transaction (commit latency). */
+  /** The applier, timing each transaction (commit latency) and counting the conflicts it recorded. */
   timeCommits(applier: Applier): Applier;
   /** Counts jobs the receiver's own outbox relay handed to BullMQ. */
   onPublished(queue: string, count: number): void;
@@ -78,12 +87,22 @@ export function createWebhookMetrics(source: string, queues: readonly string[]):
     buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10],
     registers: [registry],
   });
+  // The worker's metric too, so a dashboard sums the feed's and the receiver's.
+  const conflicts = new Counter({
+    name: 'feedsync_events_conflict_total',
+    help: 'Versions of stored event ids that came back with other content (the first kept; the newest other one in the conflicts table).',
+    labelNames: ['source'],
+    registers: [registry],
+  });
+  conflicts.inc({ source }, 0);
   const publishing = publishMetrics(registry);
   const refusedEarly = new Counter({
     name: 'feedsync_webhook_refused_total',
     help:
       'Requests refused before any check of the delivery, by reason: bad_request (400), headers_too_large (431), ' +
-      'timeout (408), connections (over the cap, closed), busy (503: body buffer budget full).',
+      'timeout (408: headers not in time), slow_body (408: a body behind its minimum rate), ' +
+      'connections (the oldest connection without a request in hand, closed past the cap), busy (503: body buffer budget full), ' +
+      'evicted (503: a body arriving for over a second, its room given to bytes that found the budget full).',
     labelNames: ['source', 'reason'],
     registers: [registry],
   });
@@ -108,7 +127,9 @@ export function createWebhookMetrics(source: string, queues: readonly string[]):
       async apply(batch) {
         const end = commits.startTimer({ source });
         try {
-          return await applier.apply(batch);
+          const result = await applier.apply(batch);
+          if (result.conflicts > 0) conflicts.inc({ source }, result.conflicts);
+          return result;
         } finally {
           end();
         }

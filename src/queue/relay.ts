@@ -2,8 +2,8 @@ import { ConfigError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { defaultSleep } from '../sleep.js';
 import type { OutboxEntry } from '../store/applier.js';
-import type { Outbox } from '../store/outbox.js';
-import { jobData } from './job-data.js';
+import type { Outbox, OutboxRow } from '../store/outbox.js';
+import { jobData, jobDataBytes } from './job-data.js';
 import type { JobToAdd, Publisher } from './publisher.js';
 import { jobIdFor } from './routes.js';
 
@@ -11,8 +11,14 @@ export interface RelayOptions {
   outbox: Outbox;
   publisher: Publisher;
   logger: Logger;
-  /** Outbox rows per addBulk. Default 1000. */
+  /** Outbox rows per addBulk, and per read of the outbox. Default 1000. */
   batchSize?: number;
+  /**
+   * Job data per addBulk, and per read of the outbox, in bytes of JSON (`jobDataBytes`):
+   * a batch stops at the first job that reaches it (one job larger than this goes alone).
+   * Default 512 KiB: rows bind first for events of up to about 500 bytes.
+   */
+  batchBytes?: number;
   /** Consecutive failures after which drain() gives up (the loop itself goes on). Default 5. */
   drainAttempts?: number;
   /** Longest pause between retries while Redis is down. Default 30 s. */
@@ -31,6 +37,13 @@ export interface RelayOptions {
   sweepMs?: number;
   /** Offered rows in memory past which ready() waits and offers are left to the outbox. Default 4 × batchSize. */
   maxOffered?: number;
+  /**
+   * Bytes of job data held past which ready() waits and offers are left to the outbox:
+   * the rows on offer and the batch on its way to Redis, read from the outbox or not.
+   * Default 4 × batchBytes. An offer is taken up to it, one row at a time; the rest is
+   * left to the outbox, whose reads are bounded by batchBytes.
+   */
+  maxHeldBytes?: number;
   sleep?: (ms: number, signal?: AbortSignal) => Promise<void>;
   /** The clock for the publish delay, in ms since the epoch. Default Date.now. */
   now?: () => number;
@@ -46,6 +59,13 @@ interface Pending {
   committedAt: number;
 }
 
+/** A row on offer: its event, when it was offered, the size of its job data. */
+interface Offered {
+  entry: OutboxEntry;
+  at: number;
+  bytes: number;
+}
+
 export interface Relay {
   /** New outbox rows were committed that nobody offers: look at the outbox soon. */
   kick(): void;
@@ -55,9 +75,10 @@ export interface Relay {
    */
   offer(entries: readonly OutboxEntry[]): void;
   /**
-   * Resolves once there is room for another offer: a catch-up waits here rather than
-   * run ahead of Redis and push the rows it stores into the outbox's slow path. Never
-   * waits while the relay is failing (Redis down: storing goes on) or stopped.
+   * Resolves once there is room for another offer, in rows and in bytes: a catch-up
+   * waits here rather than run ahead of Redis and push the rows it stores into the
+   * outbox's slow path, or hold more events than the budget. Never waits while the
+   * relay is failing (Redis down: storing goes on, offers go to the outbox) or stopped.
    */
   ready(): Promise<void>;
   /** Resolves once every row committed before the call is published; rejects after `drainAttempts` failures in a row. */
@@ -99,6 +120,7 @@ interface Waiter {
 export function startRelay(opts: RelayOptions): Relay {
   const { outbox, publisher } = opts;
   const batchSize = opts.batchSize ?? 1000;
+  const batchBytes = Math.max(1, opts.batchBytes ?? MiB / 2);
   const drainAttempts = opts.drainAttempts ?? 5;
   const maxBackoff = opts.maxBackoffMs ?? 30_000;
   const sweepMs = opts.sweepMs ?? 60_000;
@@ -108,13 +130,24 @@ export function startRelay(opts: RelayOptions): Relay {
   const log = opts.logger.child({ module: 'relay' });
   // What may wait in memory: beyond it (Redis slower than Postgres) the outbox holds the rest.
   const maxOffered = opts.maxOffered ?? 4 * batchSize;
+  const maxHeldBytes = opts.maxHeldBytes ?? 4 * batchBytes;
 
   let stopped = false;
   /** Aborted to end the idle sleep (an offer, a kick, a stop); one per sleep, so nothing gathers on a long-lived signal. */
   let wake = new AbortController();
   /** A read of the outbox is due and has not started yet. */
   let kicked = false;
-  let offered: { entry: OutboxEntry; at: number }[] = [];
+  let offered: Offered[] = [];
+  let offeredBytes = 0;
+  /** Bytes of the batch on its way to Redis, from memory or read back: held until its step ends. */
+  let sendingBytes = 0;
+  /**
+   * Rows asked of each outbox read. Postgres measures every row it is asked for before it
+   * builds the data of those under the budget: with large events, asking for a thousand
+   * would measure hundreds of MB to send a few; so the next read asks for about twice
+   * what the last one's rows say fits.
+   */
+  let readRows = batchSize;
   let roomWaiters: (() => void)[] = [];
   let waiters: Waiter[] = [];
   let generation = 0;
@@ -127,6 +160,15 @@ export function startRelay(opts: RelayOptions): Relay {
   let backingOff = false;
 
   const rouse = (): void => wake.abort();
+  /** No room for another offer: rows on offer, or bytes on offer and on their way, at their bound. */
+  const full = (): boolean => offered.length >= maxOffered || offeredBytes + sendingBytes >= maxHeldBytes;
+  /** How many of `rows`, from the first, make one batch: up to batchSize, stopping at the first that reaches batchBytes. */
+  const batchLength = (rows: readonly { bytes: number }[]): number => {
+    let n = 0;
+    let bytes = 0;
+    while (n < rows.length && n < batchSize && bytes < batchBytes) bytes += rows[n++]!.bytes;
+    return n;
+  };
   const roomMade = (): void => {
     const woken = roomWaiters;
     roomWaiters = [];
@@ -165,22 +207,31 @@ export function startRelay(opts: RelayOptions): Relay {
 
   /** Rows on offer: those still unpublished (a relay elsewhere may have taken some) get their jobs, then their marks. */
   const publishOffered = async (): Promise<void> => {
-    const batch = offered.splice(0, batchSize);
+    const batch = offered.splice(0, batchLength(offered));
+    const bytes = sumBytes(batch);
+    offeredBytes -= bytes;
+    sendingBytes = bytes;
+    // Room in rows; the bytes stay held until the batch is published.
     roomMade();
-    const open = new Set(await outbox.unpublishedOf(batch.map((o) => o.entry.seq)));
-    const pending = batch
-      .filter((o) => open.has(o.entry.seq))
-      .map(({ entry, at }) => ({
-        queue: entry.queue,
-        job: {
-          name: entry.jobName,
-          jobId: jobIdFor(entry.source, entry.event.id),
-          data: jobData(entry.source, entry.event),
-        },
-        committedAt: at,
-      }));
-    await publish(pending);
-    await outbox.markPublished([...open]);
+    try {
+      const open = new Set(await outbox.unpublishedOf(batch.map((o) => o.entry.seq)));
+      const pending = batch
+        .filter((o) => open.has(o.entry.seq))
+        .map(({ entry, at }) => ({
+          queue: entry.queue,
+          job: {
+            name: entry.jobName,
+            jobId: jobIdFor(entry.source, entry.event.id),
+            data: jobData(entry.source, entry.event),
+          },
+          committedAt: at,
+        }));
+      await publish(pending);
+      await outbox.markPublished([...open]);
+    } finally {
+      sendingBytes = 0;
+      roomMade();
+    }
   };
 
   /** One batch read from the outbox, leaving out the rows on offer (the memory path has them). */
@@ -188,7 +239,31 @@ export function startRelay(opts: RelayOptions): Relay {
     // Consume the kick before the read: a kick that lands while it runs asks for one more.
     kicked = false;
     const skip = offered.map((o) => o.entry.seq);
-    const rows = await outbox.unpublished(batchSize, skip);
+    const asked = readRows;
+    const rows = await outbox.unpublished(asked, skip, batchBytes);
+    const bytes = sumBytes(rows);
+    if (rows.length > 0) {
+      readRows = Math.min(
+        batchSize,
+        Math.max(1, Math.ceil((2 * batchBytes * rows.length) / Math.max(1, bytes))),
+      );
+    }
+    sendingBytes = bytes;
+    try {
+      await publishRead(rows);
+    } finally {
+      sendingBytes = 0;
+      roomMade();
+    }
+    // Empty, with nothing held back for the memory path: every drain() asked before it is done.
+    if (rows.length === 0 && skip.length === 0) settle((w) => w.generation < gen);
+    // A full batch, by rows or by bytes: more may be waiting. A short one took every row
+    // committed before it but those on offer; rows committed since are offered or kicked.
+    if (rows.length === asked || bytes >= batchBytes) kicked = true;
+  };
+
+  /** Rows read from the outbox: their jobs, then their marks. */
+  const publishRead = async (rows: readonly OutboxRow[]): Promise<void> => {
     const pending: Pending[] = [];
     const missing: { source: string; eventId: string }[] = [];
     for (const row of rows) {
@@ -208,11 +283,6 @@ export function startRelay(opts: RelayOptions): Relay {
       );
     await publish(pending);
     await outbox.markPublished(rows.map((r) => r.seq));
-    // Empty, with nothing held back for the memory path: every drain() asked before it is done.
-    if (rows.length === 0 && skip.length === 0) settle((w) => w.generation < gen);
-    // A full batch: more may be waiting. A short one took every row committed before it
-    // but those on offer; rows committed since are offered or kicked.
-    if (rows.length === batchSize) kicked = true;
   };
 
   const step = async (gen: number): Promise<void> => {
@@ -240,6 +310,7 @@ export function startRelay(opts: RelayOptions): Relay {
   const backOff = async (err: unknown): Promise<void> => {
     // Whatever was offered is in the outbox: the retry reads it from there.
     offered = [];
+    offeredBytes = 0;
     roomMade();
     kicked = true;
     failures++;
@@ -295,17 +366,28 @@ export function startRelay(opts: RelayOptions): Relay {
       if (entries.length === 0) return;
       // While the outbox is to be read anyway, or memory is full (an offer that did not wait
       // for ready()), the read takes these too: it leaves out only rows still in memory.
-      if (kicked || offered.length >= maxOffered) {
+      if (kicked || full()) {
         relay.kick();
         return;
       }
       const at = now();
-      for (const entry of entries) offered.push({ entry, at });
+      for (const entry of entries) {
+        // Past the budget, the rest of the offer is left to the outbox: a read takes it in batches.
+        if (full()) {
+          kicked = true;
+          break;
+        }
+        const bytes = jobDataBytes(entry.source, entry.event);
+        offered.push({ entry, at, bytes });
+        offeredBytes += bytes;
+      }
       rouse();
     },
-    ready() {
-      if (offered.length < maxOffered || lastError !== null || stopped) return Promise.resolve();
-      return new Promise<void>((resolve) => roomWaiters.push(resolve));
+    async ready() {
+      // Woken whenever rows or bytes leave: look again, the room may already be taken.
+      while (full() && lastError === null && !stopped) {
+        await new Promise<void>((resolve) => roomWaiters.push(resolve));
+      }
     },
     async drain() {
       if (stopped) throw new Error('the relay is stopped');
@@ -332,4 +414,12 @@ export function startRelay(opts: RelayOptions): Relay {
     },
   };
   return relay;
+}
+
+const MiB = 1024 * 1024;
+
+function sumBytes(rows: readonly { bytes: number }[]): number {
+  let bytes = 0;
+  for (const r of rows) bytes += r.bytes;
+  return bytes;
 }

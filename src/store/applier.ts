@@ -40,8 +40,13 @@ export interface ApplyResult {
   unstorable: { id: string; reason: string }[];
   /** Quarantine rows this batch added (a raw text already there is not counted). */
   quarantined: number;
-  /** Conflicts this batch recorded: stored ids that came back with other content. */
+  /**
+   * Conflicts this batch recorded: versions of stored ids that came back with other
+   * content (a version an id's conflicts row holds already, a retry, is not counted).
+   */
   conflicts: number;
+  /** Ids among them with no conflict recorded before: what is worth a warning, the rest being counted. */
+  firstConflicts: number;
   /** Outbox rows this batch added. */
   outboxRows: number;
   /** Those rows, in seq order, with their events: what the relay publishes once the batch has committed. */
@@ -171,6 +176,7 @@ export function createApplier(
         unstorable,
         quarantined: row.quarantined,
         conflicts: row.conflicts,
+        firstConflicts: row.first_conflicts,
         outboxRows: row.outbox_seqs.length,
         outbox: outboxEntries(batch.source, row, inserted),
       };
@@ -221,6 +227,7 @@ export function nothingApplied(): ApplyResult {
     unstorable: [],
     quarantined: 0,
     conflicts: 0,
+    firstConflicts: 0,
     outboxRows: 0,
     outbox: [],
   };

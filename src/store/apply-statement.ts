@@ -15,7 +15,12 @@
  *   ob    outbox rows for the new routed events, in feed order (no copy of the event)
  *   q     quarantine rows, gated on go
  *   seen  the batch's events (and repeats within it) whose id was stored before
- *   conf  conflicts: a stored id that came back with other content, once per version
+ *   other those of them whose content differs from the version kept
+ *   newest per id, the batch's last other version, and how many versions are new to
+ *         the id's conflicts row (not the one it holds: a retried delivery)
+ *   conf  conflicts: one row per id, holding the newest other version and counting
+ *         every version recorded (versions_seen), so an id served again and again
+ *         with other content costs one row
  *   counted  the source's row of source_counts: events stored, the newest one's date
  *         (read by `status` and the metrics); written last, so its row lock is the
  *         last one taken, held only until the commit
@@ -36,7 +41,9 @@
  * added (seq and event id, in seq order) for the relay to publish from memory.
  *
  * Content is compared as Postgres sees it (the instant of created_at, data as
- * jsonb), so key order or an offset written differently is no conflict.
+ * jsonb), so key order or an offset written differently is no conflict. Of the
+ * counts, conflicts is the versions new to their ids' rows and first_conflicts the
+ * ids whose row is new (their first conflict).
  */
 export function applyStatement(quotedSchema: string): string {
   // Made once per schema: a worker builds an applier for every turn of every source.
@@ -159,15 +166,15 @@ WITH input AS (
   ON CONFLICT (source, raw_sha256) DO NOTHING
   RETURNING 1
 ), seen AS MATERIALIZED (
-  SELECT i.id, i.type, i.created_at::timestamptz AS created_at, i.data, true AS first
+  SELECT i.id, i.type, i.created_at::timestamptz AS created_at, i.data, true AS first, i.ord AS pos
   FROM input i WHERE NOT EXISTS (SELECT FROM ins n WHERE n.id = i.id)
   UNION ALL
-  SELECT r.id, r.type, r.created_at::timestamptz, r.data, false
-  FROM jsonb_to_recordset($10::jsonb) AS r(id text, type text, created_at text, data jsonb)
-), conf AS (
-  INSERT INTO ${s}.conflicts (source, event_id, first_sha256, second_sha256, raw, received_via)
-  SELECT $1::text, d.id, ${sha(version('f', 'f.created_at'))}, ${sha(version('d', 'd.created_at'))},
-    (${version('d', 'd.created_at')})::jsonb, $2::text
+  SELECT r.id, r.type, r.created_at::timestamptz, r.data, false, jsonb_array_length($3::jsonb) + r.ord
+  FROM ROWS FROM (jsonb_to_recordset($10::jsonb) AS (id text, type text, created_at text, data jsonb))
+    WITH ORDINALITY AS r(id, type, created_at, data, ord)
+), other AS (
+  SELECT d.id, d.pos, ${sha(version('f', 'f.created_at'))} AS first_sha256,
+    ${sha(version('d', 'd.created_at'))} AS sha256, ${version('d', 'd.created_at')} AS raw
   FROM seen d CROSS JOIN LATERAL (
     -- The version kept: the stored one, else (a repeat within the batch) the batch's first.
     SELECT e.id, e.type, e.created_at, e.data FROM ${s}.events e WHERE e.source = $1::text AND e.id = d.id
@@ -177,8 +184,22 @@ WITH input AS (
   ) f
   WHERE (SELECT ok FROM go)
     AND (f.type, f.created_at, f.data) IS DISTINCT FROM (d.type, d.created_at, d.data)
-  ON CONFLICT (source, event_id, second_sha256) DO NOTHING
-  RETURNING 1
+), newest AS (
+  SELECT o.id, (array_agg(o.first_sha256 ORDER BY o.pos DESC))[1] AS first_sha256,
+    (array_agg(o.sha256 ORDER BY o.pos DESC))[1] AS sha256, (array_agg(o.raw ORDER BY o.pos DESC))[1] AS raw,
+    -- The version the row holds now coming again (a retried delivery) is no new one.
+    count(DISTINCT o.sha256) FILTER (WHERE o.sha256 IS DISTINCT FROM k.second_sha256) AS added
+  FROM other o LEFT JOIN ${s}.conflicts k ON k.source = $1::text AND k.event_id = o.id
+  GROUP BY o.id, k.second_sha256
+), conf AS (
+  INSERT INTO ${s}.conflicts AS k (source, event_id, first_sha256, second_sha256, raw, received_via, versions_seen)
+  SELECT $1::text, id, first_sha256, sha256, raw::jsonb, $2::text, added FROM newest WHERE added > 0
+  ORDER BY id
+  ON CONFLICT (source, event_id) DO UPDATE SET second_sha256 = excluded.second_sha256, raw = excluded.raw,
+    received_via = excluded.received_via, received_at = now(),
+    versions_seen = k.versions_seen + excluded.versions_seen
+  -- xmax is 0 on a row this statement inserted: the id's first conflict.
+  RETURNING xmax = 0 AS first
 ), counted AS (
   INSERT INTO ${s}.source_counts AS c (source, events_stored, newest_event_at)
   SELECT $1::text, count(*), max(created_at) FILTER (WHERE created_at <= now()) FROM ins
@@ -189,7 +210,8 @@ WITH input AS (
 SELECT (SELECT ok FROM go) AS ok, (SELECT ok FROM held) AS held,
   ARRAY(SELECT id FROM seen WHERE first) AS stored_before,
   (SELECT count(*) FROM q)::int AS quarantined,
-  (SELECT count(*) FROM conf)::int AS conflicts,
+  (SELECT coalesce(sum(added), 0) FROM newest)::int AS conflicts,
+  (SELECT count(*) FILTER (WHERE first) FROM conf)::int AS first_conflicts,
   -- JSON, not arrays: JSON.parse reads a thousand strings far faster than the driver's array parser.
   (SELECT coalesce(json_agg(seq::text ORDER BY seq), '[]') FROM ob) AS outbox_seqs,
   (SELECT coalesce(json_agg(event_id ORDER BY seq), '[]') FROM ob) AS outbox_ids,

@@ -1,6 +1,7 @@
 import type { ColumnType, Generated, Kysely } from 'kysely';
 import pg from 'pg';
 import type { Logger } from '../logger.js';
+import { boundedClient } from './bounded-client.js';
 
 /** A timestamptz column: read as a Date, written as a Date or an ISO string. */
 type Timestamp<W = never> = ColumnType<Date, Date | string | W, Date | string | W>;
@@ -79,18 +80,24 @@ export interface QuarantineTable {
   received_at: DefaultTimestamp;
 }
 
-/** An event id served again with other content; the first version stays in events. */
+/**
+ * An event id served again with other content, one row per id: the first version stays
+ * in events, the row holds the newest other one.
+ */
 export interface ConflictsTable {
   id: Generated<string>;
   source: string;
   event_id: string;
-  /** Lowercase hex SHA-256 of the kept version and of this one. */
+  /** Lowercase hex SHA-256 of the kept version and of this one (the newest other). */
   first_sha256: string;
   second_sha256: string;
   /** This version: {id, type, created_at (UTC), data}; the hashes are of `raw::text`. */
   raw: unknown;
   received_via: 'feed' | 'webhook';
+  /** When the newest version arrived. */
   received_at: DefaultTimestamp;
+  /** Other versions recorded under this id, the replaced ones included (int8 as text). */
+  versions_seen: Generated<string>;
 }
 
 /** The tables of DATABASE_SCHEMA, for kysely. */
@@ -123,6 +130,8 @@ export interface StoreOptions {
   max?: number;
   /** `application_name` shown in pg_stat_activity. Default `feedsync`. */
   applicationName?: string;
+  /** DATABASE_CONNECT_TIMEOUT_MS: how long one new connection may take, start-up included. Default 10000. */
+  connectTimeoutMs?: number;
   /** Where errors of idle pooled connections are reported (they never crash the process). */
   logger?: Logger;
 }
@@ -142,6 +151,7 @@ export function createStore(opts: StoreOptions): Store {
     connectionString: opts.url,
     max: opts.max ?? 4,
     application_name: opts.applicationName ?? 'feedsync',
+    Client: boundedClient(opts.url, opts.connectTimeoutMs ?? 10_000),
     // A lock holder must notice a dead peer even when it sends nothing for a while.
     keepAlive: true,
     keepAliveInitialDelayMillis: 10_000,

@@ -32,3 +32,18 @@ export function jobDataSql(e: string): string {
 export function outboxJobDataSql(o: string, e: string): string {
   return `COALESCE(${o}.payload, CASE WHEN ${e}.id IS NOT NULL THEN ${jobDataSql(e)} END)`;
 }
+
+/** What a job's data adds around its fields' values: its keys, quotes and the timestamp. */
+export const JOB_ENVELOPE_BYTES = 100;
+
+/**
+ * About the length of the job data of an outbox row `o` joined to its event `e`, as
+ * queue/job-data.ts's `jobDataBytes` counts an event in memory (jsonb's text has a space
+ * after each colon and comma: a little more). 0 when the event is gone.
+ */
+export function outboxJobDataBytesSql(o: string, e: string): string {
+  return (
+    `COALESCE(octet_length(${o}.payload::text), octet_length(${e}.data::text) + octet_length(${e}.id) + ` +
+    `octet_length(${e}.type) + octet_length(${e}.source) + ${JOB_ENVELOPE_BYTES}, 0)`
+  );
+}

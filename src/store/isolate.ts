@@ -19,6 +19,7 @@ export interface ApplyRow {
   stored_before: string[];
   quarantined: number;
   conflicts: number;
+  first_conflicts: number;
   /** The outbox rows the part added, in seq order: their seq (int8 as text) and event id. */
   outbox_seqs: string[];
   outbox_ids: string[];
@@ -101,6 +102,7 @@ export async function applyIsolated(
       total.stored_before.push(...row.stored_before);
       total.quarantined += row.quarantined;
       total.conflicts += row.conflicts;
+      total.first_conflicts += row.first_conflicts;
       total.outbox_seqs.push(...row.outbox_seqs);
       total.outbox_ids.push(...row.outbox_ids);
     };

@@ -63,7 +63,8 @@ export function statusStatement(schema: string, filter: StatusFilter = null): st
          k.due_at, k.due_at > now() AS due_later,
          coalesce(n.events_stored, 0)::float8 AS events_stored, n.newest_event_at,
          (SELECT count(*) FROM ${s}.quarantine q WHERE q.source = listed.source) AS quarantined,
-         (SELECT count(*) FROM ${s}.conflicts x WHERE x.source = listed.source) AS conflicts
+         (SELECT coalesce(sum(versions_seen), 0) FROM ${s}.conflicts x WHERE x.source = listed.source) AS conflicts,
+         (SELECT count(*) FROM ${s}.conflicts x WHERE x.source = listed.source) AS conflict_ids
        FROM listed LEFT JOIN ${s}.cursors c USING (source) LEFT JOIN ${s}.leases k USING (source)
          LEFT JOIN ${s}.source_counts n USING (source)
      )

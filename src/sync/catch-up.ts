@@ -14,6 +14,12 @@ export interface CatchUpOptions {
   isStored: (id: string) => Promise<boolean>;
   /** Aborted by SIGTERM: the request in flight is dropped, the batch in hand commits or rolls back. */
   signal: AbortSignal;
+  /**
+   * Aborted when the run has paged long enough (a once run's SYNC_ONCE_MAX_MS): the
+   * request in flight is dropped, the pages fetched commit, and a feed not read to its
+   * end comes back as 'limit-reached'.
+   */
+  limit?: AbortSignal;
   /** Pages fetched ahead of the commits. Default 20: fetching goes on while a full load commits. */
   maxBuffered?: number;
   /** Pages joined into one transaction while catching up. Default 10. */
@@ -40,8 +46,11 @@ export interface CommitInfo {
 }
 
 export interface CatchUpResult {
-  /** 'lease-lost': another worker took the source; the batch in hand was not kept. */
-  status: 'caught-up' | 'stopped' | 'cursor-conflict' | 'lease-lost';
+  /**
+   * 'lease-lost': another worker took the source; the batch in hand was not kept.
+   * 'limit-reached': the limit came before the end of the feed; what was fetched is kept.
+   */
+  status: 'caught-up' | 'stopped' | 'cursor-conflict' | 'lease-lost' | 'limit-reached';
   cursor: string | null;
   pages: number;
   stored: number;
@@ -100,7 +109,9 @@ export async function catchUp(opts: CatchUpOptions): Promise<CatchUpResult> {
   const room = (): Promise<void> => new Promise((resolve) => (wakeFetcher = resolve));
   // Our own controller, so a commit failure also stops the fetcher.
   const fetchAbort = new AbortController();
-  const fetchSignal = AbortSignal.any([opts.signal, fetchAbort.signal]);
+  const fetchSignal = AbortSignal.any([opts.signal, fetchAbort.signal, ...(opts.limit ? [opts.limit] : [])]);
+  // Whether the fetcher read the feed's last page: a limit after it changes nothing.
+  let reachedEnd = false;
 
   const fetcher = async (): Promise<void> => {
     const checkCursor = cursorGuard(opts.start, opts.isStored);
@@ -111,7 +122,10 @@ export async function catchUp(opts: CatchUpOptions): Promise<CatchUpResult> {
         await checkCursor(page, after);
         held.push({ page, prev: after, at: performance.now(), bytes: page.bytes });
         pagesChanged();
-        if (page.last) break;
+        if (page.last) {
+          reachedEnd = true;
+          break;
+        }
         after = page.nextAfter;
         while (!held.roomForAnother() && !fetchSignal.aborted) await room();
       }
@@ -178,6 +192,7 @@ export async function catchUp(opts: CatchUpOptions): Promise<CatchUpResult> {
     await fetching;
   }
   if (fetchError && result.status === 'caught-up') throw fetchError;
+  if (result.status === 'caught-up' && !reachedEnd && opts.limit?.aborted) result.status = 'limit-reached';
   return result;
 }
 

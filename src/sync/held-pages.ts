@@ -3,10 +3,13 @@ const MiB = 1024 * 1024;
 /**
  * Response bytes a catch-up holds at most, by default. A parsed page costs several
  * times its response until its commit is done (the text, the objects, the statement's
- * JSON, the driver's buffer): 16 MiB keeps a worker under 200 MB at any page size up
- * to the default 8 MiB response limit, under the manifests' 256 MiB (docs/BENCHMARKS.md).
+ * JSON, the driver's buffer), and with Node's defaults V8 lets the old generation grow
+ * to about four times what is live before it collects: 12 MiB (one answer of the
+ * default 8 MiB response limit and 4 MiB besides) keeps a plain `node` worker under the
+ * manifests' 256 MiB where 16 MiB did not (docs/BENCHMARKS.md, Memory with events that
+ * reach the relay). Small pages are held by count long before this binds.
  */
-export const DEFAULT_MAX_HELD_BYTES = 16 * MiB;
+export const DEFAULT_MAX_HELD_BYTES = 12 * MiB;
 
 /** Limits of what one catch-up holds in memory at once. */
 export interface HoldLimits {

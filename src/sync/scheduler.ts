@@ -3,8 +3,11 @@ import type { Logger } from '../logger.js';
 import type { SourceLease } from '../store/lease.js';
 import { type RunResult, runFailed } from './sync.js';
 
-/** One turn of one source under its lease (Sync.runHeld of a Sync made for the turn). */
-export type Turn = (lease: SourceLease, signal: AbortSignal) => Promise<RunResult>;
+/**
+ * One turn of one source under its lease (Sync.runHeld of a Sync made for the turn); a
+ * once run's `limit` stops it short of the feed's end.
+ */
+export type Turn = (lease: SourceLease, signal: AbortSignal, limit?: AbortSignal) => Promise<RunResult>;
 
 /** How one turn of one source ended: a result (caught up, leased elsewhere, stopped…) or what it threw. */
 export type Outcome =
@@ -22,16 +25,23 @@ export function dueInMs(intervalMs: number, failures: number): number {
  * A turn that throws becomes an outcome: one source's failure never reaches another's.
  * A turn stopped by SIGTERM leaves the source due at once, for whichever worker is next.
  */
-async function turnUnder(lease: SourceLease, opts: TurnOptions, signal: AbortSignal): Promise<Outcome> {
+async function turnUnder(
+  lease: SourceLease,
+  opts: TurnOptions,
+  signal: AbortSignal,
+  limit?: AbortSignal,
+): Promise<Outcome> {
   const { turn, intervalMs } = opts;
   let outcome: Outcome;
   try {
-    outcome = { source: lease.source, ok: true, result: await turn(lease, signal) };
+    outcome = { source: lease.source, ok: true, result: await turn(lease, signal, limit) };
   } catch (error) {
     outcome = { source: lease.source, ok: false, error };
   }
   const failed = !outcome.ok || runFailed(outcome.result);
-  const stopped = outcome.ok && outcome.result.status === 'stopped';
+  // Not at the feed's end: due again at once, for whichever worker is next.
+  const stopped =
+    outcome.ok && (outcome.result.status === 'stopped' || outcome.result.status === 'limit-reached');
   // A turn that stored its events but could not drain failed too: status says why (Redis, mostly).
   const error = outcome.ok ? outcome.result.drainError : outcome.error;
   await lease.release({
@@ -70,6 +80,8 @@ export interface EachOnceOptions extends TurnOptions {
   concurrency: number;
   /** Aborted by SIGTERM: turns in flight stop at their next commit, no new one starts. */
   signal: AbortSignal;
+  /** Aborted at SYNC_ONCE_MAX_MS: turns in flight commit what they fetched and stop, no new one starts. */
+  limit?: AbortSignal;
   /** Takes a source's lease whatever its due time; null when another worker holds it. */
   take: (source: string) => Promise<SourceLease | null>;
   onOutcome?: (outcome: Outcome) => void;
@@ -77,20 +89,20 @@ export interface EachOnceOptions extends TurnOptions {
 
 /**
  * `sync --once`: every source once, at most `concurrency` at a time, each to
- * caught-up (or leased elsewhere, or failed). Sources not reached before the signal
- * aborted have no outcome.
+ * caught-up (or leased elsewhere, or failed, or stopped at the limit). Sources not
+ * reached before the signal or the limit aborted have no outcome.
  */
 export async function runEachOnce(opts: EachOnceOptions): Promise<Outcome[]> {
   let next = 0;
   const outcomes: Outcome[] = [];
   const lane = async (): Promise<void> => {
-    while (next < opts.sources.length && !opts.signal.aborted) {
+    while (next < opts.sources.length && !opts.signal.aborted && !opts.limit?.aborted) {
       const source = opts.sources[next++]!;
       let outcome: Outcome;
       try {
         const lease = await opts.take(source);
         outcome = lease
-          ? await turnUnder(lease, opts, opts.signal)
+          ? await turnUnder(lease, opts, opts.signal, opts.limit)
           : { source, ok: true, result: leasedElsewhere() };
       } catch (error) {
         outcome = { source, ok: false, error };

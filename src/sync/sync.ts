@@ -73,15 +73,16 @@ export function runFailed(result: RunResult): boolean {
 export interface SourceSync {
   /**
    * Takes the source's lease (status 'locked' when another worker holds it), pages until
-   * caught up, gives the lease back and drains the outbox: one CronJob run.
+   * caught up (or for SYNC_ONCE_MAX_MS at most: 'limit-reached'), gives the lease back
+   * and drains the outbox: one CronJob run.
    */
   runOnce(signal?: AbortSignal): Promise<RunResult>;
   /**
    * One turn under a lease taken elsewhere (the scheduler's claim): pages until caught
-   * up, the lease lost or the signal aborted, then drains the outbox. Leaves the lease
-   * to its caller, and the schema check too.
+   * up, the lease lost, the signal aborted or the limit reached, then drains the outbox.
+   * Leaves the lease to its caller, and the schema check too.
    */
-  runHeld(lease: SourceLease, signal: AbortSignal): Promise<RunResult>;
+  runHeld(lease: SourceLease, signal: AbortSignal, limit?: AbortSignal): Promise<RunResult>;
   /** Re-reads the feed from `from` without moving the cursor; stores and enqueues only what was missing. */
   reconcile(from: string | null, signal?: AbortSignal): Promise<CatchUpResult>;
   /** Refuses an outdated schema, or migrates it with `autoMigrate`; once per Sync. runOnce calls it too. */
@@ -105,6 +106,8 @@ export interface SourceSettings {
   maxPageBytes: number;
   /** SYNC_INTERVAL_MS: when the source falls due after a once run gives its lease back. */
   intervalMs: number;
+  /** SYNC_ONCE_MAX_MS: how long `runOnce` pages before it stops short of the feed's end. */
+  onceMaxMs: number;
   /** Who holds the lease, and for how long (SOURCE_LEASE_MS). */
   lease: LeaseOptions;
   /** EVENTS_RETENTION_DAYS and OUTBOX_RETENTION_HOURS. */
@@ -119,6 +122,7 @@ export function sourceSettings(config: Config): SourceSettings {
     types: config.feed.types,
     maxPageBytes: config.feed.maxResponseBytes,
     intervalMs: config.syncIntervalMs,
+    onceMaxMs: config.syncOnceMaxMs,
     lease: leaseOptionsFor(config),
     eventsRetentionDays: config.eventsRetentionDays,
     outboxRetentionHours: config.queues.outboxRetentionHours,
@@ -237,7 +241,7 @@ export function createSourceSync(deps: SourceSyncDeps): SourceSync {
     }
     let failed = true;
     try {
-      const result = await runHeld(lease, signal);
+      const result = await runHeld(lease, signal, AbortSignal.timeout(settings.onceMaxMs));
       failed = runFailed(result);
       return { ...result, durationMs: performance.now() - started };
     } finally {
@@ -245,7 +249,11 @@ export function createSourceSync(deps: SourceSyncDeps): SourceSync {
     }
   };
 
-  const runHeld = async (lease: SourceLease, signal: AbortSignal): Promise<RunResult> => {
+  const runHeld = async (
+    lease: SourceLease,
+    signal: AbortSignal,
+    limit?: AbortSignal,
+  ): Promise<RunResult> => {
     const started = performance.now();
     // Rows an earlier run committed but did not publish go first.
     relay.kick();
@@ -269,6 +277,7 @@ export function createSourceSync(deps: SourceSyncDeps): SourceSync {
         isStored: (id) => isStored(store, source, id),
         maxPageBytes: settings.maxPageBytes,
         signal: turn.signal,
+        ...(limit ? { limit } : {}),
         onCommit: (info) => {
           relay.offer(info.result.outbox);
           hooks.onCommit?.(info);

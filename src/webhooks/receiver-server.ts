@@ -2,7 +2,9 @@ import { createServer, type IncomingMessage, type ServerResponse, STATUS_CODES }
 import type { AddressInfo, Socket } from 'node:net';
 import type { Logger } from '../logger.js';
 import type { RefusalReason } from '../metrics/webhook-metrics.js';
-import { readBody } from './read-body.js';
+import { bodyBudget } from './body-budget.js';
+import { capConnections } from './connection-cap.js';
+import { type BodyPace, type BodyRefusal, DEFAULT_BODY_PACE, readBody } from './read-body.js';
 import type { DeliveryAnswer, DeliveryHandler } from './receiver.js';
 import { SIGNATURE_HEADER } from './signature.js';
 
@@ -22,22 +24,34 @@ export interface ReceiverServerOptions {
   logger: Logger;
   /** How long close() waits for requests in flight before cutting them. Default 20000 ms. */
   closeTimeoutMs?: number;
-  /** The longest a request may take to arrive, headers and body. Default 30000 ms. */
-  requestTimeoutMs?: number;
+  /** The longest a request's headers may take to arrive, from its first byte (or the connection's). Default 10000 ms. */
+  headersTimeoutMs?: number;
+  /** How fast a body must arrive (see BodyPace). Default 10 s, then 1,000 bytes a second, 30 s at most. */
+  bodyPace?: BodyPace;
   /** Called with the status of every answer sent to a request at POST /webhooks' path. */
   onAnswered?: (status: number) => void;
-  /** Open connections at most; more are closed as they come. Default 1024. */
+  /**
+   * Open connections at most; past it the oldest one without a request in hand is closed
+   * (connection-cap.ts). Default 1024.
+   */
   maxConnections?: number;
   /**
-   * Request bodies buffered at once, in bytes, over every connection: a delivery that
-   * would pass it is answered 503 with Retry-After before its body is read. Default
-   * 32 MiB (128 bodies of the default WEBHOOK_MAX_BODY_BYTES).
+   * Request bodies buffered at once, in bytes, over every connection, reserved as their
+   * bytes arrive (body-budget.ts): a delivery whose bytes find no room is answered 503
+   * with Retry-After. Default 32 MiB (128 bodies of the default WEBHOOK_MAX_BODY_BYTES).
    */
   maxBufferedBytes?: number;
   /**
+   * When bytes find the budget full, a body that has been arriving this long (ms) gives
+   * up its room to them and is answered 503 ('evicted'). Default 1000.
+   */
+  evictAfterMs?: number;
+  /**
    * Called for every request refused before any handler saw it: by Node's parser
-   * (400 bad request, 431 headers too large), a header or body timeout (408), the
-   * connection cap ('connections': closed unanswered) or the buffer budget (503).
+   * (400 bad request, 431 headers too large), headers not in time (408 'timeout'), a
+   * body behind its pace (408 'slow_body'), the connection cap ('connections': the
+   * oldest connection closed) or the buffer budget (503 'busy', or 'evicted' for an
+   * old body whose room went to another's bytes).
    */
   onRefused?: (reason: RefusalReason) => void;
 }
@@ -52,21 +66,26 @@ export interface ReceiverServer {
   close(): Promise<void>;
 }
 
-/** What lingering after a 413 may still read and discard, so the client sees the answer, not a reset. */
+/** How long a refused connection stays open, so the client sees the answer, not a reset. */
 const LINGER_MS = 2_000;
 
 /** POST /webhooks, GET /healthz and /readyz, on node:http. Bad input never gets a 500. */
 export async function startReceiverServer(opts: ReceiverServerOptions): Promise<ReceiverServer> {
   const log = opts.logger.child({ module: 'webhook-server' });
-  const maxBuffered = opts.maxBufferedBytes ?? 32 * 1024 * 1024;
+  const budget = bodyBudget({
+    maxBytes: opts.maxBufferedBytes ?? 32 * 1024 * 1024,
+    // A whole body of the largest size arrives in well under a second on any link the service uses.
+    evictAfterMs: opts.evictAfterMs ?? 1_000,
+  });
+  const pace = opts.bodyPace ?? DEFAULT_BODY_PACE;
   const refused = (reason: RefusalReason): void => opts.onRefused?.(reason);
-  /** Bytes reserved by the bodies being read or handled now. */
-  let buffered = 0;
   let inFlight = 0;
   let closing = false;
   const idleWaiters: (() => void)[] = [];
 
-  const server = createServer((req, res) => {
+  // Node checks the headers' deadline on this interval (30 s by default, which would
+  // let a sender that never finishes its headers hold a connection for 40 s).
+  const server = createServer({ connectionsCheckingInterval: 1_000 }, (req, res) => {
     inFlight++;
     res.once('close', () => {
       inFlight--;
@@ -78,16 +97,18 @@ export async function startReceiverServer(opts: ReceiverServerOptions): Promise<
       else res.destroy();
     });
   });
-  server.requestTimeout = opts.requestTimeoutMs ?? 30_000;
-  server.headersTimeout = Math.min(server.requestTimeout, 10_000);
   // Memory is bounded whatever the number of senders: connections are capped, bodies share
-  // one budget (below), and a request that does not arrive in time is cut (408).
-  server.maxConnections = opts.maxConnections ?? 1024;
-  server.on('drop', () => refused('connections'));
+  // one budget as their bytes arrive, and a request that does not arrive in time is cut
+  // (408): its headers by Node, its body by its pace (read-body.ts).
+  server.headersTimeout = opts.headersTimeoutMs ?? 10_000;
+  // A backstop only: the body's pace always ends a request sooner.
+  server.requestTimeout = server.headersTimeout + pace.maxMs + 5_000;
+  const cap = capConnections(server, opts.maxConnections ?? 1024, () => refused('connections'));
   // What Node answers itself (a request it cannot parse, headers too large, a timeout) is
   // answered the same, and counted.
   server.on('clientError', (err: NodeJS.ErrnoException, socket: Socket) => {
-    if (err.code === 'ECONNRESET' || !socket.writable) {
+    // The client went away (a reset, or its end in the middle of a request): nobody to answer.
+    if (err.code === 'ECONNRESET' || err.code === 'HPE_INVALID_EOF_STATE' || !socket.writable) {
       socket.destroy();
       return;
     }
@@ -135,44 +156,47 @@ export async function startReceiverServer(opts: ReceiverServerOptions): Promise<
   };
 
   const delivery = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
-    // The body's room is reserved before a byte is read: its declared length, or the
-    // largest body allowed when it declares none (chunked).
-    const declared = Number(req.headers['content-length']);
-    const reserve = Number.isSafeInteger(declared) && declared >= 0 ? declared : opts.maxBodyBytes;
-    if (reserve <= opts.maxBodyBytes && buffered + reserve > maxBuffered) {
-      refused('busy');
-      reply(res, 503, { error: 'busy', message: 'retry later' }, { 'retry-after': '1', connection: 'close' });
-      linger(req);
-      return;
-    }
-    const held = Math.min(reserve, opts.maxBodyBytes);
-    buffered += held;
+    const body = await readBody(req, { limit: opts.maxBodyBytes, budget, pace });
+    if (!body.ok) return refuseBody(req, res, body.reason);
+    // Whole now: the cap spares this connection until its answer is out, and the body keeps its room.
+    const socket = req.socket;
+    cap.handling(socket);
+    res.once('close', () => cap.handled(socket));
     try {
-      await answerDelivery(req, res);
+      const header = req.headers[SIGNATURE_HEADER];
+      const answer: DeliveryAnswer = await opts.handle(
+        body.body,
+        Array.isArray(header) ? header.join(',') : header,
+      );
+      const headers: Record<string, string> = {};
+      if (answer.retryAfterSec !== undefined) headers['retry-after'] = String(answer.retryAfterSec);
+      reply(res, answer.status, answer.body, headers);
     } finally {
-      buffered -= held;
+      body.release();
     }
   };
 
-  const answerDelivery = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
-    const body = await readBody(req, opts.maxBodyBytes);
-    if (!body.ok) {
-      if (body.reason === 'aborted') {
-        res.destroy();
-        return;
-      }
-      reply(res, 413, { error: 'payload_too_large', limit: opts.maxBodyBytes }, { connection: 'close' });
-      linger(req);
+  /** Answers a body that was not read whole, and closes its connection. */
+  const refuseBody = (req: IncomingMessage, res: ServerResponse, reason: BodyRefusal): void => {
+    if (reason === 'aborted') {
+      res.destroy();
       return;
     }
-    const header = req.headers[SIGNATURE_HEADER];
-    const answer: DeliveryAnswer = await opts.handle(
-      body.body,
-      Array.isArray(header) ? header.join(',') : header,
-    );
-    const headers: Record<string, string> = {};
-    if (answer.retryAfterSec !== undefined) headers['retry-after'] = String(answer.retryAfterSec);
-    reply(res, answer.status, answer.body, headers);
+    if (reason === 'too-large') {
+      reply(res, 413, { error: 'payload_too_large', limit: opts.maxBodyBytes }, { connection: 'close' });
+    } else if (reason === 'busy' || reason === 'evicted') {
+      refused(reason);
+      reply(res, 503, { error: 'busy', message: 'retry later' }, { 'retry-after': '1', connection: 'close' });
+    } else {
+      refused('slow_body');
+      reply(
+        res,
+        408,
+        { error: 'request_timeout', message: 'the body came too slowly' },
+        { connection: 'close' },
+      );
+    }
+    linger(req);
   };
 
   await new Promise<void>((resolve, reject) => {
@@ -232,13 +256,14 @@ function writeJson(
 }
 
 /**
- * After a 413 the answer goes out and the connection closes; what the client is
- * still sending is read and thrown away for a short while, because closing a
- * socket with unread bytes resets it and the client might never see the 413.
+ * After a refusal (413, 503, 408) the answer goes out and the connection closes, but
+ * only after a short while: closing a socket with unread bytes resets it, and the
+ * client might never see the answer. What the client is still sending is left unread
+ * meanwhile (the kernel's buffers hold it, then the reset drops it): reading it only
+ * to throw it away would cost memory that hundreds of refused senders add up.
  */
 function linger(req: IncomingMessage): void {
   const timer = setTimeout(() => req.socket.destroy(), LINGER_MS);
   timer.unref();
   req.socket.once('close', () => clearTimeout(timer));
-  req.resume();
 }

@@ -136,8 +136,10 @@ export function createDeliveryHandler(opts: DeliveryHandlerOptions): DeliveryHan
     }
     opts.onStored?.(result);
     const duplicate = result.inserted.length === 0;
-    if (result.conflicts > 0)
+    // One line per id however often it comes back changed: the rest are counted (conflicts row, metric).
+    if (result.firstConflicts > 0)
       log.warn(ref, 'event id stored before with other content; first kept, conflict recorded');
+    else if (result.conflicts > 0) log.debug(ref, 'event id came back with other content again; counted');
     log.debug({ ...ref, duplicate }, 'webhook event stored');
     return { status: 200, body: { received: true, id: event.id, stored: true, duplicate } };
   };

@@ -7,6 +7,7 @@ import type { Publisher } from '../queue/publisher.js';
 import type { Relay } from '../queue/relay.js';
 import { routeFor } from '../queue/routes.js';
 import { createApplier } from '../store/applier.js';
+import { noPostgresThere } from '../store/bounded-client.js';
 import type { Store } from '../store/db.js';
 import { pingPostgres } from '../store/health.js';
 import { startRetentionLoop } from '../store/retention-loop.js';
@@ -47,9 +48,10 @@ export interface WebhookService {
 /**
  * `feedsync serve-webhooks` without the signals: the receiver, its store and its
  * own outbox relay (webhook events reach BullMQ without waiting for a sync run).
- * Refuses to start without WEBHOOK_SECRET or with an outdated schema (exit 2). It
- * starts while Postgres is down: deliveries are answered 503 and /readyz fails
- * until Postgres answers.
+ * Refuses to start without WEBHOOK_SECRET or with an outdated schema (exit 2), or when
+ * nothing that speaks Postgres answers at DATABASE_URL within its connect timeout
+ * (exit 1). It starts while Postgres refuses connections (down, restarting):
+ * deliveries are answered 503 and /readyz fails until Postgres answers.
  */
 export async function startWebhookService(
   config: Config,
@@ -85,7 +87,10 @@ export async function startWebhookService(
   try {
     await gate.ensure();
   } catch (err) {
-    if (err instanceof ConfigError) {
+    // A refusal (Postgres restarting) is answered 503 until it is back; an address where
+    // nothing answers, or something else does, would hold every delivery for the whole
+    // connect timeout: that stops the command, as it stops every other.
+    if (err instanceof ConfigError || noPostgresThere(err)) {
       await parts.close();
       throw err;
     }

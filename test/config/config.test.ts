@@ -34,7 +34,12 @@ describe('loadConfig', () => {
       pageLimit: 100,
     });
     expect(c.feed.maxRetryWaitMs).toBe(600_000);
-    expect(c.database).toEqual({ url: 'postgres://postgres@127.0.0.1:5432/postgres', schema: 'feedsync' });
+    expect(c.database).toEqual({
+      url: 'postgres://postgres@127.0.0.1:5432/postgres',
+      schema: 'feedsync',
+      connectTimeoutMs: 10_000,
+    });
+    expect(c.syncOnceMaxMs).toBe(900_000);
     expect(c.redis.url).toBe('redis://127.0.0.1:6379');
     expect(c.queues).toMatchObject({
       prefix: 'bull',
@@ -51,6 +56,17 @@ describe('loadConfig', () => {
       'info',
     ]);
     expect(Object.isFrozen(c) && Object.isFrozen(c.feed)).toBe(true);
+  });
+
+  it("reads the connect timeout and the once run's limit, and refuses a zero", () => {
+    const c = loadConfig({ DATABASE_CONNECT_TIMEOUT_MS: '2500', SYNC_ONCE_MAX_MS: '60000' }, readFile);
+    expect([c.database.connectTimeoutMs, c.syncOnceMaxMs]).toEqual([2_500, 60_000]);
+    expect(() => loadConfig({ DATABASE_CONNECT_TIMEOUT_MS: '0' }, readFile)).toThrow(
+      'DATABASE_CONNECT_TIMEOUT_MS: must be at least 1',
+    );
+    expect(() => loadConfig({ SYNC_ONCE_MAX_MS: 'soon' }, readFile)).toThrow(
+      'SYNC_ONCE_MAX_MS: must be a whole number',
+    );
   });
 
   it('reads the job retries and the events retention', () => {

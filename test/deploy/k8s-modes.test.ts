@@ -38,6 +38,14 @@ describe('the cronjob overlay', () => {
     expect(failJob?.onExitCodes).toMatchObject({ operator: 'In', values: [2, 3] });
   });
 
+  it('ends a run at SYNC_ONCE_MAX_MS minutes inside its deadline, and leaves exit 4 to the next scheduled run', () => {
+    const limitS = Number(config.SYNC_ONCE_MAX_MS) / 1000;
+    // Time for the last commit, the outbox and the exit before the deadline would kill the run.
+    expect(job.activeDeadlineSeconds! - limitS).toBeGreaterThanOrEqual(120);
+    const rules = job.podFailurePolicy?.rules.filter((r) => r.action === 'FailJob') ?? [];
+    expect(rules.map((r) => r.onExitCodes?.values)).toContainEqual([4]);
+  });
+
   it('runs sync --once with the image entrypoint', () => {
     const pod = job.template.spec!;
     expect(pod.restartPolicy).toBe('Never');

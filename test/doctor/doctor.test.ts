@@ -74,15 +74,19 @@ describe('feedsync doctor', () => {
   it('does not say all is well with conflicts recorded: it counts them and says what to do', async () => {
     const table = `"${schema}".conflicts`;
     await store.pool.query(
-      `INSERT INTO ${table} (source, event_id, first_sha256, second_sha256, raw, received_via)
-       SELECT 'default', 'evt_' || i, 'a', 'b' || i, '{}', 'feed' FROM generate_series(1, 3) AS i`,
+      `INSERT INTO ${table} (source, event_id, first_sha256, second_sha256, raw, received_via, versions_seen)
+       SELECT 'default', 'evt_' || i, 'a', 'b' || i, '{}', 'feed', i FROM generate_series(1, 3) AS i`,
     );
     try {
       const report = await diagnose();
       const conflicts = report.checks.find((c) => c.name === 'conflicts');
       expect(conflicts).toMatchObject({ status: 'warn' });
-      expect(conflicts?.message).toContain('3 events came back from the feed with other content than stored');
-      expect(conflicts?.fix).toContain(`SELECT source, event_id, received_at, raw FROM ${table}`);
+      expect(conflicts?.message).toContain(
+        '3 events came back from the feed with other content than stored (6 versions;',
+      );
+      expect(conflicts?.fix).toContain(
+        `SELECT source, event_id, versions_seen, received_at, raw FROM ${table}`,
+      );
       expect(report.ok).toBe(false);
       const text = formatReport(report);
       expect(text).not.toContain('all is well');

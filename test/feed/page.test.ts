@@ -84,6 +84,26 @@ describe('parsePage: the list field (DESIGN section 1)', () => {
     const err = pageError(() => parsePage({ data: [ev(1)], next_after: 12 }, rules()));
     expect(err.code).toBe('BAD_NEXT_AFTER');
   });
+
+  it('fails on a next_after longer than an event id may be, quoting only its start', () => {
+    const long = `evt_${'9'.repeat(2_000_000)}`;
+    const err = pageError(() => parsePage({ data: [ev(1), ev(2), ev(3)], next_after: long }, rules()));
+    expect(err.code).toBe('BAD_NEXT_AFTER');
+    expect(err.message).toContain(
+      'next_after is 2000004 characters long, more than an event id may be (500)',
+    );
+    expect(err.message.length).toBeLessThan(200);
+    // The longest id kept is a cursor like any other.
+    const edge = 'e'.repeat(500);
+    expect(parsePage({ data: [ev(1), ev(2), ev(3)], next_after: edge }, rules()).nextAfter).toBe(edge);
+  });
+
+  it('an item whose id is too long to keep is quarantined and never becomes the cursor', () => {
+    const long = { ...ev(3), id: 'x'.repeat(501) };
+    const page = parsePage({ data: [ev(1), ev(2), long] }, rules());
+    expect(page.quarantine).toHaveLength(1);
+    expect(page.nextAfter).toBe('evt_2');
+  });
 });
 
 describe('parsePage: the end of the feed', () => {

@@ -43,6 +43,8 @@ function memoryOutbox() {
         jobName: event.type,
         data: { source: 's', ...event },
         committedAt: 0,
+        // Small rows: the relay's byte budget, which this outbox leaves alone, never binds.
+        bytes: 150,
       },
       published: false,
     });

@@ -2,6 +2,7 @@ import { Queue } from 'bullmq';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import type { ServiceEvent } from '../../src/api/types.js';
 import { createLogger } from '../../src/logger.js';
+import { jobDataBytes } from '../../src/queue/job-data.js';
 import { createPublisher, type JobToAdd, type Publisher } from '../../src/queue/publisher.js';
 import { startRelay } from '../../src/queue/relay.js';
 import { routeFor } from '../../src/queue/routes.js';
@@ -431,5 +432,44 @@ describe('pruneOutbox', () => {
       `SELECT count(*)::int AS n FROM "${schema}".outbox`,
     );
     expect(rows[0]!.n).toBe(4);
+  });
+});
+
+describe("the outbox read's byte budget", () => {
+  it('measures each row as jobDataBytes does and sends only the rows that start under the budget', async () => {
+    const sizes = [30_000, 10_000, 50_000, 5_000, 20_000];
+    const events = sizes.map((pad, i) => ({
+      id: `big:${String(++serial).padStart(6, '0')}`,
+      type: 'email.delivered',
+      created_at: new Date(Date.UTC(2024, 0, 2, 0, 0, i)).toISOString(),
+      data: { email_id: `em_big_${i}`, to: ['a@example.com'], pad: 'x'.repeat(pad) },
+    }));
+    await createApplier(store, routeFor(queues)).apply({
+      source: 's/1',
+      receivedVia: 'feed',
+      events,
+      quarantine: [],
+    });
+    const outbox = pgOutbox(store);
+
+    const all = await outbox.unpublished(1000, [], 1_000_000);
+    expect(all.map((r) => r.eventId)).toEqual(events.map((e) => e.id));
+    for (const [i, row] of all.entries()) {
+      // Postgres's text of the data has a space after each colon and comma, and counts octets.
+      const js = jobDataBytes('s/1', events[i]!);
+      expect(row.bytes).toBeGreaterThanOrEqual(js);
+      expect(row.bytes).toBeLessThan(js + 20);
+    }
+
+    // 30 kB + 10 kB reach 35 kB at the second row: the third starts past it and stays.
+    const cut = await outbox.unpublished(1000, [], 35_000);
+    expect(cut.map((r) => r.eventId)).toEqual(events.slice(0, 2).map((e) => e.id));
+    // One row larger than the budget still goes, alone.
+    expect((await outbox.unpublished(1000, [], 100)).map((r) => r.eventId)).toEqual([events[0]!.id]);
+    // Rows left out (on offer) are not counted against the budget.
+    const skip = all.slice(0, 2).map((r) => r.seq);
+    expect((await outbox.unpublished(1000, skip, 40_000)).map((r) => r.eventId)).toEqual([events[2]!.id]);
+    // The row limit holds as before.
+    expect(await outbox.unpublished(2, [], 1_000_000)).toHaveLength(2);
   });
 });

@@ -51,6 +51,7 @@ describe('applier: events', () => {
       quarantined: 0,
       // The repeat of a within the batch has other data: kept out, and recorded.
       conflicts: 1,
+      firstConflicts: 1,
       outboxRows: 1,
       outbox: [
         { seq: expect.any(String), source: 'dup', queue: route(a.type)!.queue, jobName: a.type, event: a },
@@ -162,6 +163,7 @@ describe('applier: events', () => {
       unstorable: [],
       quarantined: 0,
       conflicts: 0,
+      firstConflicts: 0,
       outboxRows: 0,
       outbox: [],
     });
@@ -252,6 +254,7 @@ describe('applier: cursor compare-and-set', () => {
       unstorable: [],
       quarantined: 0,
       conflicts: 0,
+      firstConflicts: 0,
       outboxRows: 0,
       outbox: [],
     });

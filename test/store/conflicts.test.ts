@@ -1,14 +1,20 @@
 import { createHash } from 'node:crypto';
-import { beforeAll, describe, expect, it } from 'vitest';
+import { copyFile, mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ServiceEvent } from '../../src/api/types.js';
 import { formatStatus, statusReport } from '../../src/cli/status-report.js';
 import { createLogger } from '../../src/logger.js';
 import { dbGauges } from '../../src/metrics/db-gauges.js';
 import { createMetrics } from '../../src/metrics/metrics.js';
 import type { Publisher } from '../../src/queue/publisher.js';
-import { type Applier, createApplier, setCursor } from '../../src/store/index.js';
+import { type Applier, createApplier, createStore, migrate, setCursor } from '../../src/store/index.js';
+import { migrationNames } from '../../src/store/migration-files.js';
 import { createSync } from '../../src/sync/sync.js';
 import { testConfig } from '../support/config.js';
+import { dropSchema, TEST_DATABASE_URL, uniqueSchema } from '../support/postgres.js';
 import { startFeedServer } from '../sync/feed-server.js';
 import { type Sandbox, useSandboxes } from '../sync/harness.js';
 import { event, route } from './migrated-store.js';
@@ -27,13 +33,14 @@ interface ConflictRow {
   second_sha256: string;
   raw: string;
   received_via: string;
+  versions_seen: number;
 }
 
 async function conflictsOf(source: string): Promise<ConflictRow[]> {
   const { rows } = await box.store.pool.query<ConflictRow>(
     // raw is jsonb; its text, which the hashes are of, is what jsonb prints.
-    `SELECT event_id, first_sha256, second_sha256, raw::text AS raw, received_via FROM "${box.schema}".conflicts
-      WHERE source = $1 ORDER BY id`,
+    `SELECT event_id, first_sha256, second_sha256, raw::text AS raw, received_via, versions_seen::int
+       FROM "${box.schema}".conflicts WHERE source = $1 ORDER BY id`,
     [source],
   );
   return rows;
@@ -44,7 +51,7 @@ const apply = (source: string, via: 'feed' | 'webhook', events: ServiceEvent[]) 
   applier.apply({ source, receivedVia: via, events, quarantine: [] });
 
 describe('an id that comes back with other content', () => {
-  it('keeps the first version and records every other version once, feed against webhook', async () => {
+  it('keeps the first version and the newest other one, counting every version once, feed against webhook', async () => {
     const first = event('c1', 'email.delivered', '2024-05-01T10:00:00Z', {
       email_id: 'em_c1',
       to: ['a@example.com'],
@@ -57,27 +64,34 @@ describe('an id that comes back with other content', () => {
       inserted: [],
       duplicates: 1,
       conflicts: 1,
+      firstConflicts: 1,
     });
-    // The service retries the same delivery: counted as a duplicate, recorded once.
-    expect(await apply('mixed', 'webhook', [second])).toMatchObject({ duplicates: 1, conflicts: 0 });
-    expect(await apply('mixed', 'feed', [third])).toMatchObject({ duplicates: 1, conflicts: 1 });
-
-    const rows = await conflictsOf('mixed');
-    expect(rows.map((r) => [r.event_id, r.received_via])).toEqual([
-      ['c1', 'webhook'],
-      ['c1', 'feed'],
-    ]);
-    const [a, b] = rows as [ConflictRow, ConflictRow];
+    const [a] = (await conflictsOf('mixed')) as [ConflictRow];
+    expect(a).toMatchObject({ event_id: 'c1', received_via: 'webhook', versions_seen: 1 });
     expect(JSON.parse(a.raw)).toEqual({ ...second, created_at: '2024-05-01T10:00:00.000000Z' });
     expect(a.second_sha256).toBe(sha(a.raw));
-    expect(b.first_sha256).toBe(a.first_sha256);
-    expect(b.second_sha256).not.toBe(a.second_sha256);
     // raw is jsonb: an operator reads its fields in SQL.
     const { rows: fields } = await box.store.pool.query(
       `SELECT raw->>'created_at' AS created_at, raw->'data' AS data FROM "${box.schema}".conflicts
-        WHERE source = 'mixed' ORDER BY id LIMIT 1`,
+        WHERE source = 'mixed'`,
     );
     expect(fields).toEqual([{ created_at: '2024-05-01T10:00:00.000000Z', data: second.data }]);
+
+    // The service retries the same delivery: counted as a duplicate, not as another version.
+    expect(await apply('mixed', 'webhook', [second])).toMatchObject({ duplicates: 1, conflicts: 0 });
+    // A third version replaces the second in the id's one row, and is counted; no new warning is due.
+    expect(await apply('mixed', 'feed', [third])).toMatchObject({
+      duplicates: 1,
+      conflicts: 1,
+      firstConflicts: 0,
+    });
+    const rows = await conflictsOf('mixed');
+    expect(rows).toHaveLength(1);
+    const [b] = rows as [ConflictRow];
+    expect(b).toMatchObject({ event_id: 'c1', received_via: 'feed', versions_seen: 2 });
+    expect(JSON.parse(b.raw)).toEqual({ ...third, created_at: '2024-05-01T10:00:00.000000Z' });
+    expect(b.first_sha256).toBe(a.first_sha256);
+    expect(b.second_sha256).toBe(sha(b.raw));
     // The first version stands everywhere: event, projection, outbox.
     const { rows: kept } = await box.store.pool.query(
       `SELECT e.data, s.status, s.recipients FROM "${box.schema}".events e
@@ -100,6 +114,31 @@ describe('an id that comes back with other content', () => {
     const result = await apply('batch', 'feed', [a, { ...a, data: { n: 2 } }, a]);
     expect(result).toMatchObject({ inserted: [a], duplicates: 2, conflicts: 1 });
     expect((await conflictsOf('batch')).map((r) => JSON.parse(r.raw).data)).toEqual([{ n: 2 }]);
+  });
+
+  it('keeps one row per id however many versions come, in one batch or many; the newest stands', async () => {
+    const a = event('many', 'contact.subscribed', '2024-05-01T10:00:00Z', { n: 0 });
+    const v = (n: number) => ({ ...a, data: { n } });
+    // In one batch: the first copy is stored, its other versions (one of them twice) are counted once each.
+    expect(await apply('bounded', 'feed', [a, v(1), v(2), v(1), v(3)])).toMatchObject({
+      inserted: [a],
+      duplicates: 4,
+      conflicts: 3,
+      firstConflicts: 1,
+    });
+    // The version the row holds is no new one; the others are, even one replaced before.
+    expect(await apply('bounded', 'webhook', [v(3)])).toMatchObject({ conflicts: 0 });
+    expect(await apply('bounded', 'webhook', [v(3), v(4)])).toMatchObject({ conflicts: 1 });
+    for (let n = 5; n < 40; n++) await apply('bounded', 'webhook', [v(n)]);
+    expect(await apply('bounded', 'feed', [v(1)])).toMatchObject({ conflicts: 1, firstConflicts: 0 });
+    const rows = await conflictsOf('bounded');
+    expect(rows.map((r) => [r.event_id, r.versions_seen, JSON.parse(r.raw).data])).toEqual([
+      ['many', 3 + 1 + 35 + 1, { n: 1 }],
+    ]);
+    const { rows: kept } = await box.store.pool.query(
+      `SELECT data FROM "${box.schema}".events WHERE source = 'bounded'`,
+    );
+    expect(kept).toEqual([{ data: { n: 0 } }]);
   });
 });
 
@@ -133,6 +172,7 @@ describe('conflicts an operator can see', () => {
       } as unknown as Publisher);
       expect(report.sources.find((s) => s.source === 'served')).toMatchObject({
         conflicts: 1,
+        conflictIds: 1,
         eventsStored: 2,
       });
       expect(formatStatus(report)).toMatch(/conflicts {7}1/);
@@ -140,5 +180,45 @@ describe('conflicts an operator can see', () => {
       await sync.close();
       await feed.close();
     }
+  });
+});
+
+describe('migration 0007', () => {
+  const schema = uniqueSchema('conflicts_0007');
+  const store = createStore({ url: TEST_DATABASE_URL, schema, max: 1 });
+  let folder = '';
+  afterAll(async () => {
+    await store.close();
+    await dropSchema(schema);
+    if (folder) await rm(folder, { recursive: true, force: true });
+  });
+
+  it('keeps the newest recorded version of each id and counts the others', async () => {
+    folder = await mkdtemp(join(tmpdir(), 'feedsync-0007-'));
+    const from = fileURLToPath(new URL('../../migrations/', import.meta.url));
+    const names = await migrationNames();
+    const copy = (name: string) => copyFile(join(from, `${name}.sql`), join(folder, `${name}.sql`));
+    for (const name of names.filter((n) => n < '0007')) await copy(name);
+    await migrate(store, { folder: pathToFileURL(`${folder}/`) });
+    const t = `"${schema}".conflicts`;
+    await store.pool.query(
+      `INSERT INTO ${t} (source, event_id, first_sha256, second_sha256, raw, received_via)
+       VALUES ('s', 'x', 'f', 'a', '{"v": 1}', 'feed'), ('s', 'x', 'f', 'b', '{"v": 2}', 'webhook'),
+              ('s', 'y', 'f', 'a', '{"v": 1}', 'feed'), ('s', 'x', 'f', 'c', '{"v": 3}', 'feed')`,
+    );
+    await copy(names.find((n) => n.startsWith('0007_'))!);
+    await migrate(store, { folder: pathToFileURL(`${folder}/`) });
+    const { rows } = await store.pool.query(
+      `SELECT event_id, second_sha256, raw, versions_seen::int FROM ${t} ORDER BY event_id`,
+    );
+    expect(rows).toEqual([
+      { event_id: 'x', second_sha256: 'c', raw: { v: 3 }, versions_seen: 3 },
+      { event_id: 'y', second_sha256: 'a', raw: { v: 1 }, versions_seen: 1 },
+    ]);
+    const again = store.pool.query(
+      `INSERT INTO ${t} (source, event_id, first_sha256, second_sha256, raw, received_via)
+       VALUES ('s', 'y', 'f', 'z', '{}', 'feed')`,
+    );
+    await expect(again).rejects.toMatchObject({ code: '23505' });
   });
 });

@@ -68,6 +68,11 @@ describe('a next_after that does not move forward fails the run; the cursor stay
       page: { after: id(10), nextAfter: id(10) },
       code: /CURSOR_STUCK|would not move/,
     },
+    {
+      name: 'a full page whose next_after is two million characters long',
+      page: { after: id(10), nextAfter: `n${'0'.repeat(2_000_000)}` },
+      code: /next_after is 2000001 characters long, more than an event id may be \(500\)/,
+    },
   ])(
     '$name: exit 1, the page not stored, the cursor where it was',
     async ({ name, page, code }) => {
@@ -77,6 +82,8 @@ describe('a next_after that does not move forward fails the run; the cursor stay
       const run = await runCli(['sync', '--once'], env(source), 60_000);
       expect(run.code, run.stderr).toBe(1);
       expect(run.stderr).toMatch(code);
+      // A value the feed controls is quoted by its start, never whole.
+      expect(run.stdout.length + run.stderr.length).toBeLessThan(20_000);
       // The pages before the bad one commit; the cursor never takes the bad page's value.
       expect(await cursorOf(box.store, source)).toBe(page.after);
       expect(await storedCount(box.store, source)).toBe(EVENTS.findIndex((e) => e.id === page.after) + 1);

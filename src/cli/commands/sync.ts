@@ -6,9 +6,10 @@ export function syncCommand(): Command {
   return new Command('sync')
     .description('Page the events feed into Postgres and hand every new event to BullMQ.')
     .addOption(
-      new Option('--once', 'page until caught up, drain the outbox, exit (CronJob; the default)').conflicts(
-        'watch',
-      ),
+      new Option(
+        '--once',
+        'page until caught up (or SYNC_ONCE_MAX_MS), drain the outbox, exit (CronJob; the default)',
+      ).conflicts('watch'),
     )
     .addOption(
       new Option(
@@ -24,8 +25,9 @@ export function syncCommand(): Command {
         'retrying (the outbox could not be drained counts: the events are stored), 2 needs an operator,\n' +
         'retrying cannot help: configuration or usage (an unknown --source included), a type filter that\n' +
         "differs from the cursor's, a cursor the feed no longer knows (the line names the fix: cursor set,\n" +
-        'cursor reset, reconcile), 3 key rejected. With --watch an unknown cursor fails each run (backing\n' +
-        'off) until the cursor is moved.',
+        'cursor reset, reconcile), 3 key rejected, 4 not caught up: the run stopped at SYNC_ONCE_MAX_MS\n' +
+        '(default 15 min) before the end of the feed, kept what it read, and the next run goes on from the\n' +
+        'cursor. With --watch an unknown cursor fails each run (backing off) until the cursor is moved.',
     )
     .action(
       action(

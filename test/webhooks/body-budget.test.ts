@@ -1,0 +1,50 @@
+import { describe, expect, it } from 'vitest';
+import { bodyBudget } from '../../src/webhooks/body-budget.js';
+
+describe('bodyBudget', () => {
+  let clock = 0;
+  const make = () => bodyBudget({ maxBytes: 100, evictAfterMs: 1_000, now: () => clock });
+
+  it('holds what was reserved, refuses what does not fit, and has room again once released', () => {
+    clock = 0;
+    const budget = make();
+    const a = budget.open(() => {});
+    const b = budget.open(() => {});
+    expect(a.reserve(60)).toBe(true);
+    expect(b.reserve(50)).toBe(false);
+    expect(budget.held()).toBe(60);
+    a.release();
+    a.release();
+    expect(budget.held()).toBe(0);
+    expect(b.reserve(50)).toBe(true);
+  });
+
+  it('evicts the oldest body still arriving once it is old enough, never the one asking nor a whole one', () => {
+    clock = 0;
+    const budget = make();
+    const evicted: string[] = [];
+    const whole = budget.open(() => evicted.push('whole'));
+    whole.reserve(30);
+    whole.complete();
+    const old = budget.open(() => evicted.push('old'));
+    old.reserve(30);
+    clock = 500;
+    const young = budget.open(() => evicted.push('young'));
+    young.reserve(30);
+    const asking = budget.open(() => evicted.push('asking'));
+    // The oldest arriving body is 500 ms old: too young to give up its room.
+    clock = 900;
+    expect(asking.reserve(20)).toBe(false);
+    clock = 1_000;
+    expect(asking.reserve(20)).toBe(true);
+    expect(evicted).toEqual(['old']);
+    expect(budget.held()).toBe(80);
+    // Its own room is freed already; the evicted reader's release changes nothing.
+    old.release();
+    expect(budget.held()).toBe(80);
+    // Next in line, `young` (started at 500), is not old enough at 1,200.
+    clock = 1_200;
+    expect(asking.reserve(30)).toBe(false);
+    expect(evicted).toEqual(['old']);
+  });
+});
