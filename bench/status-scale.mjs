@@ -153,7 +153,7 @@ async function main() {
     });
     const helpRun = timeCli(['--help']);
     rows.push({ measure: '`feedsync --help` (start-up alone)', result: both(helpRun), against: '' });
-    const now = await timeQuery(statusStatement(store.schema), [names, null, 50]);
+    const now = await timeQuery(statusStatement(store.schema), [names, null, 50, 30_000]);
     const before = await timeQuery(BEFORE(s), [names]);
     rows.push({
       measure: "`status`'s statement alone (its backend's CPU)",
@@ -163,7 +163,7 @@ async function main() {
     });
     await client.end();
 
-    const metrics = createMetrics(dbGauges(store, names), names);
+    const metrics = createMetrics(dbGauges(store, names, 30_000), names);
     const scrapes = [];
     let series = 0;
     for (let i = 0; i < RUNS; i++) {

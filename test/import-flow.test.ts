@@ -13,7 +13,7 @@ const SRC = new URL('../src/', import.meta.url).pathname;
 const LAYERS: readonly (readonly string[])[] = [
   ['cli.ts', 'cli', 'index.ts'],
   ['doctor', 'simulator'],
-  ['sync', 'webhooks'],
+  ['sync', 'webhooks', 'consumer'],
   ['compose'],
   ['metrics'],
   ['queue'],

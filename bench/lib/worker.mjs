@@ -33,9 +33,9 @@ function memoryOf(pid) {
  * arguments) as its own process, with the image's node flags unless told others, and measures it from spawn to exit, sampling its
  * memory every `sampleMs`. With `cpu` ({pg, redisPid, simPid}) it also measures
  * the CPU time of the worker, its Postgres backends, Redis and the simulator.
- * Resolves with the wall time, the run's own summary line, the memory peak and
- * the CPU times in ms. A run that exits non-zero rejects, unless `anyExit` (a run
- * against a Redis the bench stops may end 1): then `code` tells.
+ * Resolves with the wall time, the exit code, the run's own summary line (and every log
+ * line), the memory peak and the CPU times in ms. A run that exits non-zero rejects,
+ * unless `anyExit` (a run against a Redis the bench stops may end 1): then `code` tells.
  */
 export function runWorker(
   env,
@@ -84,11 +84,11 @@ export function runWorker(
       const wallMs = performance.now() - started;
       clearInterval(timer);
       clearTimeout(killer);
-      const summary = stdout
+      const lines = stdout
         .split('\n')
         .filter((l) => l.startsWith('{'))
-        .map((l) => JSON.parse(l))
-        .find((l) => l.msg === 'sync run finished');
+        .map((l) => JSON.parse(l));
+      const summary = lines.find((l) => l.msg === 'sync run finished');
       if (code !== 0 && !anyExit) {
         reject(new Error(`sync exited with ${code ?? signal}: ${stderr.slice(-2000)}${stdout.slice(-2000)}`));
         return;
@@ -101,7 +101,7 @@ export function runWorker(
             simulator: cpuMs(cpu.simPid) - sim0,
           }
         : null;
-      resolve({ wallMs, code, summary, peakRssMb: hwm / 1024, samples, cpu: cpuTimes });
+      resolve({ wallMs, code, summary, lines, peakRssMb: hwm / 1024, samples, cpu: cpuTimes });
     });
   });
 }

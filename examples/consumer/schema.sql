@@ -2,13 +2,8 @@
 -- "feedsync_example_consumer"), which consumer.ts creates and marks as its own.
 -- consumer.ts runs this file at start; every statement can run again.
 
--- One row per event handled: the idempotency key. A job that runs twice (a retry, a
--- requeue, a replayed cursor) finds its row and changes nothing.
-CREATE TABLE IF NOT EXISTS processed_events (
-  event_key    text        PRIMARY KEY,  -- "<source>/<event id>", the BullMQ job id
-  type         text        NOT NULL,
-  processed_at timestamptz NOT NULL DEFAULT now()
-);
+-- Which events were handled is recorded by feedsync/consumer in its own table,
+-- feedsync_inbox, made in the same schema by consumer.migrate().
 
 -- The latest known state of each message this application sent: by account (the
 -- source, feedsync's cursor key) and the service's id, since two accounts may use
@@ -28,7 +23,7 @@ CREATE TABLE IF NOT EXISTS messages (
 CREATE TABLE IF NOT EXISTS suppressed_addresses (
   address   text        PRIMARY KEY,
   reason    text        NOT NULL,   -- email.bounced or email.complained
-  event_key text        NOT NULL,
+  event_key text        NOT NULL,   -- "<source>/<event id>"
   since     timestamptz NOT NULL
 );
 

@@ -6,6 +6,7 @@ import { startSimulator } from '../simulator/index.js';
 import { quoteSchema } from '../store/db.js';
 import { migrate } from '../store/migrate.js';
 import { createSync } from '../sync/sync.js';
+import { consumeDemoJobs } from './demo-consumer.js';
 import { clearDemoPrefix, dropDemoSchema, markSchema } from './demo-sandbox.js';
 
 /** Used unless DATABASE_SCHEMA / QUEUE_PREFIX name others. */
@@ -88,16 +89,41 @@ export async function runDemo(base: Config, logger: Logger, out: (line: string) 
     );
     out('   email_status table:');
     for (const r of statuses.rows) out(`   ${r.email_id}  ${r.status.padEnd(10)} ${r.recipients.join(', ')}`);
+    const contacts = await store.pool.query<{ email: string; status: string }>(
+      `SELECT email, status FROM ${s}.contact_status ORDER BY email`,
+    );
+    out('   contact_status table:');
+    for (const c of contacts.rows) out(`   ${c.email.padEnd(28)} ${c.status}`);
+    // Printed for the person who ran the demo; addresses never go to the logs.
+    const suppressed = await store.pool.query<{ address: string; reason: string; event_id: string }>(
+      `SELECT address, reason, event_id FROM ${s}.suppressions ORDER BY address`,
+    );
+    out('   suppressions table (feedsync send refuses these addresses unless --allow-suppressed):');
+    for (const r of suppressed.rows) out(`   ${r.address.padEnd(28)} ${r.reason.padEnd(12)} ${r.event_id}`);
     out('5. BullMQ queues (job counts):');
     for (const queue of [config.queues.emailEvents, config.queues.contactEvents]) {
       out(`   ${prefix}:${queue}  ${JSON.stringify(await publisher.counts(queue))}`);
     }
+    const consumed = await consumeDemoJobs({
+      pool: store.pool,
+      schema,
+      prefix,
+      queues: [config.queues.emailEvents, config.queues.contactEvents],
+      publisher,
+      logger,
+    });
+    const once = [...consumed.applied.values()].reduce((a, b) => a + b, 0);
+    out(
+      `6. a consumer (createConsumer, feedsync/consumer) took ${consumed.completed} jobs and applied ${once} ` +
+        `events once each to its own table ${schema}.app_events (inbox: ${schema}.feedsync_inbox):`,
+    );
+    for (const [type, n] of consumed.applied) out(`   ${type.padEnd(21)} ${n}`);
     const after = sim.stats().emails_sent;
     out(
-      `6. emails sent by the service: ${sent} before the sync, ${after} after: ${after === sent ? 'no mail was sent again' : 'MAIL WAS SENT AGAIN'}`,
+      `7. emails sent by the service: ${sent} before the sync, ${after} after: ${after === sent ? 'no mail was sent again' : 'MAIL WAS SENT AGAIN'}`,
     );
     out(`   look around: psql -h 127.0.0.1 -U postgres -c 'SELECT * FROM ${schema}.events'`);
-    return after === sent && first.drained ? 0 : 1;
+    return after === sent && first.drained && once === consumed.completed ? 0 : 1;
   } finally {
     await sync.close();
     await sim.close();

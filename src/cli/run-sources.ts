@@ -6,7 +6,9 @@ import { dbGauges } from '../metrics/db-gauges.js';
 import { createMetrics } from '../metrics/metrics.js';
 import { pushMetrics } from '../metrics/push.js';
 import { startWorkerHealth } from '../metrics/worker-health.js';
-import { claimDue, ensureLeaseRows, leaseHolderOf, nextDueInMs, takeLease } from '../store/lease.js';
+import { ensureLeaseRows, leaseHolderOf, nextDueInMs, takeLease } from '../store/lease.js';
+import { pruneRound, startRetentionLoop } from '../store/retention-loop.js';
+import { startFleetClaims } from '../sync/fleet-claims.js';
 import { type Outcome, runEachOnce, type Turn, watchSources } from '../sync/scheduler.js';
 import {
   applierFor,
@@ -36,6 +38,8 @@ export async function runSources(
   opts: { watch: boolean; migrate: boolean },
 ): Promise<number> {
   const log = logger.child({ module: 'cli' });
+  // The per-worker rounds of a watch (lease rows, the outbox's sweep): once an interval, between 1 and 60 s.
+  const upkeepMs = Math.min(60_000, Math.max(1_000, config.syncIntervalMs));
   const names = config.sources.map((s) => s.source);
   // Without a sources file the one source needs FEED_BASE_URL and a key: a usage error at start.
   if (config.sourcesFile === null) requireService(config);
@@ -50,10 +54,13 @@ export async function runSources(
     relay: {
       onPublished: (queue, count) => metrics.onPublished(queue, count),
       onPublishDelay: (seconds) => metrics.onPublishDelay(seconds),
+      // A watch's turns leave the outbox to the relay: it reads it on this timer for rows
+      // nobody offers (a failed publication, a worker that died), about once an interval.
+      ...(opts.watch ? { sweepMs: upkeepMs } : {}),
     },
   });
   // The metrics read their gauges from the parts' store; the relay, made on first use, counts into them.
-  const metrics = createMetrics(dbGauges(parts.store, names), names);
+  const metrics = createMetrics(dbGauges(parts.store, names, config.syncIntervalMs), names);
   const { store, publisher, relay } = parts;
   const applier = applierFor(config, store);
   let lastBeat = Date.now();
@@ -115,7 +122,8 @@ export async function runSources(
   try {
     // Once, before any turn starts, so that two turns never migrate at the same time.
     await syncOf(names[0]!).checkSchema();
-    await ensureLeaseRows(store, names);
+    // Rows an earlier run committed but did not publish: the relay reads them first.
+    relay.kick();
     const scheduled = {
       concurrency: config.syncConcurrency,
       signal: shutdown.signal,
@@ -125,6 +133,7 @@ export async function runSources(
     };
     if (!opts.watch) {
       const started = performance.now();
+      await ensureLeaseRows(store, names);
       // Who holds a source this run skipped, and until when: wait for it, rather than look for a second worker.
       const heldBy = new Map<string, Holder>();
       const outcomes = await runEachOnce({
@@ -149,8 +158,15 @@ export async function runSources(
       let handOverError: unknown = null;
       if (!shutdown.signal.aborted) {
         try {
-          relay.kick();
           await relay.drain();
+          // Pruning once a run, not once a source.
+          await pruneRound({
+            store,
+            logger,
+            days: config.eventsRetentionDays,
+            outboxHours: config.queues.outboxRetentionHours,
+            signal: shutdown.signal,
+          });
         } catch (err) {
           handedOver = false;
           handOverError = err;
@@ -213,9 +229,18 @@ export async function runSources(
       },
       'watching the feeds',
     );
+    const claims = await startFleetClaims({ store, sources: names, lease, everyMs: upkeepMs, logger });
+    // Pruning once a minute a replica, not once a turn.
+    const retention = startRetentionLoop({
+      store,
+      logger,
+      days: config.eventsRetentionDays,
+      outboxHours: config.queues.outboxRetentionHours,
+      intervalMs: 60_000,
+    });
     // A source that a once run (or another worker) ran moments ago is due an interval after
     // that turn, and quiet turns log at debug: say why nothing happens meanwhile.
-    const firstDueMs = await nextDueInMs(store, names, Number.MAX_SAFE_INTEGER);
+    const firstDueMs = await nextDueInMs(store, Number.MAX_SAFE_INTEGER);
     if (firstDueMs > 0) {
       log.info(
         { nextDueInMs: firstDueMs },
@@ -226,8 +251,7 @@ export async function runSources(
     try {
       await watchSources({
         ...scheduled,
-        claim: (limit) => claimDue(store, names, limit, lease),
-        nextDueInMs: (atMost) => nextDueInMs(store, names, atMost),
+        claim: (limit) => claims.claim(limit),
         logger,
         onBeat: beat,
         onOutcome: (outcome) => {
@@ -237,6 +261,8 @@ export async function runSources(
         },
       });
     } finally {
+      await claims.stop();
+      await retention.stop();
       await health.close();
     }
     return 0;

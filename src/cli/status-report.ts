@@ -32,6 +32,12 @@ export interface SourceStatus {
   failuresInRow: number;
   /** Why its last turn failed, while it keeps failing (a key file missing, a rejected key…); null otherwise. */
   lastError: string | null;
+  /**
+   * A source of the file due for longer than SYNC_INTERVAL_MS that no worker claimed (or
+   * with no lease row yet): the replicas do not keep up, or none runs it. Also counted by
+   * feedsync_sources_overdue.
+   */
+  overdue: boolean;
   outboxBacklog: number;
   quarantined: number;
   /** Versions of stored event ids served again with other content (the first version kept). */
@@ -81,6 +87,7 @@ interface Row {
   last_error: string | null;
   due_at: Date | null;
   due_later: boolean | null;
+  overdue: boolean | null;
   quarantined: string | null;
   conflicts: string | null;
   conflict_ids: string | null;
@@ -116,6 +123,7 @@ export async function statusReport(
     [...names],
     opts.only ?? null,
     limit,
+    config.syncIntervalMs,
   ]);
   const queues: StatusReport['queues'] = {};
   for (const name of [config.queues.emailEvents, config.queues.contactEvents]) {
@@ -152,6 +160,7 @@ export async function statusReport(
       nextDueAt: !r.live && r.due_later && r.due_at !== null ? r.due_at.toISOString() : null,
       failuresInRow: r.failures ?? 0,
       lastError: r.last_error,
+      overdue: r.overdue ?? false,
       outboxBacklog: backlog.get(r.source) ?? 0,
       quarantined: Number(r.quarantined ?? 0),
       conflicts: Number(r.conflicts ?? 0),
@@ -185,6 +194,7 @@ export function formatStatus(report: StatusReport): string {
       ...(s.failuresInRow > 0
         ? [`  failing         ${s.failuresInRow} turns in a row: ${s.lastError ?? 'unknown error'}`]
         : []),
+      ...(s.overdue ? ['  overdue         due for over SYNC_INTERVAL_MS, not claimed by any worker'] : []),
       `  outbox backlog  ${s.outboxBacklog}`,
       `  quarantined     ${s.quarantined}`,
       `  conflicts       ${s.conflicts}${s.conflicts > 0 ? ` (${s.conflictIds} event id${s.conflictIds === 1 ? '' : 's'})` : ''}`,

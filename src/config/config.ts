@@ -213,33 +213,7 @@ export function loadConfig(
   env: Env = process.env,
   readFile = (p: string) => readFileSync(p, 'utf8'),
 ): Config {
-  const raw: Env = {};
-  for (const name of Object.keys(fields)) {
-    const value = env[name];
-    raw[name] = value === '' ? undefined : value;
-  }
-  for (const name of FILE_VARIANTS) {
-    const file = env[`${name}_FILE`];
-    if (!file) continue;
-    if (raw[name] !== undefined)
-      throw new ConfigError(`${name}: set either ${name} or ${name}_FILE, not both`);
-    try {
-      raw[name] = readFile(file).trim();
-    } catch (err) {
-      throw new ConfigError(
-        `${name}_FILE: cannot read ${file} (${(err as NodeJS.ErrnoException).code ?? 'error'})`,
-      );
-    }
-  }
-
-  const parsed = z.object(fields).safeParse(raw);
-  if (!parsed.success) {
-    const issue = parsed.error.issues[0]!;
-    const name = String(issue.path[0]);
-    // The message names the variable, never its value: it may be a secret.
-    throw new ConfigError(`${name}: ${issue.message}`);
-  }
-  const v = parsed.data;
+  const { raw, values: v } = parseFields(fields, env, readFile);
 
   if (v.FEED_BASE_URL !== undefined) {
     const problem = checkBaseUrl(v.FEED_BASE_URL);
@@ -315,6 +289,89 @@ export function loadConfig(
     given: Object.keys(raw).filter((name) => raw[name] !== undefined),
   };
   return deepFreeze(config);
+}
+
+/** The variables of `shape` read from `env` (`<NAME>_FILE` too), checked; or a ConfigError naming the first wrong one. */
+function parseFields<S extends Partial<typeof fields>>(
+  shape: S,
+  env: Env,
+  readFile: (p: string) => string,
+): { raw: Env; values: z.infer<z.ZodMiniObject<S>> } {
+  const raw: Env = {};
+  for (const name of Object.keys(shape)) {
+    const value = env[name];
+    raw[name] = value === '' ? undefined : value;
+  }
+  for (const name of FILE_VARIANTS.filter((n) => n in shape)) {
+    const file = env[`${name}_FILE`];
+    if (!file) continue;
+    if (raw[name] !== undefined)
+      throw new ConfigError(`${name}: set either ${name} or ${name}_FILE, not both`);
+    try {
+      raw[name] = readFile(file).trim();
+    } catch (err) {
+      throw new ConfigError(
+        `${name}_FILE: cannot read ${file} (${(err as NodeJS.ErrnoException).code ?? 'error'})`,
+      );
+    }
+  }
+  const parsed = z.object(shape).safeParse(raw);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0]!;
+    const name = String(issue.path[0]);
+    // The message names the variable, never its value: it may be a secret.
+    throw new ConfigError(`${name}: ${issue.message}`);
+  }
+  return { raw, values: parsed.data };
+}
+
+/**
+ * What a consumer (`feedsync/consumer`) reads of the environment: the queues'
+ * Redis and names, and how long feedsync may hand an event over again, with the
+ * worker's names, defaults and checks, so that both ends agree.
+ */
+export interface ConsumerSettings {
+  readonly redis: RedisSettings;
+  readonly queues: Pick<
+    Config['queues'],
+    'prefix' | 'emailEvents' | 'contactEvents' | 'outboxRetentionHours'
+  >;
+  readonly logLevel: Config['logLevel'];
+}
+
+/** Parses the consumer's variables (REDIS_*, QUEUE_*, OUTBOX_RETENTION_HOURS, LOG_LEVEL) when a consumer is created. */
+export function loadConsumerSettings(
+  env: Env = process.env,
+  readFile = (p: string) => readFileSync(p, 'utf8'),
+): ConsumerSettings {
+  const { values: v } = parseFields(
+    {
+      REDIS_URL: fields.REDIS_URL,
+      REDIS_CLUSTER: fields.REDIS_CLUSTER,
+      REDIS_SENTINELS: fields.REDIS_SENTINELS,
+      REDIS_SENTINEL_NAME: fields.REDIS_SENTINEL_NAME,
+      REDIS_WAIT_REPLICAS: fields.REDIS_WAIT_REPLICAS,
+      QUEUE_PREFIX: fields.QUEUE_PREFIX,
+      QUEUE_EMAIL_EVENTS: fields.QUEUE_EMAIL_EVENTS,
+      QUEUE_CONTACT_EVENTS: fields.QUEUE_CONTACT_EVENTS,
+      OUTBOX_RETENTION_HOURS: fields.OUTBOX_RETENTION_HOURS,
+      LOG_LEVEL: fields.LOG_LEVEL,
+    },
+    env,
+    readFile,
+  );
+  const redis = parseRedisSettings(v);
+  if (redis.cluster === true && hashTagOf(v.QUEUE_PREFIX) === null) throw missingHashTagError(v.QUEUE_PREFIX);
+  return deepFreeze({
+    redis,
+    queues: {
+      prefix: v.QUEUE_PREFIX,
+      emailEvents: v.QUEUE_EMAIL_EVENTS,
+      contactEvents: v.QUEUE_CONTACT_EVENTS,
+      outboxRetentionHours: v.OUTBOX_RETENTION_HOURS,
+    },
+    logLevel: v.LOG_LEVEL,
+  });
 }
 
 /**

@@ -9,6 +9,8 @@ export interface GaugeSource {
   /** Per source: seconds since its newest stored event's created_at, future dates left out (absent while nothing is stored). */
   cursorLagSeconds(): Promise<ReadonlyMap<string, number>>;
   outboxBacklog(): Promise<number>;
+  /** Sources due for a whole interval that no worker claimed (the fleet's count, from the lease rows). */
+  sourcesOverdue(): Promise<number>;
   /** Per source: when it last caught up (unix seconds), from its cursor row (absent before the first time). */
   lastSuccessSeconds(): Promise<ReadonlyMap<string, number>>;
   /** A fleet's sources by state, and the `k` worst of each list (fleet-gauges.ts). */
@@ -18,7 +20,7 @@ export interface GaugeSource {
 /** A page committed, as the sync tells it (its onCommit hook). */
 export interface CommitCounts {
   pages: number;
-  result: Pick<ApplyResult, 'inserted' | 'duplicates' | 'quarantined' | 'conflicts'>;
+  result: Pick<ApplyResult, 'inserted' | 'duplicates' | 'quarantined' | 'conflicts' | 'contactsWithoutEmail'>;
 }
 
 /** The hooks of one source's runs; the sync's SyncHooks take them as they are. */
@@ -96,6 +98,13 @@ export function createMetrics(gauges: GaugeSource, sources: readonly string[]): 
     labelNames: bySource,
     registers: [registry],
   });
+  // One series for every source: rare, and the log of the receiver or the status of the
+  // events table tells which; a source label would add a series per source for it.
+  const contactsWithoutEmail = new Counter({
+    name: 'feedsync_contact_events_without_email_total',
+    help: 'contact.* events stored and enqueued without a data.email to key contact_status and suppressions by (they update neither).',
+    registers: [registry],
+  });
   const pages = new Counter({
     name: 'feedsync_pages_total',
     help: 'Feed pages committed.',
@@ -170,6 +179,15 @@ export function createMetrics(gauges: GaugeSource, sources: readonly string[]): 
     },
   });
 
+  new Gauge({
+    name: 'feedsync_sources_overdue',
+    help: 'Sources due for a whole SYNC_INTERVAL_MS that no worker has claimed (all workers alike: read from the lease rows).',
+    registers: [registry],
+    async collect() {
+      this.set(await gauges.sourcesOverdue().catch(() => Number.NaN));
+    },
+  });
+
   const hooksFor = (source: string): SourceHooks => {
     const labels = labelsOf(source);
     return {
@@ -179,6 +197,7 @@ export function createMetrics(gauges: GaugeSource, sources: readonly string[]): 
         if (info.result.duplicates > 0) duplicates.inc(labels, info.result.duplicates);
         if (info.result.quarantined > 0) quarantined.inc(labels, info.result.quarantined);
         if (info.result.conflicts > 0) conflicts.inc(labels, info.result.conflicts);
+        if (info.result.contactsWithoutEmail > 0) contactsWithoutEmail.inc(info.result.contactsWithoutEmail);
       },
       onFeedResponse: ({ status, seconds }) =>
         requests.observe({ ...labels, status: String(status) }, seconds),
@@ -224,6 +243,7 @@ export function createMetrics(gauges: GaugeSource, sources: readonly string[]): 
         events_duplicate: await sum('feedsync_events_duplicate_total'),
         events_quarantined: await sum('feedsync_events_quarantined_total'),
         events_conflict: await sum('feedsync_events_conflict_total'),
+        contact_events_without_email: await sum('feedsync_contact_events_without_email_total'),
         pages: await sum('feedsync_pages_total'),
         feed_retries: await sum('feedsync_feed_retries_total'),
         jobs_published: await sum('feedsync_jobs_published_total'),

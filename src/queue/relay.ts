@@ -30,9 +30,9 @@ export interface RelayOptions {
    */
   remindMs?: number;
   /**
-   * How long the loop sleeps without a kick before it looks at the outbox anyway,
-   * in ms. Default 60000. Rows can be committed with nobody left to kick: a
-   * webhook delivery whose commit finished after its 503 went out.
+   * How often the loop reads the outbox without a kick, busy or idle, in ms. Default
+   * 60000. Rows can be committed with nobody left to kick: a webhook delivery whose
+   * commit finished after its 503 went out, a worker that died before publishing.
    */
   sweepMs?: number;
   /** Offered rows in memory past which ready() waits and offers are left to the outbox. Default 4 × batchSize. */
@@ -153,6 +153,8 @@ export function startRelay(opts: RelayOptions): Relay {
   let generation = 0;
   let failures = 0;
   let lastError: unknown = null;
+  /** performance.now() of the last read of the outbox: the sweep is due sweepMs after it. */
+  let lastRead = performance.now();
   /** When the failures in a row began, and when the last warning about them was logged. */
   let failingSince = 0;
   let warnedAt = 0;
@@ -238,6 +240,7 @@ export function startRelay(opts: RelayOptions): Relay {
   const readOutbox = async (gen: number): Promise<void> => {
     // Consume the kick before the read: a kick that lands while it runs asks for one more.
     kicked = false;
+    lastRead = performance.now();
     const skip = offered.map((o) => o.entry.seq);
     const asked = readRows;
     const rows = await outbox.unpublished(asked, skip, batchBytes);
@@ -299,7 +302,7 @@ export function startRelay(opts: RelayOptions): Relay {
   const idle = async (): Promise<void> => {
     wake = new AbortController();
     // A sleep that ends by itself (no offer, kick or stop) is a sweep: an empty outbox costs one index look-up.
-    await sleep(sweepMs, wake.signal).then(
+    await sleep(Math.max(0, lastRead + sweepMs - performance.now()), wake.signal).then(
       () => {
         kicked = true;
       },
@@ -341,6 +344,8 @@ export function startRelay(opts: RelayOptions): Relay {
 
   const loop = async (): Promise<void> => {
     while (!stopped) {
+      // Offers keep a busy relay awake: the sweep comes on its time all the same.
+      if (performance.now() - lastRead >= sweepMs) kicked = true;
       if (!kicked && offered.length === 0) {
         await idle();
         continue;

@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { sendTest } from './api-routes.js';
 import type { SimContext } from './context.js';
 import { badRequest } from './errors.js';
+import { recordsOf } from './records.js';
 import { type Route, route } from './router.js';
 
 /** Feed events the dashboard shows by default, and at most. */
@@ -20,8 +21,9 @@ const ASSETS = {
 
 /**
  * The dashboard at `/`: the service's Webhooks page (registrations, the last 50
- * deliveries with their HTTP status, Resend, Send test), the sent emails and the
- * newest feed events, per account; and the small JSON endpoints it reads.
+ * deliveries with their HTTP status, Resend, Send test), the sent emails, the
+ * newest feed events and what feedsync's contact and suppression records will hold,
+ * per account; and the small JSON endpoints it reads.
  * Loopback only, like the rest of `/_sim`.
  */
 export function dashboardRoutes(ctx: SimContext): Route[] {
@@ -82,6 +84,12 @@ export function dashboardRoutes(ctx: SimContext): Route[] {
       }
       return { status: 200, body: { data: account.log.newest(Number(limit)), total: account.log.size } };
     }),
+
+    // What a worker that syncs this account will hold in contact_status and suppressions.
+    route('GET', '/_sim/accounts/:account/records', 'control', ({ params }) => ({
+      status: 200,
+      body: recordsOf(ctx.accounts.byAccountId(params.account!).log.realEvents()),
+    })),
 
     route('POST', '/_sim/webhooks/:id/test', 'control', ({ params }) =>
       sendTest(ctx, ctx.accounts.webhook(params.id!)),

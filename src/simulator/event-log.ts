@@ -116,6 +116,11 @@ export class EventLog {
     return event;
   }
 
+  /** The events emitted one by one (sends, contact events, tests), in feed order; not the backlog. */
+  *realEvents(): Generator<ServiceEvent> {
+    for (const run of this.runs) if ('events' in run) yield* run.events;
+  }
+
   /** The event at `position`, 1..size. */
   at(position: number): ServiceEvent {
     const run = this.runAt(position);

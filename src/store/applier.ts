@@ -47,6 +47,12 @@ export interface ApplyResult {
   conflicts: number;
   /** Ids among them with no conflict recorded before: what is worth a warning, the rest being counted. */
   firstConflicts: number;
+  /**
+   * New contact.* events of this batch without a string data.email that keys an
+   * address (address-key.ts): stored and enqueued, but they update no contact_status
+   * or suppression.
+   */
+  contactsWithoutEmail: number;
   /** Outbox rows this batch added. */
   outboxRows: number;
   /** Those rows, in seq order, with their events: what the relay publishes once the batch has committed. */
@@ -78,7 +84,7 @@ export interface ApplierOptions {
 
 /**
  * The page applier. Each batch is one statement (see apply-statement.ts): events,
- * the email_status projection, outbox rows, quarantine, conflicts and the cursor
+ * the email_status, contact_status and suppressions projections, outbox rows, quarantine, conflicts and the cursor
  * move commit together or not at all. The cursor row must exist (ensureCursor)
  * for a compare-and-set to succeed. An event Postgres can never store is that
  * event's problem, not its batch's: when the statement fails so, the batch is
@@ -177,6 +183,7 @@ export function createApplier(
         quarantined: row.quarantined,
         conflicts: row.conflicts,
         firstConflicts: row.first_conflicts,
+        contactsWithoutEmail: row.contacts_without_email,
         outboxRows: row.outbox_seqs.length,
         outbox: outboxEntries(batch.source, row, inserted),
       };
@@ -228,6 +235,7 @@ export function nothingApplied(): ApplyResult {
     quarantined: 0,
     conflicts: 0,
     firstConflicts: 0,
+    contactsWithoutEmail: 0,
     outboxRows: 0,
     outbox: [],
   };

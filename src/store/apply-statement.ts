@@ -1,3 +1,5 @@
+import { addressKeySql } from './address-key.js';
+
 /**
  * The page applier's single statement: a chain of data-modifying CTEs that stores a
  * whole batch in one round trip (one statement is one transaction).
@@ -12,6 +14,15 @@
  *   fold  one row per email, so that one upsert per email suffices (no joins: a
  *         batch may hold thousands of events)
  *   up    email_status upsert that never moves backwards
+ *   contact  the new contact.* events, keyed by data.email (address-key.ts; NULL: no key)
+ *   latest   the latest (created_at, id) of each address's contact events in the batch
+ *   cs    contact_status upsert where that is later than the stored one; RETURNING the
+ *         contacts whose state changed
+ *   hard  per recipient address of the new email.bounced and email.complained events,
+ *         the event that outranks the others (complained > bounced, then the earliest)
+ *   sup   suppressions upsert: the hard ones, and the contacts that changed to
+ *         unsubscribed (but for a hard address), each where it outranks the stored row
+ *   lift  the unsubscribe suppressions of the contacts that changed to subscribed
  *   ob    outbox rows for the new routed events, in feed order (no copy of the event)
  *   q     quarantine rows, gated on go
  *   seen  the batch's events (and repeats within it) whose id was stored before
@@ -44,6 +55,15 @@
  * jsonb), so key order or an offset written differently is no conflict. Of the
  * counts, conflicts is the versions new to their ids' rows and first_conflicts the
  * ids whose row is new (their first conflict).
+ */
+/*
+ * Why contact_status and suppressions come out the same in any order of arrival (the
+ * rules of docs/DATA.md): contact_status keeps the maximum by (created_at, id), and the
+ * hard suppressions the maximum by (rank, earliest): both are merges that ignore order
+ * and grouping. An unsubscribe suppression mirrors the contact's state while no hard
+ * reason holds: it is written or lifted only when that state changes (cs returns the
+ * row), and a hard reason replaces it for good. sup and lift never name the same row,
+ * and neither names a row twice: Postgres cannot modify one row twice in a statement.
  */
 export function applyStatement(quotedSchema: string): string {
   // Made once per schema: a worker builds an applier for every turn of every source.
@@ -81,6 +101,14 @@ function buildStatement(quotedSchema: string): string {
     `jsonb_build_object('id', ${t}.id, 'type', ${t}.type, 'created_at', ` +
     `to_char(${createdAt} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'), 'data', ${t}.data)::text`;
   const sha = (text: string) => `encode(sha256(convert_to(${text}, 'UTF8')), 'hex')`;
+  const reasonRank = (reason: string) =>
+    `(CASE ${reason} WHEN 'unsubscribed' THEN 1 WHEN 'bounced' THEN 2 WHEN 'complained' THEN 3 END)`;
+  // A stored suppression gives way to a higher reason; between two unsubscribes to the
+  // later (the contact's latest event), between two equal hard ones to the earlier.
+  const suppressionWins =
+    `(${reasonRank('excluded.reason')} > ${reasonRank('s.reason')} OR (excluded.reason = s.reason AND ` +
+    `CASE s.reason WHEN 'unsubscribed' THEN (excluded.at, excluded.event_id) > (s.at, s.event_id) ` +
+    `ELSE (excluded.at, excluded.event_id) < (s.at, s.event_id) END))`;
 
   return `
 WITH input AS (
@@ -147,6 +175,54 @@ WITH input AS (
     ${pick(recipientsWin, 'recipients')}, ${pick(recipientsWin, 'recipients_event_id')},
     ${pick(recipientsWin, 'recipients_event_at')},
     updated_at = now()
+  RETURNING 1
+), contact AS MATERIALIZED (
+  SELECT id, created_at, substr(type, 9) AS status,
+    CASE WHEN jsonb_typeof(data->'email') = 'string' THEN ${addressKeySql(`data->>'email'`)} END AS email
+  FROM ins WHERE type IN ('contact.subscribed', 'contact.unsubscribed')
+), latest AS (
+  SELECT DISTINCT ON (email) email, status, id, created_at FROM contact
+  WHERE email IS NOT NULL
+  ORDER BY email, created_at DESC, id COLLATE "C" DESC
+), cs AS (
+  INSERT INTO ${s}.contact_status AS c (source, email, status, last_event_id, last_event_at)
+  SELECT $1::text, email, status, id, created_at FROM latest
+  -- Sorted, as every upsert here, so that two writers of the same addresses cannot deadlock.
+  ORDER BY email
+  ON CONFLICT (source, email) DO UPDATE SET status = excluded.status,
+    last_event_id = excluded.last_event_id, last_event_at = excluded.last_event_at, updated_at = now()
+  WHERE (excluded.last_event_at, excluded.last_event_id) > (c.last_event_at, c.last_event_id)
+  RETURNING c.email, c.status, c.last_event_id, c.last_event_at
+), hard AS MATERIALIZED (
+  SELECT DISTINCT ON (address) address, reason, id, created_at FROM (
+    SELECT ${addressKeySql('a.address')} AS address, substr(n.type, 7) AS reason, n.id, n.created_at
+    FROM ins n CROSS JOIN LATERAL (
+      SELECT r #>> '{}' AS address FROM jsonb_array_elements(CASE jsonb_typeof(n.data->'to')
+          WHEN 'array' THEN n.data->'to' WHEN 'string' THEN jsonb_build_array(n.data->'to') ELSE '[]' END) AS r
+        WHERE jsonb_typeof(r) = 'string') a
+    WHERE n.type IN ('email.bounced', 'email.complained')
+  ) r
+  WHERE address IS NOT NULL
+  ORDER BY address, ${reasonRank('reason')} DESC, created_at, id COLLATE "C"
+), sup AS (
+  INSERT INTO ${s}.suppressions AS s (source, address, reason, event_id, at)
+  SELECT $1::text, address, reason, id, created_at FROM (
+    SELECT address, reason, id, created_at FROM hard
+    UNION ALL
+    SELECT email, status, last_event_id, last_event_at FROM cs
+    WHERE status = 'unsubscribed' AND NOT EXISTS (SELECT FROM hard h WHERE h.address = cs.email)
+  ) x
+  ORDER BY address
+  ON CONFLICT (source, address) DO UPDATE SET reason = excluded.reason, event_id = excluded.event_id,
+    at = excluded.at, updated_at = now()
+  WHERE ${suppressionWins}
+  RETURNING 1
+), lift AS (
+  -- A row written since this statement began is not seen here: the rule's one gap,
+  -- on the side of not sending (docs/DATA.md, Suppressions).
+  DELETE FROM ${s}.suppressions s USING cs
+  WHERE cs.status = 'subscribed' AND s.source = $1::text AND s.address = cs.email AND s.reason = 'unsubscribed'
+    AND NOT EXISTS (SELECT FROM hard h WHERE h.address = cs.email)
   RETURNING 1
 ), ob AS (
   -- No payload: the job's data is the event, read back from events only when a crash
@@ -215,5 +291,6 @@ SELECT (SELECT ok FROM go) AS ok, (SELECT ok FROM held) AS held,
   -- JSON, not arrays: JSON.parse reads a thousand strings far faster than the driver's array parser.
   (SELECT coalesce(json_agg(seq::text ORDER BY seq), '[]') FROM ob) AS outbox_seqs,
   (SELECT coalesce(json_agg(event_id ORDER BY seq), '[]') FROM ob) AS outbox_ids,
-  (SELECT count(*) FROM up)::int AS projected`;
+  (SELECT count(*) FROM up)::int AS projected,
+  (SELECT count(*) FROM contact WHERE email IS NULL)::int AS contacts_without_email`;
 }

@@ -87,11 +87,6 @@ export async function setCursor(
   return rowCount === 1;
 }
 
-/** Records that a run of `source` caught up now. */
-export async function markSuccess(store: Store, source: string): Promise<void> {
-  await store.pool.query(`UPDATE ${cursors(store)} SET last_success_at = now() WHERE source = $1`, [source]);
-}
-
 /** Whether `source` has stored the event `id`: a next_after that names one points back (src/sync/cursor-guard.ts). */
 export async function isStored(store: Store, source: string, id: string): Promise<boolean> {
   const { rows } = await store.pool.query(

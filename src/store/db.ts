@@ -57,6 +57,33 @@ export interface EmailStatusTable {
   updated_at: DefaultTimestamp;
 }
 
+export type ContactStatusValue = 'subscribed' | 'unsubscribed';
+
+/** The latest contact event of each address (by created_at, then id). */
+export interface ContactStatusTable {
+  source: string;
+  /** data.email, trimmed and lower-cased (address-key.ts). */
+  email: string;
+  status: ContactStatusValue;
+  last_event_id: string;
+  last_event_at: Timestamp;
+  updated_at: DefaultTimestamp;
+}
+
+export type SuppressionReason = 'bounced' | 'complained' | 'unsubscribed';
+
+/** An address not to send to from this source, and the event that decided it (docs/DATA.md). */
+export interface SuppressionsTable {
+  source: string;
+  /** A recipient or a contact's email, trimmed and lower-cased (address-key.ts). */
+  address: string;
+  reason: SuppressionReason;
+  event_id: string;
+  /** The created_at of that event. */
+  at: Timestamp;
+  updated_at: DefaultTimestamp;
+}
+
 export interface OutboxTable {
   /** bigserial: pg returns int8 as a string, which keeps every value exact. */
   seq: Generated<string>;
@@ -106,6 +133,8 @@ export interface Database {
   cursors: CursorsTable;
   source_counts: SourceCountsTable;
   email_status: EmailStatusTable;
+  contact_status: ContactStatusTable;
+  suppressions: SuppressionsTable;
   outbox: OutboxTable;
   quarantine: QuarantineTable;
   conflicts: ConflictsTable;

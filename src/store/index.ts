@@ -6,9 +6,11 @@ export {
   createApplier,
   type EventRoute,
 } from './applier.js';
-export { type CursorRow, ensureCursor, getCursor, markSuccess, setCursor } from './cursor.js';
+export { type CursorRow, ensureCursor, getCursor, setCursor } from './cursor.js';
 export {
   type ConflictsTable,
+  type ContactStatusTable,
+  type ContactStatusValue,
   type CursorsTable,
   createStore,
   type Database,
@@ -20,6 +22,8 @@ export {
   queryBuilder,
   type Store,
   type StoreOptions,
+  type SuppressionReason,
+  type SuppressionsTable,
 } from './db.js';
 export { claimDue, ensureLeaseRows, type LeaseOptions, type SourceLease, takeLease } from './lease.js';
 export { migrate, type SchemaState, schemaState } from './migrate.js';

@@ -20,6 +20,8 @@ export interface ApplyRow {
   quarantined: number;
   conflicts: number;
   first_conflicts: number;
+  /** New contact.* events without a usable data.email: stored and enqueued, projected nowhere. */
+  contacts_without_email: number;
   /** The outbox rows the part added, in seq order: their seq (int8 as text) and event id. */
   outbox_seqs: string[];
   outbox_ids: string[];
@@ -103,6 +105,7 @@ export async function applyIsolated(
       total.quarantined += row.quarantined;
       total.conflicts += row.conflicts;
       total.first_conflicts += row.first_conflicts;
+      total.contacts_without_email += row.contacts_without_email;
       total.outbox_seqs.push(...row.outbox_seqs);
       total.outbox_ids.push(...row.outbox_ids);
     };

@@ -15,13 +15,18 @@ export interface SourceLease {
   /** Aborted when the lease is lost: another worker took it, or it could not be renewed in time. */
   readonly signal: AbortSignal;
   readonly lost: boolean;
+  /** The source's cursor, read with the lease; null: the source has none yet. */
+  readonly cursor: LeasedCursor | null;
   /**
    * Stops renewing and gives the lease back, the source due again `dueInMs` from now
    * (0: at once). `failed` counts the turn in the row's failures, else resets them;
-   * `error` (one line, no secrets) is kept for `status` until a turn that did not fail.
-   * A lease already lost is left to its new holder. Safe to call twice.
+   * `error` (one line, no secrets) is kept for `status` until a turn that did not fail;
+   * `succeeded` stamps the cursor's last_success_at (the turn caught up), in the same
+   * statement. A lease already lost is left to its new holder. Safe to call twice.
    */
-  release(opts?: { dueInMs?: number; failed?: boolean; error?: string }): Promise<void>;
+  release(opts?: { dueInMs?: number; failed?: boolean; error?: string; succeeded?: boolean }): Promise<void>;
+  /** Gives the lease back as it was found: due time, failures and error untouched (a source this worker does not run). */
+  putBack(): Promise<void>;
 }
 
 export interface LeaseOptions {
@@ -41,12 +46,176 @@ export class LeaseLostError extends Error {
 
 const leases = (store: Store): string => `${quoteSchema(store.schema)}.leases`;
 
+/** A held lease's source, as the claim read it with the lease: no statement of its own. */
+export interface LeasedCursor {
+  /** The id to read after; null: the start of the feed. */
+  afterId: string | null;
+  /** The type filter the cursor was built with; null: every type. */
+  types: string[] | null;
+}
+
+/** The source's sort key in the claim's order (migrations/0008): when it falls due. */
+const NEXT_AT = `coalesce(CASE WHEN holder IS NULL THEN due_at ELSE expires_at END, '-infinity'::timestamptz)`;
+
+/**
+ * Makes the lease rows of these sources, free, where missing, `batch` names a
+ * statement; returns how many it made. The rows follow the sources file: a replica
+ * runs this at start and on a timer, so a row deleted by hand comes back.
+ */
+export async function ensureLeaseRows(
+  store: Store,
+  sources: readonly string[],
+  batch = 5_000,
+): Promise<number> {
+  let made = 0;
+  for (let i = 0; i < sources.length; i += batch) {
+    const { rowCount } = await store.pool.query(
+      `INSERT INTO ${leases(store)} (source) SELECT unnest($1::text[]) ON CONFLICT (source) DO NOTHING`,
+      [sources.slice(i, i + batch)],
+    );
+    made += rowCount ?? 0;
+  }
+  return made;
+}
+
+interface TakenRow {
+  source: string | null;
+  token: string;
+  failures: number;
+  has_cursor: boolean;
+  after_id: string | null;
+  types: string[] | null;
+}
+
+/** The taken rows joined with their cursors: the turn reads no cursor of its own. */
+const WITH_CURSOR = (schema: string) => `
+SELECT t.source, t.token, t.failures, c.source IS NOT NULL AS has_cursor, c.after_id, c.types
+FROM taken t LEFT JOIN ${schema}.cursors c ON c.source = t.source`;
+
+// A row locked by a commit in flight (see apply-statement.ts) is skipped, not waited for:
+// a frozen or cut-off writer never makes a taker wait, and the next claim tries again.
+// A missing row is made; the same statement cannot take it (its snapshot predates it).
+const TAKE = (store: Store) => {
+  const table = leases(store);
+  return `
+WITH created AS (
+  INSERT INTO ${table} (source) VALUES ($1::text) ON CONFLICT (source) DO NOTHING RETURNING source
+), taken AS (
+  UPDATE ${table} l SET holder = $2::text, token = l.token + 1,
+    expires_at = now() + $3::int * interval '1 millisecond', taken_at = now()
+  FROM (
+    SELECT source FROM ${table}
+    WHERE source = $1::text AND (holder IS NULL OR expires_at <= now())
+    FOR UPDATE SKIP LOCKED
+  ) free
+  WHERE l.source = free.source
+  RETURNING l.source, l.token::text AS token, l.failures
+)
+SELECT taken.*, (SELECT count(*) FROM created)::int AS created FROM (SELECT) one LEFT JOIN (${WITH_CURSOR(quoteSchema(store.schema))}) taken ON true`;
+};
+
+/**
+ * Takes the lease of `source` when it is free or its holder's lease ran out, whatever
+ * its due time (a once run, a cursor command), with the source's cursor. Null when
+ * another worker holds it. One statement, two when the row had to be made.
+ */
+export async function takeLease(
+  store: Store,
+  source: string,
+  opts: LeaseOptions,
+): Promise<SourceLease | null> {
+  const text = TAKE(store);
+  for (let attempt = 0; attempt < 2; attempt++) {
+    const { rows } = await store.pool.query<TakenRow & { created: number }>(text, [
+      source,
+      opts.holder,
+      opts.leaseMs,
+    ]);
+    const row = rows[0];
+    if (row?.source) return held(store, { ...row, source: row.source }, opts);
+    if (!row?.created) return null;
+  }
+  return null;
+}
+
+/** What a claim took, and when the next source falls due. */
+export interface Claimed {
+  leases: SourceLease[];
+  /** Milliseconds until the next source not taken here is due (0: one is due now); null: no other source. */
+  nextDueInMs: number | null;
+}
+
+/**
+ * The claim: $1 holder, $2 lease ms, $3 limit, $4 only these sources (null: any), $5
+ * not these. Exported for bench/claim-cost.mjs, which explains it.
+ */
+export function claimStatement(store: Store): string {
+  const table = leases(store);
+  const inScope = `($4::text[] IS NULL OR source = ANY ($4::text[])) AND NOT (source = ANY ($5::text[]))`;
+  return `WITH due AS (
+       SELECT source FROM ${table}
+       WHERE ${NEXT_AT} <= now() AND ${inScope}
+       ORDER BY ${NEXT_AT}, source
+       LIMIT $3::int
+       FOR UPDATE SKIP LOCKED
+     ), taken AS (
+       UPDATE ${table} l SET holder = $1::text, token = l.token + 1,
+         expires_at = now() + $2::int * interval '1 millisecond', taken_at = now()
+       FROM due
+       WHERE l.source = due.source
+       RETURNING l.source, l.token::text AS token, l.failures
+     ), next AS (
+       SELECT min(${NEXT_AT}) AS at FROM ${table}
+       WHERE ${inScope} AND NOT (source = ANY (ARRAY(SELECT source FROM due)))
+     )
+     SELECT claimed.*, (extract(epoch FROM greatest(next.at, now()) - now()) * 1000)::float8 AS next_ms
+     FROM next LEFT JOIN (${WITH_CURSOR(quoteSchema(store.schema))}) claimed ON true`;
+}
+
+/**
+ * Which lease rows a claim looks at: every row but those `except` names (sources of no
+ * file this worker runs), or only those `only` names (a worker of one source among
+ * many: `sync --source`).
+ */
+export type ClaimScope = { only: readonly string[] } | { except: readonly string[] };
+
+/**
+ * Claims up to `limit` sources that are due and free, most overdue first, with their
+ * cursors, in one statement: a source is due when its last turn gave the lease back
+ * at least its interval ago (due_at), or when its holder's lease ran out in the middle
+ * of a turn. The claim reads the lease rows in that order over an index; with the
+ * scope `except` (the lease rows follow the file: ensureLeaseRows) it names no source
+ * of the file, so its cost does not grow with the file. Rows another claim or a commit
+ * has locked are skipped (SKIP LOCKED), so replicas claiming at once never wait on each
+ * other nor take the same source. The same statement says when the next source in
+ * scope is due, for the loop's sleep.
+ */
+export async function claimDue(
+  store: Store,
+  limit: number,
+  opts: LeaseOptions,
+  scope: ClaimScope = { except: [] },
+): Promise<Claimed> {
+  const { rows } = await store.pool.query<TakenRow & { next_ms: number | null }>(claimStatement(store), [
+    opts.holder,
+    opts.leaseMs,
+    Math.max(0, limit),
+    'only' in scope ? namesLiteral(scope.only) : null,
+    'except' in scope ? scope.except : [],
+  ]);
+  const next = rows[0]?.next_ms;
+  return {
+    leases: rows.flatMap(({ source, ...row }) => (source ? [held(store, { ...row, source }, opts)] : [])),
+    nextDueInMs: next === null || next === undefined ? null : Math.max(0, Math.ceil(next)),
+  };
+}
+
 const literals = new WeakMap<readonly string[], string>();
 
 /**
  * The names as a Postgres text[] literal, made once per list: a watch loop passes the
- * same list of thousands of sources to every claim, and the driver would serialise it
- * each time. Names hold no control characters (sources-file.ts), so quoting is enough.
+ * same list to every claim, and the driver would serialise it each time. Names hold
+ * no control characters (sources-file.ts), so quoting is enough.
  */
 function namesLiteral(sources: readonly string[]): string {
   let literal = literals.get(sources);
@@ -57,94 +226,29 @@ function namesLiteral(sources: readonly string[]): string {
   return literal;
 }
 
-/** Makes the lease rows of these sources, free, where missing. One statement. */
-export async function ensureLeaseRows(store: Store, sources: readonly string[]): Promise<void> {
-  await store.pool.query(
-    `INSERT INTO ${leases(store)} (source) SELECT unnest($1::text[]) ON CONFLICT (source) DO NOTHING`,
-    [sources],
-  );
-}
-
-interface TakenRow {
-  source: string;
-  token: string;
-  failures: number;
-}
-
-// A row locked by a commit in flight (see apply-statement.ts) is skipped, not waited for:
-// a frozen or cut-off writer never makes a taker wait, and the next claim tries again.
-const TAKE = (table: string) => `
-UPDATE ${table} l SET holder = $2::text, token = l.token + 1,
-  expires_at = now() + $3::int * interval '1 millisecond', taken_at = now()
-FROM (
-  SELECT source FROM ${table}
-  WHERE source = $1::text AND (holder IS NULL OR expires_at <= now())
-  FOR UPDATE SKIP LOCKED
-) free
-WHERE l.source = free.source
-RETURNING l.source, l.token::text AS token, l.failures`;
-
 /**
- * Takes the lease of `source` when it is free or its holder's lease ran out, whatever
- * its due time (a once run, a cursor command). Null when another worker holds it.
+ * Milliseconds until the next source is due (0 when one is due now), at most `atMost`:
+ * what a watch says at start when nothing is due yet. Over the claim's index.
  */
-export async function takeLease(
-  store: Store,
-  source: string,
-  opts: LeaseOptions,
-): Promise<SourceLease | null> {
-  await ensureLeaseRows(store, [source]);
-  const { rows } = await store.pool.query<TakenRow>(TAKE(leases(store)), [source, opts.holder, opts.leaseMs]);
-  const row = rows[0];
-  return row ? held(store, row, opts) : null;
-}
-
-/**
- * Claims up to `limit` of `sources` that are due and free, most overdue first, in one
- * statement: a source is due when its last turn gave the lease back at least its
- * interval ago (due_at), or when its holder's lease ran out in the middle of a turn.
- * Rows another claim or a commit has locked are skipped (SKIP LOCKED), so replicas
- * claiming at once never wait on each other nor take the same source.
- */
-export async function claimDue(
-  store: Store,
-  sources: readonly string[],
-  limit: number,
-  opts: LeaseOptions,
-): Promise<SourceLease[]> {
-  if (limit <= 0) return [];
-  const table = leases(store);
-  const { rows } = await store.pool.query<TakenRow>(
-    `UPDATE ${table} l SET holder = $2::text, token = l.token + 1,
-       expires_at = now() + $3::int * interval '1 millisecond', taken_at = now()
-     FROM (
-       SELECT source FROM ${table}
-       WHERE source = ANY($1::text[])
-         AND CASE WHEN holder IS NULL THEN due_at IS NULL OR due_at <= now() ELSE expires_at <= now() END
-       ORDER BY CASE WHEN holder IS NULL THEN due_at ELSE expires_at END NULLS FIRST, source
-       LIMIT $4::int
-       FOR UPDATE SKIP LOCKED
-     ) due
-     WHERE l.source = due.source
-     RETURNING l.source, l.token::text AS token, l.failures`,
-    [namesLiteral(sources), opts.holder, opts.leaseMs, limit],
-  );
-  return rows.map((row) => held(store, row, opts));
-}
-
-/**
- * Milliseconds until the next of `sources` is due (0 when one is due now), at most
- * `atMost`: how long a watch loop with a free lane sleeps.
- */
-export async function nextDueInMs(store: Store, sources: readonly string[], atMost: number): Promise<number> {
+export async function nextDueInMs(store: Store, atMost: number): Promise<number> {
   const { rows } = await store.pool.query<{ ms: number | null }>(
-    `SELECT (extract(epoch FROM min(CASE WHEN holder IS NULL THEN coalesce(due_at, now()) ELSE expires_at END) - now())
-        * 1000)::float8 AS ms
-     FROM ${leases(store)} WHERE source = ANY($1::text[])`,
-    [namesLiteral(sources)],
+    `SELECT (extract(epoch FROM greatest(min(${NEXT_AT}), now()) - now()) * 1000)::float8 AS ms FROM ${leases(store)}`,
   );
   const ms = rows[0]?.ms;
   return ms === null || ms === undefined ? atMost : Math.min(atMost, Math.max(0, Math.ceil(ms)));
+}
+
+/**
+ * How many sources have been due for longer than `graceMs` and not claimed: the
+ * replicas do not keep up, or run none of them. A source never turned yet counts until
+ * its first turn. Over the claim's index: it reads only the overdue rows.
+ */
+export async function overdueSources(store: Store, graceMs: number): Promise<number> {
+  const { rows } = await store.pool.query<{ n: string }>(
+    `SELECT count(*) AS n FROM ${leases(store)} WHERE ${NEXT_AT} < now() - $1::int * interval '1 millisecond'`,
+    [Math.round(graceMs)],
+  );
+  return Number(rows[0]?.n ?? 0);
 }
 
 /** Who holds a source now, for a message: null when it is free. */
@@ -188,7 +292,7 @@ export async function withLease<T>(
 }
 
 /** A taken lease: renewed at a third of its length until released or lost. */
-function held(store: Store, row: TakenRow, opts: LeaseOptions): SourceLease {
+function held(store: Store, row: TakenRow & { source: string }, opts: LeaseOptions): SourceLease {
   const table = leases(store);
   const controller = new AbortController();
   const lose = (why: string): void => {
@@ -226,34 +330,59 @@ function held(store: Store, row: TakenRow, opts: LeaseOptions): SourceLease {
   timer.unref();
 
   let released: Promise<void> | undefined;
-  const release = async (dueInMs: number, failed: boolean, error: string | null): Promise<void> => {
+  /** Stops renewing, then runs `statement` with the row's source and token unless the lease was lost. */
+  const giveBack = async (statement: string, params: readonly unknown[]): Promise<void> => {
     clearInterval(timer);
     // A lease already lost is its new holder's; a renewal in flight (Postgres unreachable) is not waited for then.
     if (controller.signal.aborted) return;
     await renewing;
     if (controller.signal.aborted) return;
-    // A release that fails (Postgres gone) leaves the lease to run out: nothing to undo.
-    await store.pool
-      .query(
-        `UPDATE ${table} SET holder = NULL, expires_at = NULL,
-         due_at = now() + $3::int * interval '1 millisecond',
-         failures = CASE WHEN $4::boolean THEN failures + 1 ELSE 0 END,
-         last_error = CASE WHEN $4::boolean THEN $5::text END
-       WHERE source = $1::text AND token = $2::bigint`,
-        [row.source, row.token, Math.max(0, Math.round(dueInMs)), failed, error],
-      )
-      .catch(() => {});
+    // A give-back that fails (Postgres gone) leaves the lease to run out: nothing to undo.
+    await store.pool.query(statement, [row.source, row.token, ...params]).catch(() => {});
   };
+  // One statement gives the lease back and records a turn that caught up (the cursor's last_success_at).
+  const release = (
+    dueInMs: number,
+    failed: boolean,
+    error: string | null,
+    succeeded: boolean,
+  ): Promise<void> =>
+    giveBack(
+      `WITH given AS (
+         UPDATE ${table} SET holder = NULL, expires_at = NULL,
+           due_at = now() + $3::int * interval '1 millisecond',
+           failures = CASE WHEN $4::boolean THEN failures + 1 ELSE 0 END,
+           last_error = CASE WHEN $4::boolean THEN $5::text END
+         WHERE source = $1::text AND token = $2::bigint
+         RETURNING source
+       )
+       UPDATE ${quoteSchema(store.schema)}.cursors c SET last_success_at = now()
+       FROM given WHERE $6::boolean AND c.source = given.source`,
+      [Math.max(0, Math.round(dueInMs)), failed, error, succeeded],
+    );
   return {
     source: row.source,
     token: row.token,
     failures: row.failures,
+    cursor: row.has_cursor ? { afterId: row.after_id, types: row.types } : null,
     signal: controller.signal,
     get lost() {
       return controller.signal.aborted;
     },
     release(o = {}) {
-      released ??= release(o.dueInMs ?? 0, o.failed ?? false, o.error?.slice(0, 500) ?? null);
+      released ??= release(
+        o.dueInMs ?? 0,
+        o.failed ?? false,
+        o.error?.slice(0, 500) ?? null,
+        o.succeeded ?? false,
+      );
+      return released;
+    },
+    putBack() {
+      released ??= giveBack(
+        `UPDATE ${table} SET holder = NULL, expires_at = NULL WHERE source = $1::text AND token = $2::bigint`,
+        [],
+      );
       return released;
     },
   };

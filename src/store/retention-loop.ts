@@ -20,32 +20,42 @@ export interface RetentionLoop {
 }
 
 /**
- * Pruning for a process that never runs a sync (`serve-webhooks` alone): the same
- * rounds a caught-up run ends with, on a timer, the first one at start. A failed
- * round is logged and the next one tries again.
+ * One round of pruning: published outbox rows past OUTBOX_RETENTION_HOURS, then, with
+ * EVENTS_RETENTION_DAYS, old events (for at most 5 s). Logged, never thrown: the next
+ * round tries again.
+ */
+export async function pruneRound(
+  opts: Omit<RetentionLoopOptions, 'intervalMs'> & { signal: AbortSignal },
+): Promise<void> {
+  try {
+    await pruneOutbox(opts.store, opts.outboxHours);
+  } catch (err) {
+    opts.logger
+      .child({ module: 'retention' })
+      .warn({ err }, 'pruning published outbox rows failed; the next round tries again');
+  }
+  if (opts.days !== null && !opts.signal.aborted) {
+    await pruneAfterRun(opts.store, {
+      days: opts.days,
+      outboxHours: opts.outboxHours,
+      signal: opts.signal,
+      logger: opts.logger,
+    });
+  }
+}
+
+/**
+ * Pruning on a timer, the first round at start: for `serve-webhooks`, and for the
+ * replicas of `sync --watch` (one round a replica, not one a turn). A failed round is
+ * logged and the next one tries again.
  */
 export function startRetentionLoop(opts: RetentionLoopOptions): RetentionLoop {
   const intervalMs = opts.intervalMs ?? 300_000;
   const stopping = new AbortController();
-  const log = opts.logger.child({ module: 'retention' });
   let timer: NodeJS.Timeout | undefined;
   let round: Promise<void> = Promise.resolve();
 
-  const once = async (): Promise<void> => {
-    try {
-      await pruneOutbox(opts.store, opts.outboxHours);
-    } catch (err) {
-      log.warn({ err }, 'pruning published outbox rows failed; the next round tries again');
-    }
-    if (opts.days !== null && !stopping.signal.aborted) {
-      await pruneAfterRun(opts.store, {
-        days: opts.days,
-        outboxHours: opts.outboxHours,
-        signal: stopping.signal,
-        logger: opts.logger,
-      });
-    }
-  };
+  const once = (): Promise<void> => pruneRound({ ...opts, signal: stopping.signal });
   const schedule = (delay: number) => {
     if (stopping.signal.aborted) return;
     timer = setTimeout(() => {

@@ -22,7 +22,7 @@ export const LAGGING_AFTER_SECONDS = 1800;
 export function sourceStatesSql(schema: string, names: string, opts: { andKnown?: boolean } = {}): string {
   const s = quoteSchema(schema);
   const join = opts.andKnown ? 'FULL JOIN' : 'LEFT JOIN';
-  return `SELECT source, coalesce(l.failures, 0) AS failures, c.last_success_at,
+  return `SELECT source, src.source IS NOT NULL AS named, coalesce(l.failures, 0) AS failures, c.last_success_at,
       extract(epoch FROM now() - n.newest_event_at)::float8 AS lag_seconds,
       coalesce(l.failures, 0) > 0 AS failing,
       coalesce(now() - n.newest_event_at > make_interval(secs => ${LAGGING_AFTER_SECONDS}), false) AS lagging,
@@ -38,7 +38,7 @@ export type StatusFilter = 'failing' | 'lagging' | null;
 
 /**
  * The statement of `status`: $1 the names to list besides the tables' sources, $2 one
- * source alone or null, $3 how many to list at most (null: every one). The totals come
+ * source alone or null, $3 how many to list at most (null: every one), $4 SYNC_INTERVAL_MS. The totals come
  * back on every row, and on one row of nulls when nothing is listed.
  */
 export function statusStatement(schema: string, filter: StatusFilter = null): string {
@@ -53,7 +53,7 @@ export function statusStatement(schema: string, filter: StatusFilter = null): st
          count(*) FILTER (WHERE ${kept}) AS matched
        FROM st
      ), listed AS (
-       SELECT source, failures, lag_seconds, lagging, never FROM st WHERE ${kept}
+       SELECT source, named, failures, lag_seconds, lagging, never FROM st WHERE ${kept}
        ORDER BY failures DESC, CASE WHEN lagging THEN lag_seconds END DESC NULLS LAST, never DESC, source
        LIMIT $3
      ), detail AS (
@@ -61,6 +61,9 @@ export function statusStatement(schema: string, filter: StatusFilter = null): st
        SELECT listed.*, c.after_id, c.types, c.last_success_at,
          k.holder, k.token::text AS token, k.expires_at, k.expires_at > now() AS live, k.last_error,
          k.due_at, k.due_at > now() AS due_later,
+         -- A source of the file due for a whole interval ($4, ms) that no worker claimed.
+         named AND coalesce(CASE WHEN k.holder IS NULL THEN k.due_at ELSE k.expires_at END, '-infinity')
+           < now() - $4::int * interval '1 millisecond' AS overdue,
          coalesce(n.events_stored, 0)::float8 AS events_stored, n.newest_event_at,
          (SELECT count(*) FROM ${s}.quarantine q WHERE q.source = listed.source) AS quarantined,
          (SELECT coalesce(sum(versions_seen), 0) FROM ${s}.conflicts x WHERE x.source = listed.source) AS conflicts,

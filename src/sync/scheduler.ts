@@ -1,6 +1,6 @@
 import { maxBackoffMs } from '../config/backoff.js';
 import type { Logger } from '../logger.js';
-import type { SourceLease } from '../store/lease.js';
+import type { Claimed, SourceLease } from '../store/lease.js';
 import { type RunResult, runFailed } from './sync.js';
 
 /**
@@ -46,6 +46,7 @@ async function turnUnder(
   const error = outcome.ok ? outcome.result.drainError : outcome.error;
   await lease.release({
     failed,
+    succeeded: outcome.ok && outcome.result.status === 'caught-up',
     dueInMs: stopped ? 0 : dueInMs(intervalMs, failed ? lease.failures + 1 : 0),
     ...(failed && (!outcome.ok || error !== undefined) ? { error: opts.describe(error) } : {}),
   });
@@ -119,10 +120,8 @@ export interface WatchSourcesOptions extends TurnOptions {
   concurrency: number;
   /** Aborted by SIGTERM: turns in flight stop at their next commit, no new one starts. */
   signal: AbortSignal;
-  /** Claims up to `limit` due sources in one statement (lease.ts claimDue). */
-  claim: (limit: number) => Promise<SourceLease[]>;
-  /** How long until the next source is due, at most `atMost` (lease.ts nextDueInMs). */
-  nextDueInMs: (atMost: number) => Promise<number>;
+  /** Claims up to `limit` due sources, and says when the next is due, in one statement (lease.ts claimDue). */
+  claim: (limit: number) => Promise<Claimed>;
   logger: Logger;
   /** Called whenever the loop shows it is alive. */
   onBeat?: () => void;
@@ -177,7 +176,8 @@ export async function watchSources(opts: WatchSourcesOptions): Promise<void> {
     const free = opts.concurrency - inFlight.size;
     if (free > 0) {
       try {
-        for (const lease of await opts.claim(free)) {
+        const claimed = await opts.claim(free);
+        for (const lease of claimed.leases) {
           const running = turnUnder(lease, opts, opts.signal).then((outcome) => {
             inFlight.delete(running);
             opts.onOutcome?.(outcome);
@@ -187,7 +187,8 @@ export async function watchSources(opts: WatchSourcesOptions): Promise<void> {
           inFlight.add(running);
         }
         // With a lane still free, sleep until the next source is due (a beat at most).
-        if (inFlight.size < opts.concurrency) waitMs = await opts.nextDueInMs(opts.intervalMs);
+        if (inFlight.size < opts.concurrency)
+          waitMs = Math.min(opts.intervalMs, claimed.nextDueInMs ?? opts.intervalMs);
         claimFailures = 0;
       } catch (err) {
         claimFailures++;

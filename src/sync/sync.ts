@@ -10,7 +10,7 @@ import type { Relay } from '../queue/relay.js';
 import { routeFor } from '../queue/routes.js';
 import { shellQuote } from '../shell-quote.js';
 import { type Applier, createApplier } from '../store/applier.js';
-import { ensureCursor, getCursor, isStored, markSuccess } from '../store/cursor.js';
+import { ensureCursor, getCursor, isStored } from '../store/cursor.js';
 import type { Store } from '../store/db.js';
 import { type LeaseOptions, type SourceLease, takeLease } from '../store/lease.js';
 import { migrate, schemaState } from '../store/migrate.js';
@@ -79,7 +79,9 @@ export interface SourceSync {
   runOnce(signal?: AbortSignal): Promise<RunResult>;
   /**
    * One turn under a lease taken elsewhere (the scheduler's claim): pages until caught
-   * up, the lease lost, the signal aborted or the limit reached, then drains the outbox.
+   * up, the lease lost, the signal aborted or the limit reached. Its statements are its
+   * commits: the cursor comes with the lease, the success is recorded when the caller
+   * gives the lease back, and the outbox is drained and pruned per worker, not per turn.
    * Leaves the lease to its caller, and the schema check too.
    */
   runHeld(lease: SourceLease, signal: AbortSignal, limit?: AbortSignal): Promise<RunResult>;
@@ -240,12 +242,51 @@ export function createSourceSync(deps: SourceSyncDeps): SourceSync {
       return { ...emptyRun(), status: 'locked', drained: true, durationMs: performance.now() - started };
     }
     let failed = true;
+    let succeeded = false;
     try {
-      const result = await runHeld(lease, signal, AbortSignal.timeout(settings.onceMaxMs));
-      failed = runFailed(result);
-      return { ...result, durationMs: performance.now() - started };
+      // Rows an earlier run committed but did not publish go first.
+      relay.kick();
+      const { drainError: _turns, ...result } = await runHeld(
+        lease,
+        signal,
+        AbortSignal.timeout(settings.onceMaxMs),
+      );
+      const drainError = result.status === 'stopped' ? undefined : await drainAndPrune(result.status, signal);
+      const drained = result.status !== 'stopped' && drainError === null;
+      failed = runFailed({ ...result, drained });
+      succeeded = result.status === 'caught-up';
+      return {
+        ...result,
+        drained,
+        ...(drainError ? { drainError } : {}),
+        durationMs: performance.now() - started,
+      };
     } finally {
-      await lease.release({ dueInMs: settings.intervalMs, failed });
+      await lease.release({ dueInMs: settings.intervalMs, failed, succeeded });
+    }
+  };
+
+  /**
+   * A once run's end: waits for the outbox to be published, prunes published rows and,
+   * after a catch-up, old events. Null when drained, else what kept the outbox back.
+   */
+  const drainAndPrune = async (status: RunStatus, signal: AbortSignal): Promise<unknown> => {
+    try {
+      await relay.drain();
+      await pruneOutbox(store, settings.outboxRetentionHours);
+      if (settings.eventsRetentionDays !== null && status === 'caught-up') {
+        await pruneAfterRun(store, {
+          days: settings.eventsRetentionDays,
+          outboxHours: settings.outboxRetentionHours,
+          signal,
+          logger,
+        });
+      }
+      return null;
+    } catch (err) {
+      if (err instanceof ConfigError) throw err;
+      log.error({ err }, 'the outbox could not be drained; the events are stored and the next run drains it');
+      return err;
     }
   };
 
@@ -255,15 +296,14 @@ export function createSourceSync(deps: SourceSyncDeps): SourceSync {
     limit?: AbortSignal,
   ): Promise<RunResult> => {
     const started = performance.now();
-    // Rows an earlier run committed but did not publish go first.
-    relay.kick();
     // One signal for the turn: SIGTERM or the lease lost stop it alike.
     const turn = linkedAbort(signal, lease.signal);
     hooks.onLeaseChange?.(true);
     const turnFeed = deps.openFeed();
     let result: CatchUpResult;
     try {
-      const cursor = await ensureCursor(store, source, settings.types);
+      // The claim read the cursor with the lease; a source's first turn makes it.
+      const cursor = lease.cursor ?? (await ensureCursor(store, source, settings.types));
       checkTypes(source, cursor.types, settings.types);
       result = await catchUp({
         source,
@@ -285,7 +325,6 @@ export function createSourceSync(deps: SourceSyncDeps): SourceSync {
       });
       // Stopped by the lease, not by SIGTERM: another worker has the source now.
       if (result.status === 'stopped' && lease.lost && !signal.aborted) result.status = 'lease-lost';
-      if (result.status === 'caught-up') await markSuccess(store, source);
     } finally {
       turn.dispose();
       hooks.onLeaseChange?.(false);
@@ -309,31 +348,16 @@ export function createSourceSync(deps: SourceSyncDeps): SourceSync {
           'back, and the next run reads from the cursor as it is now',
       );
     }
-    let drained = result.status !== 'stopped';
-    let drainError: unknown;
-    if (drained) {
-      try {
-        await relay.drain();
-        await pruneNowAndThen(store, settings.outboxRetentionHours);
-        if (settings.eventsRetentionDays !== null && result.status === 'caught-up') {
-          await pruneAfterRun(store, {
-            days: settings.eventsRetentionDays,
-            outboxHours: settings.outboxRetentionHours,
-            signal,
-            logger,
-          });
-        }
-      } catch (err) {
-        if (err instanceof ConfigError) throw err;
-        drained = false;
-        drainError = err;
-        log.error(
-          { err },
-          'the outbox could not be drained; the events are stored and the next run drains it',
-        );
-      }
-    }
-    return { ...result, drained, drainError, durationMs: performance.now() - started };
+    // The turn does not wait for its rows' jobs: the relay publishes them from memory, and
+    // the outbox keeps what it could not. A relay failing now (Redis down) fails the turn.
+    const failing = result.status === 'stopped' ? null : relay.lastError;
+    const drained = result.status !== 'stopped' && failing === null;
+    return {
+      ...result,
+      drained,
+      ...(failing === null ? {} : { drainError: failing }),
+      durationMs: performance.now() - started,
+    };
   };
 
   const reconcile = async (from: string | null, signal: AbortSignal = new AbortController().signal) => {
@@ -378,22 +402,6 @@ export function createSourceSync(deps: SourceSyncDeps): SourceSync {
   };
 
   return { runOnce, runHeld, reconcile, checkSchema };
-}
-
-/** When each store's outbox was last pruned (performance.now()). */
-const lastPruned = new WeakMap<Store, number>();
-const PRUNE_EVERY_MS = 60_000;
-
-/**
- * Prunes published outbox rows past their retention, at most once a minute per store:
- * rows are kept for hours, and a worker of many sources turns hundreds of times a second.
- */
-async function pruneNowAndThen(store: Store, retentionHours: number): Promise<void> {
-  const now = performance.now();
-  const last = lastPruned.get(store);
-  if (last !== undefined && now - last < PRUNE_EVERY_MS) return;
-  lastPruned.set(store, now);
-  await pruneOutbox(store, retentionHours);
 }
 
 /** A turn that did nothing: its counts at zero. */

@@ -140,6 +140,11 @@ export function createDeliveryHandler(opts: DeliveryHandlerOptions): DeliveryHan
     if (result.firstConflicts > 0)
       log.warn(ref, 'event id stored before with other content; first kept, conflict recorded');
     else if (result.conflicts > 0) log.debug(ref, 'event id came back with other content again; counted');
+    if (result.contactsWithoutEmail > 0)
+      log.warn(
+        ref,
+        'contact event without a usable data.email: stored and enqueued, contact_status and suppressions unchanged',
+      );
     log.debug({ ...ref, duplicate }, 'webhook event stored');
     return { status: 200, body: { received: true, id: event.id, stored: true, duplicate } };
   };

@@ -65,7 +65,9 @@ describe('input is checked before anything moves (exit 2)', () => {
   });
 
   it('send --from that is no address is refused before any request; a display name is fine', async () => {
-    const env = { PATH, ...testEnv({ schema: 'unused', prefix: 'unused', baseUrl: sim().baseUrl }) };
+    // A migrated schema: send checks the recipients against its suppressions (none here).
+    const box = await sandbox('cli_send_from');
+    const env = { PATH, ...testEnv({ schema: box.schema, prefix: box.prefix, baseUrl: sim().baseUrl }) };
     const fields = ['--to', 'b@example.com', '--subject', 'Hi', '--html', '<p>Hi</p>'];
     const before = requests('POST /api/emails');
     for (const from of ['nope', 'Acme app@example.com', '<app@example.com', 'a@b, c@d']) {

@@ -70,9 +70,19 @@ describe('feedsync demo', () => {
       expect(stdout).toContain('a second run stores 0 new events');
       expect(stdout).toMatch(new RegExp(`${prefix}:email-events\\s+\\{"waiting":11`));
       expect(stdout).toMatch(new RegExp(`${prefix}:contact-events\\s+\\{"waiting":2`));
+      expect(stdout).toContain(
+        `6. a consumer (createConsumer, feedsync/consumer) took 13 jobs and applied 13 events once each to its own table ${schema}.app_events`,
+      );
+      expect(stdout).toMatch(/^ {3}email\.sent {12}5$/m);
       expect(stdout).toContain('5 before the sync, 5 after: no mail was sent again');
+      // The suppressed addresses the demo made, on its output.
+      expect(stdout).toMatch(
+        /suppressions table[^\n]*\n {3}bounced@example\.com +bounced +evt_\d+\n {3}complained@example\.com +complained +evt_\d+\n {3}old\.reader@example\.com +unsubscribed +evt_\d+\n/,
+      );
+      expect(stdout).toMatch(/ {3}new\.reader@example\.com +subscribed\n/);
     }
-  });
+    // Two demos, each with a consumer that starts and stops: room for a busy machine.
+  }, 120_000);
 
   it('refuses to drop a schema or delete keys it did not make (exit 2), and leaves them', async () => {
     await sql(`CREATE SCHEMA "${foreignSchema}"; CREATE TABLE "${foreignSchema}".precious (id int)`);

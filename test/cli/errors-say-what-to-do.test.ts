@@ -1,4 +1,4 @@
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { setCursor } from '../../src/store/cursor.js';
 import { testEnv } from '../support/config.js';
 import { freePort, killChildren, runCli } from '../support/processes.js';
@@ -99,7 +99,12 @@ describe('errors that say what to do', () => {
       '--idempotency-key',
       key,
     ];
-    const env = () => ({ PATH, ...testEnv({ schema: 'unused', prefix: 'unused', baseUrl: sim().baseUrl }) });
+    // A migrated schema: send checks the recipients against its suppressions (none here).
+    let schema = '';
+    beforeAll(async () => {
+      schema = (await sandbox('cli_send')).schema;
+    });
+    const env = () => ({ PATH, ...testEnv({ schema, prefix: 'unused', baseUrl: sim().baseUrl }) });
 
     it('on a refused connection says that nothing was sent', async () => {
       const port = await freePort();

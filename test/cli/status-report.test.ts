@@ -40,4 +40,31 @@ describe('statusReport', () => {
     const only = await statusReport(config, store, noQueues, { only: 'feed' });
     expect(only.sources.map((s) => s.source)).toEqual(['feed']);
   });
+
+  it('says which sources of the file are overdue: due for over an interval, or without a lease row', async () => {
+    const own = await migratedStore('status_overdue');
+    try {
+      const config = testConfig(
+        { schema: own.store.schema, prefix: 'status-overdue' },
+        { FEED_SOURCE: 'late', SYNC_INTERVAL_MS: '60000' },
+      );
+      const t = `${own.store.schema}.leases`;
+      await own.store.pool.query(
+        `INSERT INTO ${t} (source, due_at) VALUES ('late', now() - interval '2 minutes')`,
+      );
+      const overdue = async () => (await statusReport(config, own.store, noQueues)).sources[0]!.overdue;
+      expect(await overdue()).toBe(true);
+      expect(formatStatus(await statusReport(config, own.store, noQueues))).toMatch(
+        / {2}overdue {9}due for over/,
+      );
+      // Due 30 s ago, inside one interval: a claim may still come.
+      await own.store.pool.query(`UPDATE ${t} SET due_at = now() - interval '30 seconds'`);
+      expect(await overdue()).toBe(false);
+      // No lease row at all: no worker will claim it until one makes the row.
+      await own.store.pool.query(`DELETE FROM ${t}`);
+      expect(await overdue()).toBe(true);
+    } finally {
+      await own.dispose();
+    }
+  });
 });

@@ -21,6 +21,9 @@ const COMMANDS = [
   ['webhooks', 'delete'],
   ['webhooks', 'test'],
   ['send'],
+  ['suppressions'],
+  ['suppressions', 'list'],
+  ['suppressions', 'remove'],
   ['requeue'],
   ['doctor'],
 ];

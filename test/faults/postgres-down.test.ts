@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { createLogger } from '../../src/logger.js';
-import { claimDue, ensureLeaseRows, nextDueInMs } from '../../src/store/lease.js';
+import { claimDue, ensureLeaseRows } from '../../src/store/lease.js';
 import { watchSources } from '../../src/sync/scheduler.js';
 import { createSync } from '../../src/sync/sync.js';
 import { testConfig } from '../support/config.js';
@@ -135,8 +135,7 @@ it('4. Postgres stopped: a once run exits 1 with the cursor intact; a watch run 
         signal: stop.signal,
         logger: createLogger({ level: 'silent' }),
         describe: String,
-        claim: (limit) => claimDue(sync.store, ['default'], limit, lease),
-        nextDueInMs: (atMost) => nextDueInMs(sync.store, ['default'], atMost),
+        claim: (limit) => claimDue(sync.store, limit, lease),
         turn: (held, signal) => sync.runHeld(held, signal),
         onOutcome: (o) => runs.push(o.ok ? o.result.status : 'failed'),
         // The claims fail while Postgres is down: the loop's own back-off.

@@ -115,7 +115,7 @@ const bySource = (samples: readonly Sample[], name: string): string[] =>
 
 describe('/metrics of a fleet', () => {
   it(`has at most ${MAX_SERIES} series at ${SOURCES.toLocaleString('en-US')} sources, and names the worst`, async () => {
-    const metrics = createMetrics(dbGauges(store, names), names);
+    const metrics = createMetrics(dbGauges(store, names, 30_000), names);
     const firstFailing = new Map(names.slice(20_000, 20_025).map((n, i) => [n, i + 1]));
     await setFailures(firstFailing);
     driveTurns(metrics, new Set(firstFailing.keys()));
@@ -172,7 +172,7 @@ describe('/metrics of a fleet', () => {
 
 describe('/metrics of one source', () => {
   it('keeps the series of one source as they were: every name, its labels, its number of series', async () => {
-    const metrics = createMetrics(dbGauges(store, ['s00003']), ['s00003']);
+    const metrics = createMetrics(dbGauges(store, ['s00003'], 30_000), ['s00003']);
     const hooks = metrics.hooksFor('s00003');
     const inserted = [{ id: 'a', type: 'email.sent', created_at: '2024-01-01T00:00:00Z', data: {} }];
     hooks.onCommit({
@@ -201,8 +201,9 @@ describe('/metrics of one source', () => {
         .join(',')}}`;
       shape.set(key, (shape.get(key) ?? 0) + 1);
     }
-    // As the release before fleets had them.
+    // As the release before fleets had them (and the two counts of no source since).
     expect([...shape].sort()).toEqual([
+      ['feedsync_contact_events_without_email_total{}', 1],
       ['feedsync_cursor_lag_seconds{source}', 1],
       ['feedsync_events_conflict_total{source}', 1],
       ['feedsync_events_duplicate_total{source}', 1],
@@ -226,6 +227,7 @@ describe('/metrics of one source', () => {
       ['feedsync_run_duration_seconds_sum{source}', 1],
       ['feedsync_run_failures_total{source}', 1],
       ['feedsync_source_held{source}', 1],
+      ['feedsync_sources_overdue{}', 1],
     ]);
   });
 });

@@ -9,6 +9,7 @@ const noGauges = {
   outboxBacklog: async () => 0,
   lastSuccessSeconds: async () => new Map<string, number>(),
   fleetStates: async () => ({ counts: { sources: 1, failing: 0, lagging: 0, neverSucceeded: 0 }, worst: [] }),
+  sourcesOverdue: async () => 0,
 };
 
 it('the type label of feedsync_events_stored_total is a known type or "other": 2,003 distinct types make at most 9 series', async () => {

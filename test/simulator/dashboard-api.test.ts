@@ -101,4 +101,35 @@ describe('the dashboard’s endpoints', () => {
     });
     expect((await call(sim(), 'POST', '/_sim/webhooks/wh_nope/test', { key: null })).status).toBe(404);
   });
+
+  it('answers what feedsync will hold in contact_status and suppressions, from the events a person made', async () => {
+    const other = 'sim_test_records_account_7';
+    const id = sim().account(other).id;
+    await call(sim(), 'POST', '/api/emails', {
+      key: other,
+      body: { ...EMAIL, to: ['Bounced@Example.test', 'complained@example.test', 'delivered@example.test'] },
+    });
+    const contact = (type: string, email: string) =>
+      call(sim(), 'POST', '/_sim/contacts', { key: null, body: { key: other, type, email } });
+    await contact('contact.unsubscribed', 'gone@example.test');
+    await contact('contact.unsubscribed', 'back@example.test');
+    await contact('contact.subscribed', 'back@example.test');
+    // An unsubscribe after the bounce: the bounce outranks it.
+    await contact('contact.unsubscribed', 'bounced@example.test');
+    const res = await get(`/_sim/accounts/${id}/records`);
+    expect(res.status).toBe(200);
+    const pairs = (rows: { [k: string]: string }[], key: string, value: string) =>
+      rows.map((r) => [r[key], r[value]]);
+    expect(pairs(res.body.suppressions, 'address', 'reason')).toEqual([
+      ['bounced@example.test', 'bounced'],
+      ['complained@example.test', 'complained'],
+      ['gone@example.test', 'unsubscribed'],
+    ]);
+    expect(pairs(res.body.contacts, 'email', 'status')).toEqual([
+      ['back@example.test', 'subscribed'],
+      ['bounced@example.test', 'unsubscribed'],
+      ['gone@example.test', 'unsubscribed'],
+    ]);
+    for (const s of res.body.suppressions) expect(s.event_id).toMatch(/^evt_/);
+  });
 });

@@ -104,6 +104,22 @@ describe('the dashboard in a real browser', () => {
 
     await page.locator('#account').selectOption(sim().account(TEST_API_KEY).id);
     await card.waitFor(WAIT);
+
+    // Records: the bounce above is suppressed; the form emits contact events that show up too.
+    const records = () =>
+      page
+        .locator('#records tr[data-record]')
+        .evaluateAll((trs) =>
+          trs.map((tr) => [tr.getAttribute('data-record'), tr.querySelector('.badge')?.textContent]),
+        );
+    await expect.poll(records, WAIT).toContainEqual(['bounced@example.test', 'bounced']);
+    await page.locator('#contact-email').fill('Ada@Example.test');
+    await page.getByRole('button', { name: 'Unsubscribe' }).click();
+    await expect.poll(records, WAIT).toContainEqual(['ada@example.test', 'unsubscribed']);
+    expect(await page.locator('#flash').textContent()).toMatch(/^Emitted contact\.unsubscribed evt_\d+$/);
+    await page.getByRole('button', { name: 'Subscribe', exact: true }).click();
+    await expect.poll(records, WAIT).toContainEqual(['ada@example.test', 'subscribed']);
+    expect(await page.locator('#suppression-rows').textContent()).not.toContain('ada@example.test');
     // DASHBOARD_SCREENSHOT=docs/dashboard.png refreshes the picture in the docs.
     const screenshot = process.env.DASHBOARD_SCREENSHOT;
     if (screenshot) await page.screenshot({ path: screenshot, fullPage: true });

@@ -52,6 +52,8 @@ describe('applier: events', () => {
       // The repeat of a within the batch has other data: kept out, and recorded.
       conflicts: 1,
       firstConflicts: 1,
+      // a has no data.email: stored and enqueued, no contact_status.
+      contactsWithoutEmail: 1,
       outboxRows: 1,
       outbox: [
         { seq: expect.any(String), source: 'dup', queue: route(a.type)!.queue, jobName: a.type, event: a },
@@ -164,6 +166,7 @@ describe('applier: events', () => {
       quarantined: 0,
       conflicts: 0,
       firstConflicts: 0,
+      contactsWithoutEmail: 0,
       outboxRows: 0,
       outbox: [],
     });
@@ -255,6 +258,7 @@ describe('applier: cursor compare-and-set', () => {
       quarantined: 0,
       conflicts: 0,
       firstConflicts: 0,
+      contactsWithoutEmail: 0,
       outboxRows: 0,
       outbox: [],
     });

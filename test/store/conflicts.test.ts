@@ -153,7 +153,7 @@ describe('conflicts an operator can see', () => {
       { schema: box.schema, prefix: box.prefix, baseUrl: feed.baseUrl },
       { FEED_SOURCE: 'served' },
     );
-    const metrics = createMetrics(dbGauges(box.store, ['served']), ['served']);
+    const metrics = createMetrics(dbGauges(box.store, ['served'], 30_000), ['served']);
     const sync = createSync(config, {
       logger: createLogger({ level: 'silent' }),
       store: box.store,

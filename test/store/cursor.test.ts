@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ensureCursor, getCursor, markSuccess, type Store, setCursor } from '../../src/store/index.js';
+import { ensureCursor, getCursor, type Store, setCursor } from '../../src/store/index.js';
 import { migratedStore } from './migrated-store.js';
 
 let store: Store;
@@ -45,13 +45,5 @@ describe('cursor', () => {
     expect(await getCursor(store, 'd')).toMatchObject({ afterId: null, types: ['contact.subscribed'] });
     await setCursor(store, 'd', null, null);
     expect(await getCursor(store, 'd')).toMatchObject({ afterId: null, types: null });
-  });
-
-  it('markSuccess stamps last_success_at', async () => {
-    await ensureCursor(store, 'e', null);
-    await markSuccess(store, 'e');
-    const row = await getCursor(store, 'e');
-    expect(row?.lastSuccessAt).toBeInstanceOf(Date);
-    expect(row?.afterId).toBeNull();
   });
 });

@@ -131,17 +131,17 @@ describe('claimDue', () => {
     );
     const held = await takeLease(store, 'c4', B);
     const [first, ...rest] = await Promise.all([
-      claimDue(store, names, 1, A),
-      claimDue(store, names, 5, { ...A, holder: 'host-c/3' }),
+      claimDue(store, 1, A, { only: names }),
+      claimDue(store, 5, { ...A, holder: 'host-c/3' }, { only: names }),
     ]);
-    const claimed = [...first!, ...rest.flat()].map((l) => l.source).sort();
-    expect(claimed).toEqual(['c1', 'c3']);
-    for (const lease of [...first!, ...rest.flat()]) await lease.release({ dueInMs: 60_000 });
-    expect(await claimDue(store, names, 5, A)).toEqual([]);
+    const all = [...first!.leases, ...rest.flatMap((c) => c.leases)];
+    expect(all.map((l) => l.source).sort()).toEqual(['c1', 'c3']);
+    for (const lease of all) await lease.release({ dueInMs: 60_000 });
+    expect((await claimDue(store, 5, A, { only: names })).leases).toEqual([]);
 
     // A holder whose lease ran out in the middle of a turn: its source is due at once.
     await expire('c4');
-    const again = await claimDue(store, names, 5, A);
+    const again = (await claimDue(store, 5, A, { only: names })).leases;
     expect(again.map((l) => l.source)).toEqual(['c4']);
     expect(held!.token).not.toBe(again[0]!.token);
     await again[0]!.release();
@@ -151,21 +151,74 @@ describe('claimDue', () => {
   it('claims sources whose names need quoting in an array literal', async () => {
     const names = ['q"uote', 'back\\slash', 'with space', 'com,ma', '{brace}', 'NULL', 'ünï😀'];
     await ensureLeaseRows(store, names);
-    const claimed = await claimDue(store, names, names.length, A);
+    const { leases: claimed } = await claimDue(store, names.length, A, { only: names });
     expect(claimed.map((l) => l.source).sort()).toEqual([...names].sort());
     for (const lease of claimed) await lease.release({ dueInMs: 60_000 });
   });
 
   it('counts failed turns in a row and forgets them after a good one', async () => {
     await ensureLeaseRows(store, ['f']);
-    let lease = (await claimDue(store, ['f'], 1, A))[0]!;
+    let lease = (await claimDue(store, 1, A, { only: ['f'] })).leases[0]!;
     expect(lease.failures).toBe(0);
     await lease.release({ failed: true });
-    lease = (await claimDue(store, ['f'], 1, A))[0]!;
+    lease = (await claimDue(store, 1, A, { only: ['f'] })).leases[0]!;
     expect(lease.failures).toBe(1);
     await lease.release();
-    lease = (await claimDue(store, ['f'], 1, A))[0]!;
+    lease = (await claimDue(store, 1, A, { only: ['f'] })).leases[0]!;
     expect(lease.failures).toBe(0);
     await lease.release();
+  });
+
+  it('claims over every lease row in the order they fall due, with the cursor, naming no source', async () => {
+    const own = await migratedStore('lease_all');
+    try {
+      const s = own.store;
+      await ensureLeaseRows(s, ['n1', 'n2', 'n3']);
+      await ensureCursor(s, 'n2', ['email.bounced']);
+      await s.pool.query(
+        `UPDATE ${s.schema}.leases SET due_at = CASE source WHEN 'n1' THEN now() - interval '1 minute'
+           WHEN 'n2' THEN now() - interval '2 minutes' ELSE now() + interval '5 seconds' END`,
+      );
+      const first = await claimDue(s, 5, A);
+      expect(first.leases.map((l) => [l.source, l.cursor])).toEqual([
+        ['n2', { afterId: null, types: ['email.bounced'] }],
+        ['n1', null],
+      ]);
+      // n3 falls due in about 5 s: the loop's sleep.
+      expect(first.nextDueInMs).toBeGreaterThan(3_000);
+      expect(first.nextDueInMs).toBeLessThanOrEqual(5_000);
+      // A source left out (not in this worker's file) is neither claimed nor waited for.
+      await s.pool.query(`UPDATE ${s.schema}.leases SET due_at = NULL WHERE source = 'n3'`);
+      // The next one due is then a held lease's end (n1, n2: a minute).
+      const left = await claimDue(s, 5, A, { except: ['n3'] });
+      expect(left.leases).toEqual([]);
+      expect(left.nextDueInMs).toBeGreaterThan(50_000);
+      // Given back as found: due time and failures untouched.
+      const [n3] = (await claimDue(s, 5, A)).leases;
+      await n3!.putBack();
+      const { rows } = await s.pool.query(
+        `SELECT holder, due_at, failures FROM ${s.schema}.leases WHERE source = 'n3'`,
+      );
+      expect(rows[0]).toEqual({ holder: null, due_at: null, failures: 0 });
+      for (const lease of first.leases)
+        await lease.release({ dueInMs: 60_000, succeeded: lease.source === 'n2' });
+      expect((await getCursor(s, 'n2'))?.lastSuccessAt).toBeInstanceOf(Date);
+      // A turn that did not catch up records no success; a cursor made later has none yet.
+      await ensureCursor(s, 'n1', null);
+      expect((await getCursor(s, 'n1'))?.lastSuccessAt).toBeNull();
+    } finally {
+      await own.dispose();
+    }
+  });
+});
+
+describe('takeLease', () => {
+  it('makes a missing lease row and takes it, with the cursor, in one call', async () => {
+    await ensureCursor(store, 'fresh', null);
+    const lease = await takeLease(store, 'fresh', A);
+    expect(lease?.cursor).toEqual({ afterId: null, types: null });
+    expect(lease?.token).toBe('1');
+    await lease!.release({ succeeded: true });
+    expect((await getCursor(store, 'fresh'))?.lastSuccessAt).toBeInstanceOf(Date);
   });
 });

@@ -121,6 +121,7 @@ describe('catchUp, by default, holds no more response bytes than its budget, wha
           quarantined: 0,
           conflicts: 0,
           firstConflicts: 0,
+          contactsWithoutEmail: 0,
           outboxRows: 0,
           outbox: [],
         };

@@ -91,6 +91,29 @@ describe('serve-webhooks: stored deliveries', () => {
     expect(await count(store, 'outbox', `event_id = 'evt_test_receiver'`)).toBe(0);
   });
 
+  it("keeps the client's records as the feed does: a complaint and an unsubscribe are suppressions", async () => {
+    const complained = emailEvent('email.complained', {
+      data: { email_id: 'em_wh_records', to: [' Angry@Example.com'] },
+    });
+    const unsubscribed = emailEvent('contact.unsubscribed', { data: { email: 'Leaver@Example.com' } });
+    const unkeyed = emailEvent('contact.subscribed', { data: {} });
+    for (const event of [complained, unsubscribed, unkeyed]) {
+      expect((await deliver(pool, JSON.stringify(event))).status).toBe(200);
+    }
+    const { rows } = await store.pool.query(
+      `SELECT address, reason, event_id FROM "${schema}".suppressions WHERE address IN ('angry@example.com', 'leaver@example.com') ORDER BY address`,
+    );
+    expect(rows).toEqual([
+      { address: 'angry@example.com', reason: 'complained', event_id: complained.id },
+      { address: 'leaver@example.com', reason: 'unsubscribed', event_id: unsubscribed.id },
+    ]);
+    expect(await count(store, 'contact_status', `email = 'leaver@example.com'`)).toBe(1);
+    // The one without data.email is stored and logged, not projected; the log holds no address.
+    expect(await count(store, 'events', `id = '${unkeyed.id}'`)).toBe(1);
+    expect(logs.text()).toContain('contact event without a usable data.email');
+    expect(logs.text().toLowerCase()).not.toMatch(/angry@|leaver@/);
+  });
+
   it('accepts either secret of a rotation, and a header with several v1 values', async () => {
     const old = emailEvent('email.sent');
     expect((await deliver(pool, JSON.stringify(old), SECRET_OLD)).status).toBe(200);

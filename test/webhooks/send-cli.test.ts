@@ -8,8 +8,12 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { testEnv } from '../support/config.js';
 import { killChildren, runCli } from '../support/processes.js';
 import { TEST_API_KEY, useSimulator } from '../support/simulator.js';
+import { useSandboxes } from '../sync/harness.js';
 
 const sim = useSimulator();
+// A migrated schema: send checks the recipients against its suppressions (none here).
+const sandbox = useSandboxes();
+let schema = '';
 const dir = mkdtempSync(join(tmpdir(), 'feedsync-send-'));
 /** Sends reach the simulator through this proxy, which loses the first answer to each key it is told to. */
 let proxy: {
@@ -22,6 +26,7 @@ let proxy: {
 };
 
 beforeAll(async () => {
+  schema = (await sandbox('send_cli')).schema;
   const state = { loseFirstAnswer: new Set<string>(), keys: [] as string[], lost: [] as string[] };
   const server = createServer(async (req, res) => {
     const chunks: Buffer[] = [];
@@ -60,7 +65,7 @@ afterAll(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-const env = (baseUrl = sim().baseUrl) => testEnv({ schema: 'unused', prefix: 'unused', baseUrl });
+const env = (baseUrl = sim().baseUrl) => testEnv({ schema, prefix: 'unused', baseUrl });
 const FIELDS = [
   '--from',
   'app@example.com',

@@ -9,6 +9,7 @@ import { sendCommand } from './send.js';
 import { serveWebhooksCommand } from './serve-webhooks.js';
 import { simulatorCommand } from './simulator.js';
 import { statusCommand } from './status.js';
+import { suppressionsCommand } from './suppressions.js';
 import { syncCommand } from './sync.js';
 import { webhooksCommand } from './webhooks.js';
 
@@ -28,6 +29,7 @@ export function registerCommands(program: Command): void {
     serveWebhooksCommand,
     webhooksCommand,
     sendCommand,
+    suppressionsCommand,
     simulatorCommand,
     requeueCommand,
     doctorCommand,

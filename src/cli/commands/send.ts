@@ -3,9 +3,12 @@ import { readFile } from 'node:fs/promises';
 import { Command } from 'commander';
 import { isAddress, isFromField } from '../../api/address.js';
 import { logRetries } from '../../api/retry.js';
-import { requireService } from '../../config/config.js';
-import { ApiError, ConfigError } from '../../errors.js';
+import { type Config, configForSource, requireService } from '../../config/config.js';
+import { ApiError, ConfigError, FeedsyncError } from '../../errors.js';
+import type { Logger } from '../../logger.js';
 import { action } from '../context.js';
+import { describeFailure } from '../failure.js';
+import { withStore } from '../with-store.js';
 
 interface SendFlags {
   from?: string;
@@ -15,6 +18,8 @@ interface SendFlags {
   htmlFile?: string;
   idempotencyKey?: string;
   json?: boolean;
+  source?: string;
+  allowSuppressed?: boolean;
 }
 
 const collect = (value: string, previous: string[] | undefined): string[] => [...(previous ?? []), value];
@@ -31,7 +36,9 @@ function neverConnected(err: ApiError): boolean {
  * `feedsync send`: the one explicit send, and the only code path that calls
  * POST /emails. Every field is checked before any request; the Idempotency-Key
  * (given or generated) is printed before the request, so a send whose outcome is
- * unknown can be retried with it and is still delivered once.
+ * unknown can be retried with it and is still delivered once. A recipient suppressed
+ * for the source (bounced, complained, unsubscribed) stops the send before any
+ * request, unless --allow-suppressed says to send anyway.
  */
 export function sendCommand(): Command {
   return new Command('send')
@@ -43,13 +50,24 @@ export function sendCommand(): Command {
     .option('--html-file <path>', 'read the HTML body from a file instead')
     .option('--idempotency-key <key>', 'reuse a key to retry a send safely (default: a new UUID, printed)')
     .option('--json', 'print {"id", "idempotency_key"} as JSON')
+    .option(
+      '--source <source>',
+      'the account to send through and whose suppressions apply: FEED_SOURCE, or a source of FEED_SOURCES_FILE (its base URL and key) (default FEED_SOURCE)',
+    )
+    .option(
+      '--allow-suppressed',
+      'send even to recipients that bounced, complained or unsubscribed (feedsync suppressions list)',
+    )
     .addHelpText(
       'after',
       '\nA send that failed or timed out may still have happened: run it again with the printed\n' +
         '--idempotency-key and the same fields, and the service reports the same id without sending twice\n' +
         '("already sent as …"). A refused connection sent nothing, and says so.\n' +
-        'Exit codes: 0 sent (or already sent with this key), 1 failed, 2 missing or invalid fields, or an\n' +
-        '--idempotency-key used before with other fields (HTTP 409), 3 key rejected.',
+        'Before any request, the recipients are checked against the suppressions of the source (Postgres,\n' +
+        'DATABASE_URL): one that bounced, complained or unsubscribed stops the send, unless --allow-suppressed.\n' +
+        'Exit codes: 0 sent (or already sent with this key), 1 failed (also: Postgres could not be asked),\n' +
+        '2 missing or invalid fields, a suppressed recipient, or an --idempotency-key used before with other\n' +
+        'fields (HTTP 409), 3 key rejected.',
     )
     .action(
       action(async ({ config, logger }, flags: SendFlags) => {
@@ -87,8 +105,17 @@ export function sendCommand(): Command {
         const key = flags.idempotencyKey ?? randomUUID();
         if (key.length === 0 || key.length > 256)
           throw usage('send: --idempotency-key must be 1 to 256 characters');
+        const own = configForSource(config, flags.source ?? config.feed.source);
         // Asked before the key is printed: without the service, nothing was tried.
-        requireService(config);
+        requireService(own);
+        if (!flags.allowSuppressed) {
+          const refusal = await suppressedRecipients(own, logger, to);
+          if (refusal !== null) {
+            // Written here, not thrown: a failure's line also goes to the debug log, and addresses never do.
+            process.stderr.write(`feedsync: ${refusal}\n`);
+            return 2;
+          }
+        }
 
         // Printed before the request: if the outcome is never known, the key makes a retry safe.
         if (flags.idempotencyKey === undefined) process.stderr.write(`idempotency key: ${key}\n`);
@@ -96,7 +123,7 @@ export function sendCommand(): Command {
         const logRetry = logRetries(logger.child({ module: 'send' }));
         // Whether any attempt reached the service: only then can the outcome be unknown.
         let mayHaveSent = false;
-        const client = clientFor(config, {
+        const client = clientFor(own, {
           retryDeps: {
             onRetry: (info) => {
               if (!neverConnected(info.error)) mayHaveSent = true;
@@ -141,4 +168,39 @@ export function sendCommand(): Command {
         }
       }),
     );
+}
+
+/**
+ * The line that refuses a send to suppressed recipients, or null when none is. The
+ * check needs the migrated schema: when Postgres cannot say, nothing is sent, and the
+ * error names --allow-suppressed as the way to send without asking.
+ */
+async function suppressedRecipients(
+  config: Config,
+  logger: Logger,
+  to: readonly string[],
+): Promise<string | null> {
+  const { suppressionsAmong } = await import('../../store/suppressions.js');
+  const { source } = config.feed;
+  let found: Awaited<ReturnType<typeof suppressionsAmong>>;
+  try {
+    found = await withStore(config, logger, (store) => suppressionsAmong(store, source, to));
+  } catch (err) {
+    // The cause's own code and exit code: 2 for a schema not migrated, 1 for a database that did not answer.
+    const message =
+      `send: nothing was sent: the suppressions of source ${source} could not be checked: ` +
+      `${describeFailure(err, config)}; or pass --allow-suppressed to send without the check`;
+    if (err instanceof FeedsyncError) {
+      throw new FeedsyncError(message, { code: err.code, exitCode: err.exitCode, cause: err });
+    }
+    throw new Error(message, { cause: err });
+  }
+  if (found.length === 0) return null;
+  const named = found
+    .map((s) => `${s.address} (${s.reason} ${s.at.toISOString()}, event ${s.eventId})`)
+    .join(', ');
+  return (
+    `send: nothing was sent: suppressed for source ${source}: ${named}; ` +
+    'pass --allow-suppressed to send to them anyway (or "feedsync suppressions remove <address>")'
+  );
 }

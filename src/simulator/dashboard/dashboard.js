@@ -25,11 +25,11 @@ function el(tag, attrs = {}, ...children) {
   return node;
 }
 
-async function api(method, path) {
+async function api(method, path, payload = {}) {
   const res = await fetch(path, {
     method,
     headers: method === 'POST' ? { 'content-type': 'application/json' } : {},
-    body: method === 'POST' ? '{}' : undefined,
+    body: method === 'POST' ? JSON.stringify(payload) : undefined,
   });
   const body = await res.json();
   if (!res.ok) throw new Error(body?.error?.message ?? `HTTP ${res.status}`);
@@ -176,6 +176,17 @@ function eventRow(event) {
   );
 }
 
+function recordRow(key, state, eventId, at) {
+  return el(
+    'tr',
+    { 'data-record': key },
+    el('td', {}, key),
+    el('td', {}, el('span', { class: `badge ${state}` }, state)),
+    el('td', { class: 'mono' }, eventId),
+    el('td', {}, when(at)),
+  );
+}
+
 function emptyRow(columns, text) {
   return el('tr', {}, el('td', { colspan: columns, class: 'empty' }, text));
 }
@@ -237,10 +248,11 @@ async function refresh() {
   simulatorNow = now;
   drawAccounts(accounts);
   const base = `/_sim/accounts/${encodeURIComponent(account)}`;
-  const [webhooks, emails, events] = await Promise.all([
+  const [webhooks, emails, events, records] = await Promise.all([
     api('GET', `${base}/webhooks`),
     api('GET', `${base}/emails`),
     api('GET', `${base}/events?limit=50`),
+    api('GET', `${base}/records`),
   ]);
   if (mine !== generation) return;
   $('webhook-list').replaceChildren(
@@ -260,14 +272,24 @@ async function refresh() {
   $('event-rows').replaceChildren(
     ...(events.data.length === 0 ? [emptyRow(4, 'The feed is empty.')] : events.data.map(eventRow)),
   );
+  $('suppression-rows').replaceChildren(
+    ...(records.suppressions.length === 0
+      ? [emptyRow(4, 'No address bounced, complained or unsubscribed.')]
+      : records.suppressions.map((s) => recordRow(s.address, s.reason, s.event_id, s.at))),
+  );
+  $('contact-rows').replaceChildren(
+    ...(records.contacts.length === 0
+      ? [emptyRow(4, 'No contact event yet.')]
+      : records.contacts.map((c) => recordRow(c.email, c.status, c.last_event_id, c.last_event_at))),
+  );
 }
 
 /** Runs a button's POST, says how it went, and redraws. */
-async function act(button, path, describe) {
+async function act(button, path, describe, body = {}) {
   busy = true;
   button.disabled = true;
   try {
-    flash(describe(await api('POST', path)));
+    flash(describe(await api('POST', path, body)));
   } catch (err) {
     flash(err.message, true);
   } finally {
@@ -291,6 +313,19 @@ $('account').addEventListener('change', (e) => {
   if (location.hash) history.replaceState(null, '', location.pathname);
   $('flash').hidden = true;
   void tick();
+});
+// A contact event of the account shown, as the service would emit one.
+$('contact-form').addEventListener('submit', (e) => {
+  e.preventDefault();
+  const button = e.submitter;
+  const email = $('contact-email').value;
+  void act(button, '/_sim/contacts', (r) => `Emitted ${r.type} ${r.id}`, {
+    account,
+    type: button.value,
+    email,
+  }).then(() => {
+    button.disabled = false;
+  });
 });
 setInterval(() => {
   if ($('live').checked && !busy && document.visibilityState === 'visible') void tick();

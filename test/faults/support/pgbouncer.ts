@@ -11,6 +11,8 @@ export interface PgBouncer {
   readonly url: string;
   /** The backend pids of its server connections now (SHOW SERVERS on its admin console). */
   serverPids(): Promise<number[]>;
+  /** Statements its clients sent to the database so far (SHOW STATS, total_query_count). */
+  queryCount(): Promise<number>;
   stop(): Promise<void>;
 }
 
@@ -73,18 +75,25 @@ export async function startPgBouncer(target: {
     { what: 'pgbouncer to write its pid', timeoutMs: 10_000 },
   );
   const url = `postgres://postgres@127.0.0.1:${port}/${target.database}`;
+  // The admin console speaks the simple query protocol only: a Client with no parameters.
+  const show = async <R extends pg.QueryResultRow>(what: string): Promise<R[]> => {
+    const admin = new pg.Client({ connectionString: `postgres://postgres@127.0.0.1:${port}/pgbouncer` });
+    await admin.connect();
+    try {
+      return (await admin.query<R>(`SHOW ${what}`)).rows;
+    } finally {
+      await admin.end();
+    }
+  };
   return {
     url,
     async serverPids() {
-      // The admin console speaks the simple query protocol only: a Client with no parameters.
-      const admin = new pg.Client({ connectionString: `postgres://postgres@127.0.0.1:${port}/pgbouncer` });
-      await admin.connect();
-      try {
-        const { rows } = await admin.query<{ remote_pid: string }>('SHOW SERVERS');
-        return rows.map((r) => Number(r.remote_pid)).filter((n) => n > 0);
-      } finally {
-        await admin.end();
-      }
+      const rows = await show<{ remote_pid: string }>('SERVERS');
+      return rows.map((r) => Number(r.remote_pid)).filter((n) => n > 0);
+    },
+    async queryCount() {
+      const rows = await show<{ database: string; total_query_count: string }>('STATS');
+      return Number(rows.find((r) => r.database === target.database)?.total_query_count ?? 0);
     },
     async stop() {
       try {

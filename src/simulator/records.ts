@@ -1,0 +1,83 @@
+import type { ServiceEvent } from '../api/types.js';
+
+/** A contact's latest state, as feedsync's contact_status will hold it. */
+export interface ContactRecord {
+  email: string;
+  status: 'subscribed' | 'unsubscribed';
+  last_event_id: string;
+  last_event_at: string;
+}
+
+/** A suppressed address, as feedsync's suppressions table will hold it. */
+export interface SuppressionRecord {
+  address: string;
+  reason: 'bounced' | 'complained' | 'unsubscribed';
+  event_id: string;
+  at: string;
+}
+
+const RANK: Record<string, number> = { 'email.complained': 2, 'email.bounced': 1 };
+
+/** An address as feedsync keys it: trimmed and lower-cased (docs/DATA.md). */
+const keyOf = (value: unknown): string | null =>
+  typeof value === 'string' && value.trim() !== '' ? value.trim().toLowerCase() : null;
+
+/** a after b: later created_at, then greater id (the simulator's created_at are all UTC ISO strings). */
+const later = (a: ServiceEvent, b: ServiceEvent): boolean =>
+  a.created_at !== b.created_at ? a.created_at > b.created_at : a.id > b.id;
+
+/**
+ * What feedsync's own records (contact_status, suppressions) will hold once a worker
+ * has stored these events, by docs/DATA.md's rules: the latest contact event of each
+ * address; every recipient of a bounce or a complaint (complained over bounced, then
+ * the earliest), and the contacts whose latest event is an unsubscribe. For the
+ * dashboard: the events a person made, never the synthetic backlog.
+ */
+export function recordsOf(events: Iterable<ServiceEvent>): {
+  contacts: ContactRecord[];
+  suppressions: SuppressionRecord[];
+} {
+  const contacts = new Map<string, ServiceEvent>();
+  const hard = new Map<string, ServiceEvent>();
+  for (const e of events) {
+    if (e.type === 'contact.subscribed' || e.type === 'contact.unsubscribed') {
+      const email = keyOf(e.data.email);
+      const held = email === null ? undefined : contacts.get(email);
+      if (email !== null && (held === undefined || later(e, held))) contacts.set(email, e);
+    } else if (RANK[e.type] !== undefined) {
+      const to = Array.isArray(e.data.to) ? e.data.to : [e.data.to];
+      for (const address of to.map(keyOf)) {
+        if (address === null) continue;
+        const held = hard.get(address);
+        const wins =
+          held === undefined ||
+          RANK[e.type]! > RANK[held.type]! ||
+          (RANK[e.type] === RANK[held.type] && later(held, e));
+        if (wins) hard.set(address, e);
+      }
+    }
+  }
+  const suppressions: SuppressionRecord[] = [...hard].map(([address, e]) => ({
+    address,
+    reason: e.type === 'email.complained' ? 'complained' : 'bounced',
+    event_id: e.id,
+    at: e.created_at,
+  }));
+  for (const [email, e] of contacts) {
+    if (e.type === 'contact.unsubscribed' && !hard.has(email)) {
+      suppressions.push({ address: email, reason: 'unsubscribed', event_id: e.id, at: e.created_at });
+    }
+  }
+  const byKey = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
+  return {
+    contacts: [...contacts]
+      .map(([email, e]) => ({
+        email,
+        status: e.type === 'contact.subscribed' ? ('subscribed' as const) : ('unsubscribed' as const),
+        last_event_id: e.id,
+        last_event_at: e.created_at,
+      }))
+      .sort((a, b) => byKey(a.email, b.email)),
+    suppressions: suppressions.sort((a, b) => byKey(a.address, b.address)),
+  };
+}

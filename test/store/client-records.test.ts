@@ -1,0 +1,305 @@
+import fc from 'fast-check';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { ServiceEvent } from '../../src/api/types.js';
+import { createMetrics } from '../../src/metrics/metrics.js';
+import { type Applier, createApplier, type Store } from '../../src/store/index.js';
+import { addRefusingTrigger } from '../support/poison-items.js';
+import { arrivals, event, migratedStore, route } from './migrated-store.js';
+
+let store: Store;
+let dispose: () => Promise<void>;
+let applier: Applier;
+
+beforeAll(async () => {
+  ({ store, dispose } = await migratedStore('client_records'));
+  applier = createApplier(store, route);
+});
+afterAll(() => dispose());
+
+interface Records {
+  contacts: { email: string; status: string; last_event_id: string; last_event_at: string }[];
+  suppressions: { address: string; reason: string; event_id: string; at: string }[];
+}
+
+async function recordsOf(source: string): Promise<Records> {
+  const s = store.schema;
+  const contacts = await store.pool.query(
+    `SELECT email, status, last_event_id, last_event_at FROM ${s}.contact_status WHERE source = $1 ORDER BY email`,
+    [source],
+  );
+  const suppressions = await store.pool.query(
+    `SELECT address, reason, event_id, at FROM ${s}.suppressions WHERE source = $1 ORDER BY address`,
+    [source],
+  );
+  return {
+    contacts: contacts.rows.map((r) => ({ ...r, last_event_at: r.last_event_at.toISOString() })),
+    suppressions: suppressions.rows.map((r) => ({ ...r, at: r.at.toISOString() })),
+  };
+}
+
+async function applyInOrder(source: string, batches: readonly (readonly ServiceEvent[])[]): Promise<void> {
+  for (const [i, events] of batches.entries()) {
+    // The feed and the receiver take the same path: both are used.
+    const result = await applier.apply({
+      source,
+      receivedVia: i % 2 === 0 ? 'webhook' : 'feed',
+      events,
+      quarantine: [],
+    });
+    expect(result.status).toBe('applied');
+  }
+}
+
+const byTimeThenId = (a: ServiceEvent, b: ServiceEvent) =>
+  Date.parse(a.created_at) - Date.parse(b.created_at) || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
+const key = (value: unknown): string | null =>
+  typeof value === 'string' && value.trim() !== '' ? value.trim().toLowerCase() : null;
+const iso = (e: ServiceEvent) => new Date(e.created_at).toISOString();
+
+/** docs/DATA.md's rules, written plainly over the whole set of events, as the oracle. */
+function expectedRecords(events: readonly ServiceEvent[]): Records {
+  const latest = new Map<string, ServiceEvent>();
+  const contactEvents = events.filter(
+    (e) => e.type === 'contact.subscribed' || e.type === 'contact.unsubscribed',
+  );
+  for (const e of [...contactEvents].sort(byTimeThenId)) {
+    const email = key(e.data.email);
+    if (email !== null) latest.set(email, e);
+  }
+  const rank = { 'email.complained': 2, 'email.bounced': 1 } as Record<string, number>;
+  const hard = new Map<string, ServiceEvent>();
+  // Highest rank first, then earliest: the first seen for an address stands.
+  const hardEvents = events
+    .filter((e) => rank[e.type] !== undefined)
+    .sort((a, b) => rank[b.type]! - rank[a.type]! || byTimeThenId(a, b));
+  for (const e of hardEvents) {
+    const to = e.data.to;
+    const list = typeof to === 'string' ? [to] : Array.isArray(to) ? to : [];
+    for (const address of list.map(key)) {
+      if (address !== null && !hard.has(address)) hard.set(address, e);
+    }
+  }
+  const suppressions: Records['suppressions'] = [...hard].map(([address, e]) => ({
+    address,
+    reason: e.type.slice('email.'.length),
+    event_id: e.id,
+    at: iso(e),
+  }));
+  for (const [email, e] of latest) {
+    if (e.type === 'contact.unsubscribed' && !hard.has(email)) {
+      suppressions.push({ address: email, reason: 'unsubscribed', event_id: e.id, at: iso(e) });
+    }
+  }
+  const byKey =
+    <T>(k: (t: T) => string) =>
+    (a: T, b: T) =>
+      k(a) < k(b) ? -1 : k(a) > k(b) ? 1 : 0;
+  return {
+    contacts: [...latest]
+      .map(([email, e]) => ({
+        email,
+        status: e.type.slice('contact.'.length),
+        last_event_id: e.id,
+        last_event_at: iso(e),
+      }))
+      .sort(byKey((c) => c.email)),
+    suppressions: suppressions.sort(byKey((s) => s.address)),
+  };
+}
+
+const at = (second: number) => `2024-06-01T00:00:0${second}.000Z`;
+const contact = (
+  id: string,
+  kind: 'subscribed' | 'unsubscribed',
+  second: number,
+  email: unknown = 'a@example.com',
+) => event(id, `contact.${kind}`, at(second), { email });
+const mail = (id: string, kind: string, second: number, to: unknown = ['a@example.com']) =>
+  event(id, `email.${kind}`, at(second), { email_id: `m-${id}`, to });
+
+describe('contact_status and suppressions', () => {
+  it('are the same whatever the order and the batching of the events', async () => {
+    // Spellings of two addresses (case, white space) and values that key nothing.
+    const address = fc.constantFrom<unknown>(
+      'a@example.com',
+      ' A@Example.COM ',
+      'b@example.com',
+      'B@EXAMPLE.com\t',
+      '   ',
+      7,
+      undefined,
+    );
+    const eventSpec = fc.record({
+      type: fc.constantFrom(
+        'contact.subscribed',
+        'contact.unsubscribed',
+        'contact.subscribed',
+        'contact.unsubscribed',
+        'email.bounced',
+        'email.complained',
+        'email.delivered',
+        'webhook.test',
+      ),
+      // Few distinct instants, so that ties on created_at are common.
+      second: fc.integer({ min: 0, max: 3 }),
+      email: address,
+      to: fc.oneof(fc.array(address, { maxLength: 3 }), address),
+    });
+    const scenario = arrivals(
+      eventSpec,
+      (id, s, i) =>
+        event(
+          id,
+          s.type,
+          at(s.second),
+          s.type.startsWith('contact.')
+            ? s.email === undefined
+              ? {}
+              : { email: s.email }
+            : { email_id: `m${i % 3}`, to: s.to },
+        ),
+      10,
+    );
+
+    let run = 0;
+    await fc.assert(
+      fc.asyncProperty(scenario, async ({ events, batches }) => {
+        run += 1;
+        await applyInOrder(`shuffled-${run}`, batches);
+        await applyInOrder(`one-batch-${run}`, [events]);
+        await applyInOrder(
+          `sorted-${run}`,
+          [...events].sort(byTimeThenId).map((e) => [e]),
+        );
+        const got = await recordsOf(`shuffled-${run}`);
+        expect(got).toEqual(expectedRecords(events));
+        expect(await recordsOf(`one-batch-${run}`)).toEqual(got);
+        expect(await recordsOf(`sorted-${run}`)).toEqual(got);
+      }),
+      { numRuns: 100 },
+    );
+  }, 180_000);
+
+  it('a subscribe that arrives before an older unsubscribe still wins by created_at', async () => {
+    await applyInOrder('late-unsub', [[contact('s2', 'subscribed', 2)], [contact('u1', 'unsubscribed', 1)]]);
+    expect(await recordsOf('late-unsub')).toEqual({
+      contacts: [{ email: 'a@example.com', status: 'subscribed', last_event_id: 's2', last_event_at: at(2) }],
+      suppressions: [],
+    });
+    // A tie on created_at goes to the greater id, whichever arrives first.
+    await applyInOrder('tie', [[contact('b', 'unsubscribed', 1)], [contact('a', 'subscribed', 1)]]);
+    await applyInOrder('tie', [[contact('a', 'subscribed', 1)]]);
+    expect(await recordsOf('tie')).toMatchObject({
+      contacts: [{ status: 'unsubscribed', last_event_id: 'b' }],
+      suppressions: [{ address: 'a@example.com', reason: 'unsubscribed', event_id: 'b' }],
+    });
+  });
+
+  it('a later subscribe lifts an unsubscribe, never a bounce or a complaint', async () => {
+    await applyInOrder('lift', [
+      [contact('u1', 'unsubscribed', 1, 'Un@Example.com')],
+      [contact('u2', 'unsubscribed', 2, 'b@example.com'), mail('b3', 'bounced', 3, ['B@example.com '])],
+    ]);
+    expect((await recordsOf('lift')).suppressions).toEqual([
+      { address: 'b@example.com', reason: 'bounced', event_id: 'b3', at: at(3) },
+      { address: 'un@example.com', reason: 'unsubscribed', event_id: 'u1', at: at(1) },
+    ]);
+    await applyInOrder('lift', [
+      [contact('s4', 'subscribed', 4, 'un@example.com'), contact('s5', 'subscribed', 5, 'b@example.com')],
+    ]);
+    const records = await recordsOf('lift');
+    expect(records.suppressions).toEqual([
+      { address: 'b@example.com', reason: 'bounced', event_id: 'b3', at: at(3) },
+    ]);
+    expect(records.contacts.map((c) => c.status)).toEqual(['subscribed', 'subscribed']);
+  });
+
+  it('a complaint outranks a bounce and an unsubscribe; between equals the earliest stands', async () => {
+    await applyInOrder('rank', [
+      [mail('b2', 'bounced', 2)],
+      [contact('u0', 'unsubscribed', 0)],
+      [mail('c3', 'complained', 3), mail('b1', 'bounced', 1)],
+      [mail('c1', 'complained', 1)],
+    ]);
+    expect((await recordsOf('rank')).suppressions).toEqual([
+      { address: 'a@example.com', reason: 'complained', event_id: 'c1', at: at(1) },
+    ]);
+  });
+
+  it('a contact event without data.email is stored and enqueued, projects nothing, and is counted', async () => {
+    const result = await applier.apply({
+      source: 'no-email',
+      receivedVia: 'feed',
+      events: [
+        event('n1', 'contact.unsubscribed', at(1), {}),
+        contact('n2', 'unsubscribed', 1, 42),
+        contact('n3', 'unsubscribed', 1, '  '),
+        contact('n4', 'unsubscribed', 1, `${'x'.repeat(400)}@example.com`),
+        contact('ok', 'unsubscribed', 1, 'ok@example.com'),
+      ],
+      quarantine: [],
+    });
+    expect(result.inserted).toHaveLength(5);
+    expect(result.outboxRows).toBe(5);
+    expect(result.contactsWithoutEmail).toBe(4);
+    expect((await recordsOf('no-email')).contacts.map((c) => c.email)).toEqual(['ok@example.com']);
+    // Counted where an operator sees it: the metric and the once run's summary.
+    const metrics = createMetrics(
+      {
+        cursorLagSeconds: async () => new Map(),
+        outboxBacklog: async () => 0,
+        lastSuccessSeconds: async () => new Map(),
+        sourcesOverdue: async () => 0,
+        fleetStates: async () => ({
+          counts: { sources: 1, failing: 0, lagging: 0, neverSucceeded: 0 },
+          worst: [],
+        }),
+      },
+      ['no-email'],
+    );
+    metrics.hooksFor('no-email').onCommit({ pages: 1, result });
+    expect(await metrics.registry.metrics()).toMatch(/^feedsync_contact_events_without_email_total 4$/m);
+    expect((await metrics.summary()).contact_events_without_email).toBe(4);
+  });
+
+  it('a recipient address too long to key is stored but suppresses nothing, and the event is kept', async () => {
+    const long = `${'y'.repeat(3000)}@example.com`;
+    const result = await applier.apply({
+      source: 'long-to',
+      receivedVia: 'webhook',
+      events: [mail('l1', 'bounced', 1, [long, 'fine@example.com'])],
+      quarantine: [],
+    });
+    expect(result.inserted).toHaveLength(1);
+    expect(result.unstorable).toEqual([]);
+    expect((await recordsOf('long-to')).suppressions.map((s) => s.address)).toEqual(['fine@example.com']);
+  });
+
+  it('are written on the slow path too, beside an event Postgres refuses', async () => {
+    const { store: own, dispose: drop } = await migratedStore('client_records_refused');
+    try {
+      await addRefusingTrigger(own.pool, own.schema);
+      const refusing = createApplier(own, route);
+      const result = await refusing.apply({
+        source: 'slow',
+        receivedVia: 'feed',
+        events: [
+          contact('u1', 'unsubscribed', 1, 'u@example.com'),
+          event('bad', 'email.bounced', at(1), { to: ['bad@example.com'], refuse: '22007' }),
+          mail('b1', 'bounced', 2, ['b@example.com']),
+        ],
+        quarantine: [],
+      });
+      expect(result.unstorable.map((u) => u.id)).toEqual(['bad']);
+      const { rows } = await own.pool.query(
+        `SELECT address, reason FROM ${own.schema}.suppressions ORDER BY address`,
+      );
+      expect(rows).toEqual([
+        { address: 'b@example.com', reason: 'bounced' },
+        { address: 'u@example.com', reason: 'unsubscribed' },
+      ]);
+    } finally {
+      await drop();
+    }
+  });
+});
