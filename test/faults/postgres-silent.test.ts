@@ -22,7 +22,7 @@ afterAll(async () => {
 it('35. DATABASE_URL at a silent port or at another service: each command fails within its connect timeout', async () => {
   await measured(
     {
-      item: 35,
+      item: 28,
       title: 'Postgres address where nothing answers, or Redis does',
       claim:
         'With DATABASE_URL at a port that accepts and never answers, or at a Redis server, `sync --once`, `migrate`, ' +

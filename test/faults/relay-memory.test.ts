@@ -69,7 +69,7 @@ it('32. Large events with Redis frozen mid-run: peak RSS under the CronJob limit
   const limit = cronJobLimitBytes();
   await measured(
     {
-      item: 32,
+      item: 27,
       title: 'Large events, Redis frozen, Node defaults',
       claim:
         'Every stage that holds events counts bytes (the pages fetched ahead, the load in a commit, the ' +
