@@ -2,6 +2,15 @@ import type { Config } from '../config/config.js';
 import type { Publisher } from '../queue/publisher.js';
 import { quoteSchema, type Store } from '../store/db.js';
 import { outboxBacklogBySource } from '../store/outbox.js';
+import {
+  type FleetCounts,
+  LAGGING_AFTER_SECONDS,
+  type StatusFilter,
+  statusStatement,
+} from '../store/source-states.js';
+
+/** How many sources `status` lists unless told `--all`. */
+export const STATUS_LIST_LIMIT = 50;
 
 export interface SourceStatus {
   source: string;
@@ -39,77 +48,109 @@ export interface SourceStatus {
 
 export interface StatusReport {
   schema: string;
+  /** Every source (of the sources file and of the tables) by state, whatever the filter. */
+  summary: FleetCounts & { laggingAfterSeconds: number };
+  filter: StatusFilter;
+  /** Those the filter kept, worst first (failing, then lagging, then never caught up, then by name), up to the limit. */
   sources: SourceStatus[];
+  /** Sources the filter kept that the limit left out (`--all` lists them). */
+  omitted: number;
   /** Job counts per queue, or null where Redis did not answer. */
   queues: Record<string, Record<string, number> | null>;
 }
 
-/** What `feedsync status` shows: per source (of the sources file and of the tables), then per queue. */
+export interface StatusOptions {
+  /** That source alone (`status --source`). */
+  only?: string;
+  filter?: StatusFilter;
+  /** At most this many listed; null: every one (`--all`). Default STATUS_LIST_LIMIT. */
+  limit?: number | null;
+}
+
+interface Row {
+  sources: string;
+  failing_n: string;
+  lagging_n: string;
+  never_n: string;
+  matched: string;
+  source: string | null;
+  after_id: string | null;
+  types: string[] | null;
+  last_success_at: Date | null;
+  events_stored: number | null;
+  newest_event_at: Date | null;
+  holder: string | null;
+  token: string | null;
+  expires_at: Date | null;
+  live: boolean | null;
+  failures: number | null;
+  last_error: string | null;
+  due_at: Date | null;
+  due_later: boolean | null;
+  overdue: boolean | null;
+  quarantined: string | null;
+  conflicts: string | null;
+  conflict_ids: string | null;
+}
+
+/**
+ * What `feedsync status` shows: every source (of the sources file and of the tables)
+ * counted by state, then those the filter keeps, worst first and at most `limit`, then
+ * per queue. One statement over rows kept per source (source-states.ts), never a count
+ * over events: its cost grows with the sources, not with the events they stored.
+ */
 export async function statusReport(
   config: Config,
   store: Store,
   publisher: Publisher,
-  /** `only`: that source alone (`status --source`). */
-  opts: { only?: string } = {},
+  opts: StatusOptions = {},
 ): Promise<StatusReport> {
   const s = quoteSchema(store.schema);
-  // Asked first: a source with a backlog is listed even when no other table names it.
+  const filter = opts.filter ?? null;
+  const limit = opts.limit === undefined ? STATUS_LIST_LIMIT : opts.limit;
+  // Asked first: a source with a backlog is listed even when no other table names it;
+  // so is one with quarantined items or conflicts only (small tables, read by their index).
   const backlog = await outboxBacklogBySource(store);
-  const { rows } = await store.pool.query<{
-    source: string;
-    after_id: string | null;
-    types: string[] | null;
-    last_success_at: Date | null;
-    events: string;
-    newest: Date | null;
-    quarantined: string;
-    conflicts: string;
-    conflict_ids: string;
-    holder: string | null;
-    token: string | null;
-    expires_at: Date | null;
-    live: boolean | null;
-    failures: number | null;
-    last_error: string | null;
-    overdue: boolean;
-    due_at: Date | null;
-    due_later: boolean | null;
-  }>(
-    `WITH sources AS (
-       SELECT unnest($1::text[]) AS source UNION SELECT source FROM ${s}.cursors
-       UNION SELECT DISTINCT source FROM ${s}.quarantine UNION SELECT DISTINCT source FROM ${s}.conflicts
-     )
-     SELECT src.source, c.after_id, c.types, c.last_success_at,
-       l.holder, l.token::text AS token, l.expires_at, l.expires_at > now() AS live, l.failures, l.last_error,
-       src.source = ANY ($1::text[]) AND coalesce(CASE WHEN l.holder IS NULL THEN l.due_at ELSE l.expires_at END,
-         '-infinity') < now() - $3::int * interval '1 millisecond' AS overdue,
-       l.due_at, l.due_at > now() AS due_later,
-       (SELECT count(*) FROM ${s}.events e WHERE e.source = src.source) AS events,
-       (SELECT max(created_at) FROM ${s}.events e WHERE e.source = src.source AND e.created_at <= now()) AS newest,
-       (SELECT count(*) FROM ${s}.quarantine q WHERE q.source = src.source) AS quarantined,
-       k.conflicts, k.conflict_ids
-     FROM sources src LEFT JOIN ${s}.cursors c ON c.source = src.source
-       LEFT JOIN ${s}.leases l ON l.source = src.source
-       CROSS JOIN LATERAL (SELECT coalesce(sum(versions_seen), 0) AS conflicts, count(*) AS conflict_ids
-         FROM ${s}.conflicts k WHERE k.source = src.source) k
-     WHERE $2::text IS NULL OR src.source = $2::text
-     ORDER BY src.source`,
-    [[...config.sources.map((c) => c.source), ...backlog.keys()], opts.only ?? null, config.syncIntervalMs],
+  const { rows: recorded } = await store.pool.query<{ source: string }>(
+    `SELECT DISTINCT source FROM ${s}.quarantine UNION SELECT DISTINCT source FROM ${s}.conflicts`,
   );
+  const names = new Set([
+    ...config.sources.map((c) => c.source),
+    ...backlog.keys(),
+    ...recorded.map((r) => r.source),
+  ]);
+  const { rows } = await store.pool.query<Row>(statusStatement(store.schema, filter), [
+    [...names],
+    opts.only ?? null,
+    limit,
+    config.syncIntervalMs,
+  ]);
   const queues: StatusReport['queues'] = {};
   for (const name of [config.queues.emailEvents, config.queues.contactEvents]) {
     queues[name] = await publisher.counts(name).catch(() => null);
   }
+  const first = rows[0]!;
+  const listed = rows.filter((r): r is Row & { source: string } => r.source !== null);
   return {
     schema: store.schema,
-    sources: rows.map((r) => ({
+    summary: {
+      sources: Number(first.sources),
+      failing: Number(first.failing_n),
+      lagging: Number(first.lagging_n),
+      neverSucceeded: Number(first.never_n),
+      laggingAfterSeconds: LAGGING_AFTER_SECONDS,
+    },
+    filter,
+    sources: listed.map((r) => ({
       source: r.source,
       cursor: r.after_id,
       types: r.types,
       lastSuccessAt: r.last_success_at?.toISOString() ?? null,
-      eventsStored: Number(r.events),
-      newestEventAt: r.newest?.toISOString() ?? null,
-      lagSeconds: r.newest ? Math.max(0, Math.round((Date.now() - r.newest.getTime()) / 1000)) : null,
+      eventsStored: Number(r.events_stored ?? 0),
+      newestEventAt: r.newest_event_at?.toISOString() ?? null,
+      lagSeconds: r.newest_event_at
+        ? Math.max(0, Math.round((Date.now() - r.newest_event_at.getTime()) / 1000))
+        : null,
       // A lease that ran out (by Postgres's clock) is nobody's, whatever the row still names.
       lease:
         r.live && r.holder !== null && r.token !== null && r.expires_at !== null
@@ -119,20 +160,28 @@ export async function statusReport(
       nextDueAt: !r.live && r.due_later && r.due_at !== null ? r.due_at.toISOString() : null,
       failuresInRow: r.failures ?? 0,
       lastError: r.last_error,
-      overdue: r.overdue,
+      overdue: r.overdue ?? false,
       outboxBacklog: backlog.get(r.source) ?? 0,
-      quarantined: Number(r.quarantined),
-      conflicts: Number(r.conflicts),
-      conflictIds: Number(r.conflict_ids),
+      quarantined: Number(r.quarantined ?? 0),
+      conflicts: Number(r.conflicts ?? 0),
+      conflictIds: Number(r.conflict_ids ?? 0),
     })),
+    omitted: Number(first.matched) - listed.length,
     queues,
   };
 }
 
 /** The report as aligned text for a person. */
 export function formatStatus(report: StatusReport): string {
+  const { summary: sum } = report;
   const lines = [`schema ${report.schema}`];
-  if (report.sources.length === 0) lines.push('no source has run yet');
+  if (sum.sources === 0) lines.push('no source has run yet');
+  else
+    lines.push(
+      `sources ${count(sum.sources)}: ${count(sum.failing)} failing, ${count(sum.lagging)} lagging ` +
+        `(newest event over ${sum.laggingAfterSeconds / 60} min old), ${count(sum.neverSucceeded)} never caught up`,
+    );
+  if (report.filter !== null && report.sources.length === 0) lines.push(`no source is ${report.filter}`);
   for (const s of report.sources) {
     lines.push(
       `source ${s.source}`,
@@ -151,6 +200,10 @@ export function formatStatus(report: StatusReport): string {
       `  conflicts       ${s.conflicts}${s.conflicts > 0 ? ` (${s.conflictIds} event id${s.conflictIds === 1 ? '' : 's'})` : ''}`,
     );
   }
+  if (report.omitted > 0) {
+    const flag = report.filter === null ? '--all' : `--${report.filter} --all`;
+    lines.push(`… and ${count(report.omitted)} more; ${flag} lists them`);
+  }
   for (const [queue, counts] of Object.entries(report.queues)) {
     const text = counts
       ? Object.entries(counts)
@@ -160,4 +213,9 @@ export function formatStatus(report: StatusReport): string {
     lines.push(`queue ${queue}: ${text}`);
   }
   return `${lines.join('\n')}\n`;
+}
+
+/** 99950 as "99,950". */
+function count(n: number): string {
+  return n.toLocaleString('en-US');
 }

@@ -1,6 +1,7 @@
 import { quoteSchema, type Store } from '../store/db.js';
 import { overdueSources } from '../store/lease.js';
 import { outboxBacklog } from '../store/outbox.js';
+import { fleetStates } from '../store/source-states.js';
 import type { GaugeSource } from './metrics.js';
 
 /**
@@ -26,6 +27,7 @@ export function dbGauges(store: Store, sources: readonly string[], intervalMs: n
           WHERE e.source = src AND e.created_at <= now()`,
       ),
     outboxBacklog: () => outboxBacklog(store),
+    fleetStates: (k) => fleetStates(store, sources, k),
     sourcesOverdue: () => overdueSources(store, intervalMs),
     lastSuccessSeconds: () =>
       perSource(

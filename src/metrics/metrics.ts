@@ -1,5 +1,6 @@
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { ApplyResult } from '../store/applier.js';
+import { type FleetStates, fleetGauges } from './fleet-gauges.js';
 import { publishMetrics } from './publish-metrics.js';
 import { typeLabel } from './type-label.js';
 
@@ -12,6 +13,8 @@ export interface GaugeSource {
   sourcesOverdue(): Promise<number>;
   /** Per source: when it last caught up (unix seconds), from its cursor row (absent before the first time). */
   lastSuccessSeconds(): Promise<ReadonlyMap<string, number>>;
+  /** A fleet's sources by state, and the `k` worst of each list (fleet-gauges.ts). */
+  fleetStates(k: number): Promise<FleetStates>;
 }
 
 /** A page committed, as the sync tells it (its onCommit hook). */
@@ -54,34 +57,45 @@ export interface Metrics {
 }
 
 /**
- * The Prometheus metrics of the sync worker (names in docs/DEPLOYMENT.md). What
- * belongs to one account carries a `source` label; `sources` are those this process
- * syncs, whose held gauge starts at 0.
+ * The Prometheus metrics of the sync worker (names in docs/DEPLOYMENT.md); `sources`
+ * are those this process syncs.
+ *
+ * One source: what belongs to it carries a `source` label, every series from the start.
+ * A fleet (more than one source) has as many series at 100,000 sources as at two: the
+ * counters and histograms are totals without a `source` label, and the per-source
+ * gauges an alert names a source by are kept for the worst sources only, read from
+ * Postgres at scrape time (fleet-gauges.ts), beside the counts of sources by state.
+ * One shape for every fleet, whatever its size: its dashboards and alerts do not change
+ * when it grows.
  */
 export function createMetrics(gauges: GaugeSource, sources: readonly string[]): Metrics {
   const registry = new Registry();
+  const fleet = sources.length > 1;
+  /** The `source` label, where series are per source: one source only. */
+  const bySource = fleet ? [] : ['source'];
+  const labelsOf = (source: string): Record<string, string> => (fleet ? {} : { source });
   const stored = new Counter({
     name: 'feedsync_events_stored_total',
     help: 'Events stored for the first time, by source and type (a type this release does not know: "other").',
-    labelNames: ['source', 'type'],
+    labelNames: [...bySource, 'type'],
     registers: [registry],
   });
   const duplicates = new Counter({
     name: 'feedsync_events_duplicate_total',
     help: 'Events that were already stored (overlap, repeats, webhook and feed both).',
-    labelNames: ['source'],
+    labelNames: bySource,
     registers: [registry],
   });
   const quarantined = new Counter({
     name: 'feedsync_events_quarantined_total',
     help: 'Items kept in the quarantine table because they are not storable events.',
-    labelNames: ['source'],
+    labelNames: bySource,
     registers: [registry],
   });
   const conflicts = new Counter({
     name: 'feedsync_events_conflict_total',
     help: 'Versions of stored event ids that came back with other content (the first kept; the newest other one in the conflicts table).',
-    labelNames: ['source'],
+    labelNames: bySource,
     registers: [registry],
   });
   // One series for every source: rare, and the log of the receiver or the status of the
@@ -94,73 +108,41 @@ export function createMetrics(gauges: GaugeSource, sources: readonly string[]): 
   const pages = new Counter({
     name: 'feedsync_pages_total',
     help: 'Feed pages committed.',
-    labelNames: ['source'],
+    labelNames: bySource,
     registers: [registry],
   });
   const requests = new Histogram({
     name: 'feedsync_feed_request_duration_seconds',
     help: 'Feed request latency, by source and HTTP status (0: no answer).',
-    labelNames: ['source', 'status'],
+    labelNames: [...bySource, 'status'],
     buckets: [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
     registers: [registry],
   });
   const retries = new Counter({
     name: 'feedsync_feed_retries_total',
     help: 'Feed requests retried.',
-    labelNames: ['source'],
+    labelNames: bySource,
     registers: [registry],
   });
   const { onPublished, onPublishDelay } = publishMetrics(registry);
-  // Read from the cursor row, so a restarted worker or a failed once run still reports the true time.
-  new Gauge({
-    name: 'feedsync_last_success_timestamp_seconds',
-    help: 'When a run of the source last caught up with the feed (unix seconds).',
-    labelNames: ['source'],
-    registers: [registry],
-    async collect() {
-      const at = await gauges.lastSuccessSeconds().catch(() => null);
-      for (const [source, seconds] of at ?? []) this.set({ source }, seconds);
-    },
-  });
   const runDuration = new Histogram({
     name: 'feedsync_run_duration_seconds',
     help: 'Duration of sync runs, by source.',
-    labelNames: ['source'],
+    labelNames: bySource,
     buckets: [0.1, 0.5, 1, 5, 15, 60, 300, 900, 3600],
     registers: [registry],
   });
   const runFailures = new Counter({
     name: 'feedsync_run_failures_total',
     help: 'Runs that failed (threw, or could not drain the outbox), by source.',
-    labelNames: ['source'],
-    registers: [registry],
-  });
-  // The probes stay green through a feed outage (docs/DEPLOYMENT.md, Probes): this says how long it lasts.
-  const consecutiveFailures = new Gauge({
-    name: 'feedsync_run_consecutive_failures',
-    help: 'Runs of the source that failed in a row; 0 after a run that did not fail.',
-    labelNames: ['source'],
+    labelNames: bySource,
     registers: [registry],
   });
   const leaseLost = new Counter({
     name: 'feedsync_lease_lost_total',
     help: 'Turns of the source stopped because this process lost its lease (frozen or cut off past SOURCE_LEASE_MS); nothing more of them was committed.',
-    labelNames: ['source'],
+    labelNames: bySource,
     registers: [registry],
-  });
-  const failed = (source: string): void => {
-    runFailures.inc({ source });
-    consecutiveFailures.inc({ source });
-  };
-  new Gauge({
-    name: 'feedsync_cursor_lag_seconds',
-    help: "Now minus the newest stored event's created_at (events dated in the future left out), by source.",
-    labelNames: ['source'],
-    registers: [registry],
-    async collect() {
-      const lag = await gauges.cursorLagSeconds().catch(() => null);
-      for (const [source, seconds] of lag ?? []) this.set({ source }, seconds);
-    },
   });
   const held = new Gauge({
     name: 'feedsync_source_held',
@@ -168,14 +150,24 @@ export function createMetrics(gauges: GaugeSource, sources: readonly string[]): 
     labelNames: ['source'],
     registers: [registry],
   });
-  // Every source's series exist from the start at 0: increase() cannot see a series born
-  // at 1, so the first quarantined item or failed run would go unseen by the alerts.
-  for (const source of sources) {
-    held.set({ source }, 0);
-    consecutiveFailures.set({ source }, 0);
-    runDuration.zero({ source });
-    for (const counter of [duplicates, quarantined, conflicts, pages, retries, runFailures, leaseLost]) {
-      counter.inc({ source }, 0);
+  // A fleet's failures in a row come from the lease rows (fleet-gauges.ts): every replica's turns.
+  const consecutiveFailures = fleet ? null : singleSourceGauges(registry, gauges);
+  if (fleet) fleetGauges(registry, (k) => gauges.fleetStates(k));
+  const failed = (source: string): void => {
+    runFailures.inc(labelsOf(source));
+    consecutiveFailures?.inc({ source });
+  };
+  // Every series exists from the start at 0: increase() cannot see a series born at 1, so
+  // the first quarantined item or failed run would go unseen by the alerts. A fleet's
+  // totals have no labels, and prom-client shows those at 0 by itself.
+  if (!fleet) {
+    for (const source of sources) {
+      held.set({ source }, 0);
+      consecutiveFailures?.set({ source }, 0);
+      runDuration.zero({ source });
+      for (const counter of [duplicates, quarantined, conflicts, pages, retries, runFailures, leaseLost]) {
+        counter.inc({ source }, 0);
+      }
     }
   }
   new Gauge({
@@ -196,21 +188,30 @@ export function createMetrics(gauges: GaugeSource, sources: readonly string[]): 
     },
   });
 
-  const hooksFor = (source: string): SourceHooks => ({
-    onCommit(info) {
-      pages.inc({ source }, info.pages);
-      for (const e of info.result.inserted) stored.inc({ source, type: typeLabel(e.type) });
-      if (info.result.duplicates > 0) duplicates.inc({ source }, info.result.duplicates);
-      if (info.result.quarantined > 0) quarantined.inc({ source }, info.result.quarantined);
-      if (info.result.conflicts > 0) conflicts.inc({ source }, info.result.conflicts);
-      if (info.result.contactsWithoutEmail > 0) contactsWithoutEmail.inc(info.result.contactsWithoutEmail);
-    },
-    onFeedResponse: ({ status, seconds }) => requests.observe({ source, status: String(status) }, seconds),
-    onRetry: () => retries.inc({ source }),
-    onPublished,
-    onPublishDelay,
-    onLeaseChange: (isHeld) => held.set({ source }, isHeld ? 1 : 0),
-  });
+  const hooksFor = (source: string): SourceHooks => {
+    const labels = labelsOf(source);
+    return {
+      onCommit(info) {
+        pages.inc(labels, info.pages);
+        for (const e of info.result.inserted) stored.inc({ ...labels, type: typeLabel(e.type) });
+        if (info.result.duplicates > 0) duplicates.inc(labels, info.result.duplicates);
+        if (info.result.quarantined > 0) quarantined.inc(labels, info.result.quarantined);
+        if (info.result.conflicts > 0) conflicts.inc(labels, info.result.conflicts);
+        if (info.result.contactsWithoutEmail > 0) contactsWithoutEmail.inc(info.result.contactsWithoutEmail);
+      },
+      onFeedResponse: ({ status, seconds }) =>
+        requests.observe({ ...labels, status: String(status) }, seconds),
+      onRetry: () => retries.inc(labels),
+      onPublished,
+      onPublishDelay,
+      // A fleet shows the sources held now only (at most SYNC_CONCURRENCY), never every one it held.
+      onLeaseChange: (isHeld) => {
+        if (isHeld) held.set({ source }, 1);
+        else if (fleet) held.remove({ source });
+        else held.set({ source }, 0);
+      },
+    };
+  };
 
   return {
     registry,
@@ -218,12 +219,12 @@ export function createMetrics(gauges: GaugeSource, sources: readonly string[]): 
     onPublished,
     onPublishDelay,
     observeRun(source, run) {
-      runDuration.observe({ source }, run.durationMs / 1000);
-      if (run.status === 'lease-lost') leaseLost.inc({ source });
+      runDuration.observe(labelsOf(source), run.durationMs / 1000);
+      if (run.status === 'lease-lost') leaseLost.inc(labelsOf(source));
       if (run.failed) failed(source);
       // A run stopped by SIGTERM, or one that found or lost the lease to another worker, says nothing about the feed.
       else if (run.status !== 'stopped' && run.status !== 'locked' && run.status !== 'lease-lost')
-        consecutiveFailures.set({ source }, 0);
+        consecutiveFailures?.set({ source }, 0);
     },
     observeFailure: failed,
     async summary() {
@@ -232,6 +233,11 @@ export function createMetrics(gauges: GaugeSource, sources: readonly string[]): 
         // Counters only: every value is a sample of the total, one per label set.
         return (metric?.values ?? []).reduce((acc, v) => acc + v.value, 0);
       };
+      const lags = fleet
+        ? gauges
+            .fleetStates(1)
+            .then((s) => s.worst.flatMap((w) => (w.lagSeconds === null ? [] : [w.lagSeconds])))
+        : gauges.cursorLagSeconds().then((lags) => [...lags.values()]);
       return {
         events_stored: await sum('feedsync_events_stored_total'),
         events_duplicate: await sum('feedsync_events_duplicate_total'),
@@ -242,11 +248,45 @@ export function createMetrics(gauges: GaugeSource, sources: readonly string[]): 
         feed_retries: await sum('feedsync_feed_retries_total'),
         jobs_published: await sum('feedsync_jobs_published_total'),
         outbox_backlog: await gauges.outboxBacklog().catch(() => null),
-        cursor_lag_seconds: await gauges
-          .cursorLagSeconds()
-          .then((lags) => (lags.size === 0 ? null : Math.max(...lags.values())))
+        cursor_lag_seconds: await lags
+          .then((l) => (l.length === 0 ? null : Math.max(...l)))
           .catch(() => null),
       };
     },
   };
+}
+
+/**
+ * One source's gauges: its last success and lag read from Postgres at scrape time, and
+ * its failures in a row counted here (returned, for the runs to count into).
+ */
+function singleSourceGauges(registry: Registry, gauges: GaugeSource): Gauge {
+  // Read from the cursor row, so a restarted worker or a failed once run still reports the true time.
+  new Gauge({
+    name: 'feedsync_last_success_timestamp_seconds',
+    help: 'When a run of the source last caught up with the feed (unix seconds).',
+    labelNames: ['source'],
+    registers: [registry],
+    async collect() {
+      const at = await gauges.lastSuccessSeconds().catch(() => null);
+      for (const [source, seconds] of at ?? []) this.set({ source }, seconds);
+    },
+  });
+  new Gauge({
+    name: 'feedsync_cursor_lag_seconds',
+    help: "Now minus the newest stored event's created_at (events dated in the future left out), by source.",
+    labelNames: ['source'],
+    registers: [registry],
+    async collect() {
+      const lag = await gauges.cursorLagSeconds().catch(() => null);
+      for (const [source, seconds] of lag ?? []) this.set({ source }, seconds);
+    },
+  });
+  // The probes stay green through a feed outage (docs/DEPLOYMENT.md, Probes): this says how long it lasts.
+  return new Gauge({
+    name: 'feedsync_run_consecutive_failures',
+    help: 'Runs of the source that failed in a row; 0 after a run that did not fail.',
+    labelNames: ['source'],
+    registers: [registry],
+  });
 }

@@ -32,6 +32,9 @@ import { addressKeySql } from './address-key.js';
  *   conf  conflicts: one row per id, holding the newest other version and counting
  *         every version recorded (versions_seen), so an id served again and again
  *         with other content costs one row
+ *   counted  the source's row of source_counts: events stored, the newest one's date
+ *         (read by `status` and the metrics); written last, so its row lock is the
+ *         last one taken, held only until the commit
  *
  * Every write depends on go, so a lost lease or a lost compare-and-set writes nothing
  * at all: the same outcome as a rollback, without a second round trip.
@@ -273,6 +276,12 @@ WITH input AS (
     versions_seen = k.versions_seen + excluded.versions_seen
   -- xmax is 0 on a row this statement inserted: the id's first conflict.
   RETURNING xmax = 0 AS first
+), counted AS (
+  INSERT INTO ${s}.source_counts AS c (source, events_stored, newest_event_at)
+  SELECT $1::text, count(*), max(created_at) FILTER (WHERE created_at <= now()) FROM ins
+  HAVING count(*) > 0
+  ON CONFLICT (source) DO UPDATE SET events_stored = c.events_stored + excluded.events_stored,
+    newest_event_at = GREATEST(c.newest_event_at, excluded.newest_event_at)
 )
 SELECT (SELECT ok FROM go) AS ok, (SELECT ok FROM held) AS held,
   ARRAY(SELECT id FROM seen WHERE first) AS stored_before,

@@ -30,6 +30,13 @@ export interface CursorsTable {
   last_success_at: Timestamp<null | undefined> | null;
 }
 
+/** Per source, kept by the statements that store and prune events (migrations/0010_source_counts.sql). */
+export interface SourceCountsTable {
+  source: string;
+  events_stored: ColumnType<string, number | undefined, number>;
+  newest_event_at: Timestamp<null> | null;
+}
+
 export type EmailStatusValue = 'sent' | 'delivered' | 'bounced' | 'failed' | 'complained';
 
 export interface EmailStatusTable {
@@ -124,6 +131,7 @@ export interface ConflictsTable {
 export interface Database {
   events: EventsTable;
   cursors: CursorsTable;
+  source_counts: SourceCountsTable;
   email_status: EmailStatusTable;
   contact_status: ContactStatusTable;
   suppressions: SuppressionsTable;

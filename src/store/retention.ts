@@ -60,6 +60,20 @@ const TARGETS = [
   { table: 'conflicts', ordered: false },
 ] as const;
 
+/**
+ * The deleted events taken off their sources' counts (migrations/0010_source_counts.sql),
+ * in the same statement. The rows are locked in the order of their names first: two
+ * pruners at once (two replicas) then never wait on each other in a cycle.
+ */
+const UNCOUNT = (s: string): string => `
+  , locked AS MATERIALIZED (
+    SELECT source FROM ${s}.source_counts WHERE source IN (SELECT source FROM gone) ORDER BY source FOR UPDATE
+  ), uncounted AS (
+    UPDATE ${s}.source_counts c SET events_stored = greatest(0, c.events_stored - g.n)
+    FROM (SELECT source, count(*) AS n FROM gone GROUP BY source) g
+    WHERE c.source = g.source AND c.source IN (SELECT source FROM locked)
+  )`;
+
 /** Outbox rows of one transaction may take their seqs in another order than their `created_at`; this covers it. */
 const SEQ_ORDER_SLACK_MS = 3_600_000;
 
@@ -105,7 +119,8 @@ export async function pruneExpired(store: Store, opts: PruneOptions): Promise<Pr
              SELECT ctid FROM ${s}.${table} t
               WHERE received_at >= $1 AND received_at < $2 ${kept}
               ${ordered ? 'ORDER BY received_at' : ''} LIMIT $3 FOR UPDATE SKIP LOCKED))
-           RETURNING received_at)
+           RETURNING source, received_at)
+         ${table === 'events' ? UNCOUNT(s) : ''}
          SELECT count(*) AS n, max(received_at) AS last FROM gone`,
         [from, cutoff, batchSize],
       );

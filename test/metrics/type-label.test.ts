@@ -8,6 +8,7 @@ const noGauges = {
   cursorLagSeconds: async () => new Map<string, number>(),
   outboxBacklog: async () => 0,
   lastSuccessSeconds: async () => new Map<string, number>(),
+  fleetStates: async () => ({ counts: { sources: 1, failing: 0, lagging: 0, neverSucceeded: 0 }, worst: [] }),
   sourcesOverdue: async () => 0,
 };
 

@@ -1,3 +1,6 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { testEnv } from '../support/config.js';
@@ -11,10 +14,13 @@ import { ruleSpec, alertsOf as rulesOf, shortened } from './rules.js';
 
 /**
  * The alerts and the dashboard against real parts: a Prometheus server scrapes a real
- * `sync --watch` and a real `serve-webhooks` (the built CLI) that the simulator feeds,
- * with every window and `for:` of the rule file fifty times shorter.
+ * `sync --watch` of one source, one of a fleet (a sources file of three, one of them
+ * failing every turn) and a real `serve-webhooks` (the built CLI) that the simulator
+ * feeds, with every window and `for:` of the rule file fifty times shorter.
  */
 const SOURCE = 'acme';
+/** The fleet's source whose key file is missing: it fails every turn. */
+const BROKEN = 'broken';
 /**
  * Production minutes become test seconds: 15m → 18 s, 5m → 6 s. The shortest window
  * still holds three scrapes: a scrape may take its whole interval on a busy machine
@@ -26,6 +32,9 @@ const SCRAPE_INTERVAL = '2s';
 const RATE_INTERVAL = '8s';
 const schema = uniqueSchema('prom_e2e');
 const prefix = uniquePrefix('prom-e2e');
+const fleetSchema = uniqueSchema('prom_e2e_fleet');
+const fleetPrefix = uniquePrefix('prom-e2e-fleet');
+const dir = mkdtempSync(join(tmpdir(), 'feedsync-prom-e2e-'));
 const sim = useSimulator();
 let prometheus: PrometheusServer | undefined;
 
@@ -34,6 +43,9 @@ afterAll(async () => {
   await killChildren();
   await dropSchema(schema);
   await deletePrefix(prefix);
+  await dropSchema(fleetSchema);
+  await deletePrefix(fleetPrefix);
+  rmSync(dir, { recursive: true, force: true });
 });
 
 async function api(path: string, body: unknown): Promise<Record<string, unknown>> {
@@ -55,7 +67,13 @@ async function scalar(expr: string): Promise<number | null> {
 beforeAll(async () => {
   const env = { PATH: process.env.PATH ?? '', ...testEnv({ schema, prefix, baseUrl: sim().baseUrl }) };
   expect((await runCli(['migrate'], env)).code).toBe(0);
-  const [webhookPort, receiverMetrics, workerMetrics] = [
+  const fleetEnv = {
+    PATH: process.env.PATH ?? '',
+    ...testEnv({ schema: fleetSchema, prefix: fleetPrefix, baseUrl: sim().baseUrl }),
+  };
+  expect((await runCli(['migrate'], fleetEnv)).code).toBe(0);
+  const [webhookPort, receiverMetrics, workerMetrics, fleetMetrics] = [
+    await freePort(),
     await freePort(),
     await freePort(),
     await freePort(),
@@ -82,9 +100,29 @@ beforeAll(async () => {
     FEED_MAX_RETRIES: '0',
     METRICS_PORT: String(workerMetrics),
   });
+  const sourcesFile = join(dir, 'sources.json');
+  writeFileSync(
+    sourcesFile,
+    JSON.stringify({
+      sources: [
+        { source: 'fleet-a', api_key_env: 'FLEET_A_KEY' },
+        { source: 'fleet-b', api_key_env: 'FLEET_B_KEY' },
+        { source: BROKEN, api_key_file: join(dir, 'missing-key') },
+      ],
+    }),
+  );
+  spawnNode([CLI, 'sync', '--watch'], {
+    ...fleetEnv,
+    FEED_SOURCES_FILE: sourcesFile,
+    FLEET_A_KEY: 'sim_test_fleet_a_0123456789',
+    FLEET_B_KEY: 'sim_test_fleet_b_0123456789',
+    SYNC_INTERVAL_MS: '500',
+    FEED_MAX_RETRIES: '0',
+    METRICS_PORT: String(fleetMetrics),
+  });
   prometheus = await startPrometheus({
     jobs: {
-      'feedsync-worker': [`127.0.0.1:${workerMetrics}`],
+      'feedsync-worker': [`127.0.0.1:${workerMetrics}`, `127.0.0.1:${fleetMetrics}`],
       'feedsync-webhooks': [`127.0.0.1:${receiverMetrics}`],
     },
     rules: shortened(ruleSpec(), TIME_FACTOR),
@@ -107,7 +145,7 @@ beforeAll(async () => {
   for (const to of ['delivered@example.com', 'bounced@example.com', 'complained@example.com']) {
     await api('/emails', { from: 'app@example.com', to: [to], subject: 'Hi', html: '<p>Hi</p>' });
   }
-  // Both targets up, the feed's events read by the worker (stored, or found stored: the
+  // Every target up, the feed's events read by the worker (stored, or found stored: the
   // receiver, now listening first, often stores an event before the feed serves it), the
   // deliveries answered by the receiver.
   const readByWorker =
@@ -167,6 +205,32 @@ describe('the alerts and the dashboard on a real Prometheus', () => {
       }
     }
   }, 120_000);
+
+  it('names the failing source of a fleet, and counts the fleet by state', async () => {
+    const failing = await waitFor(
+      async () =>
+        (await alertsOf(prometheus!, 'FeedsyncSourceFailing')).find(
+          (a) => a.state === 'firing' && a.labels.source === BROKEN,
+        ),
+      { what: 'FeedsyncSourceFailing to name the broken source', timeoutMs: 45_000, intervalMs: 250 },
+    );
+    expect(failing.annotations.summary).toMatch(
+      /^feedsync source broken: \d+ failed runs \(in 30 minutes, or in a row\)$/,
+    );
+    expect(await scalar('max(feedsync_sources)')).toBe(3);
+    expect(await scalar('max(feedsync_sources_failing)')).toBe(1);
+    expect(await scalar('max(feedsync_sources_never_succeeded)')).toBe(1);
+    // The fleet's totals carry no source; its per-source series are its worst sources'.
+    expect(await scalar('count(feedsync_pages_total{source=""})')).toBe(1);
+    const named = (await prometheus!.query('group by (source) (feedsync_run_consecutive_failures)')).map(
+      (s) => s.metric.source,
+    );
+    expect(named).toContain(BROKEN);
+    // The healthy ones of the fleet raise nothing.
+    expect((await alertsOf(prometheus!, 'FeedsyncSourceFailing')).map((a) => a.labels.source)).toEqual([
+      BROKEN,
+    ]);
+  }, 60_000);
 
   it('fires the stall alert while the feed answers 503, and resolves it when the feed is back', async () => {
     const stalled = () => alertsOf(prometheus!, 'FeedsyncNoRecentSuccess');

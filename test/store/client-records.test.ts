@@ -250,6 +250,10 @@ describe('contact_status and suppressions', () => {
         outboxBacklog: async () => 0,
         lastSuccessSeconds: async () => new Map(),
         sourcesOverdue: async () => 0,
+        fleetStates: async () => ({
+          counts: { sources: 1, failing: 0, lagging: 0, neverSucceeded: 0 },
+          worst: [],
+        }),
       },
       ['no-email'],
     );
