@@ -302,7 +302,7 @@ export function startRelay(opts: RelayOptions): Relay {
   const idle = async (): Promise<void> => {
     wake = new AbortController();
     // A sleep that ends by itself (no offer, kick or stop) is a sweep: an empty outbox costs one index look-up.
-    await sleep(Math.max(0, lastRead + sweepMs - performance.now()), wake.signal).then(
+    await sleep(sweepMs, wake.signal).then(
       () => {
         kicked = true;
       },

@@ -139,7 +139,7 @@ describe('the consumer applies each event once under faults', () => {
     const SEED = 0xc0ffee;
     await measured(
       {
-        item: 31,
+        item: 33,
         title: 'consumer kill -9 loop',
         claim:
           'A consumer process (createConsumer) killed with SIGKILL at any moment, including between the commit of ' +
@@ -211,7 +211,7 @@ describe('the consumer applies each event once under faults', () => {
     const P = 0.3;
     await measured(
       {
-        item: 32,
+        item: 34,
         title: 'consumer handler throws at random',
         claim:
           "A handler that throws rolls its writes back with the event's inbox row; BullMQ retries the job " +
@@ -280,7 +280,7 @@ describe('the consumer applies each event once under faults', () => {
   it('33. requeue --since after Redis lost the completed jobs: every job runs again, no effect twice', async () => {
     await measured(
       {
-        item: 33,
+        item: 35,
         title: 'consumer after requeue --since',
         claim:
           'When Redis loses its jobs and `feedsync requeue --since` hands every event over again, the consumer runs ' +
@@ -362,7 +362,7 @@ describe('the consumer applies each event once under faults', () => {
     const STALL_EVERY = 40;
     await measured(
       {
-        item: 34,
+        item: 36,
         title: 'consumer replicas at once',
         claim:
           'Several replicas of one consumer (one name) over the same queues apply every event once, also when a ' +

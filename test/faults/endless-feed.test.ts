@@ -1,12 +1,13 @@
 import { afterAll, expect, it } from 'vitest';
 import { backlogType } from '../../src/simulator/backlog.js';
 import type { Simulator } from '../../src/simulator/index.js';
-import { killChildren, runCli } from '../support/processes.js';
+import { killChildren } from '../support/processes.js';
 import { startTestSimulator } from '../support/simulator.js';
 import { fateOf } from './support/fate.js';
 import { isPrefix, prefixState } from './support/prefix-check.js';
 import { measured } from './support/results.js';
 import { useSandboxes } from './support/sandbox.js';
+import { timedCli } from './support/timed-cli.js';
 
 /** As good as endless: each run of a few seconds reads a small part of it. */
 const BACKLOG = 1_000_000_000;
@@ -18,16 +19,10 @@ afterAll(async () => {
   await sim?.close();
 });
 
-async function timed(args: string[], env: Record<string, string>) {
-  const started = performance.now();
-  const res = await runCli(args, env, 120_000);
-  return { ...res, ms: Math.round(performance.now() - started) };
-}
-
-it('28. a feed that never ends: a once run stops at SYNC_ONCE_MAX_MS, exit 4, and the next run goes on', async () => {
+it('36. a feed that never ends: a once run stops at SYNC_ONCE_MAX_MS, exit 4, and the next run goes on', async () => {
   await measured(
     {
-      item: 28,
+      item: 29,
       title: 'a feed that never ends',
       claim:
         '`sync --once` against a feed that always has another full page stops on its own after SYNC_ONCE_MAX_MS: ' +
@@ -43,10 +38,10 @@ it('28. a feed that never ends: a once run stops at SYNC_ONCE_MAX_MS, exit 4, an
       sim = await startTestSimulator({ backlog: BACKLOG });
       const box = await sandbox('endless_feed');
       const env = box.env(sim.baseUrl, { SYNC_ONCE_MAX_MS: String(LIMIT_MS), LOG_LEVEL: 'info' });
-      const first = await timed(['sync', '--once'], env);
+      const first = await timedCli(['sync', '--once'], env, 120_000);
       rec.injected++;
       const afterFirst = await prefixState(box.store, 100);
-      const second = await timed(['sync', '--once'], env);
+      const second = await timedCli(['sync', '--once'], env, 120_000);
       rec.injected++;
       const afterSecond = await prefixState(box.store, 100);
       const { rows } = await box.store.pool.query<{ last_success_at: Date | null }>(

@@ -2,11 +2,12 @@ import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, expect, it } from 'vitest';
 import type { Simulator } from '../../src/simulator/index.js';
-import { freePort, killChildren, runCli } from '../support/processes.js';
+import { freePort, killChildren } from '../support/processes.js';
 import { startTestSimulator } from '../support/simulator.js';
 import { fateOfFeed } from './support/fed-by-simulator.js';
 import { measured } from './support/results.js';
 import { useSandboxes } from './support/sandbox.js';
+import { timedCli } from './support/timed-cli.js';
 
 const BACKLOG = 500;
 const sandbox = useSandboxes();
@@ -19,12 +20,6 @@ afterAll(async () => {
 /** The retry lines a run logged (JSON lines on stdout with a wait). */
 function retries(stdout: string): number {
   return stdout.split('\n').filter((l) => l.startsWith('{') && l.includes('"waitMs"')).length;
-}
-
-async function timed(args: string[], env: Record<string, string>) {
-  const started = performance.now();
-  const res = await runCli(args, env, 60_000);
-  return { ...res, ms: Math.round(performance.now() - started) };
 }
 
 it('23. a feed that refuses the connection or speaks no TLS: told within seconds, the cursor kept', async () => {
@@ -51,10 +46,10 @@ it('23. a feed that refuses the connection or speaks no TLS: told within seconds
       const tls = `https://127.0.0.1:${(plain.address() as AddressInfo).port}/api`;
       const info = { LOG_LEVEL: 'info' };
       try {
-        const refusedSync = await timed(['sync', '--once'], box.env(closed, info));
-        const refusedList = await timed(['webhooks', 'list'], box.env(closed, info));
-        const tlsSync = await timed(['sync', '--once'], box.env(tls, info));
-        const tlsList = await timed(['webhooks', 'list'], box.env(tls, info));
+        const refusedSync = await timedCli(['sync', '--once'], box.env(closed, info));
+        const refusedList = await timedCli(['webhooks', 'list'], box.env(closed, info));
+        const tlsSync = await timedCli(['sync', '--once'], box.env(tls, info));
+        const tlsList = await timedCli(['webhooks', 'list'], box.env(tls, info));
         rec.injected = 4;
         const moved = await box.store.pool.query<{ n: number }>(
           `SELECT count(*)::int AS n FROM "${box.schema}".cursors WHERE after_id IS NOT NULL`,
@@ -62,7 +57,7 @@ it('23. a feed that refuses the connection or speaks no TLS: told within seconds
         const cursorsMoved = moved.rows[0]?.n ?? 0;
 
         sim = await startTestSimulator({ port, backlog: BACKLOG });
-        const after = await timed(['sync', '--once'], box.env(sim.baseUrl));
+        const after = await timedCli(['sync', '--once'], box.env(sim.baseUrl));
         const fate = await fateOfFeed(box, sim);
         rec.checked = fate.served;
         rec.lost = fate.lost;

@@ -8,6 +8,7 @@ import { fateOfFeed } from './support/fed-by-simulator.js';
 import { sendMail } from './support/mail.js';
 import { measured } from './support/results.js';
 import { useSandboxes } from './support/sandbox.js';
+import { timedCli } from './support/timed-cli.js';
 
 const BACKLOG = 300;
 const TIMEOUT_MS = 2_000;
@@ -18,16 +19,10 @@ afterAll(async () => {
   await sim?.close();
 });
 
-async function timed(args: string[], env: Record<string, string>) {
-  const started = performance.now();
-  const res = await runCli(args, env, 60_000);
-  return { ...res, ms: Math.round(performance.now() - started) };
-}
-
-it('27. DATABASE_URL at a silent port or at another service: each command fails within its connect timeout', async () => {
+it('35. DATABASE_URL at a silent port or at another service: each command fails within its connect timeout', async () => {
   await measured(
     {
-      item: 27,
+      item: 28,
       title: 'Postgres address where nothing answers, or Redis does',
       claim:
         'With DATABASE_URL at a port that accepts and never answers, or at a Redis server, `sync --once`, `migrate`, ' +
@@ -79,7 +74,7 @@ it('27. DATABASE_URL at a silent port or at another service: each command fails 
           ['Redis port', redisAt],
         ] as const) {
           for (const args of [['sync', '--once'], ['migrate'], ['status'], ['serve-webhooks']]) {
-            const res = await timed(args, wrong(at));
+            const res = await timedCli(args, wrong(at));
             rec.injected++;
             runs.push({
               label: `${what}, ${args.join(' ')}`,

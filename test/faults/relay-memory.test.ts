@@ -65,7 +65,7 @@ afterAll(async () => {
   await redis?.dispose();
 });
 
-it('27. Large events with Redis frozen mid-run: peak RSS under the CronJob limit with plain node', async () => {
+it('32. Large events with Redis frozen mid-run: peak RSS under the CronJob limit with plain node', async () => {
   const limit = cronJobLimitBytes();
   await measured(
     {

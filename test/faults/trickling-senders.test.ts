@@ -29,16 +29,16 @@ afterAll(async () => {
 });
 
 for (const variant of [
-  { item: 27, senders: 800, reopen: false, label: 'trickle', title: 'trickling senders' },
+  { item: 30, senders: 800, reopen: false, label: 'trickle', title: 'trickling senders' },
   {
-    item: 28,
+    item: 31,
     senders: 800,
     reopen: true,
     label: 'trickle_reopen',
     title: 'trickling senders that come back',
   },
   {
-    item: 29,
+    item: 32,
     senders: 2000,
     reopen: false,
     label: 'trickle_cap',

@@ -116,7 +116,7 @@ export function simulatorCommand(): Command {
           '  POST /_sim/webhooks/{id}/deliveries/{delivery}/resend   deliver one again\n' +
           '  POST /_sim/webhooks/{id}/test   post a webhook.test event to a registration\n' +
           '  GET /_sim/accounts              the accounts (what the page lists)\n' +
-          '  GET /_sim/accounts/{account}/webhooks|emails|events   what the page shows of an account\n' +
+          '  GET /_sim/accounts/{account}/webhooks|emails|events|records   what the page shows of an account\n' +
           'Add "key" (or "account") to a body to act on that account (default: the example key\'s).\n' +
           'Stop with Ctrl-C (SIGINT) or SIGTERM.\n' +
           'What it serves and every knob: docs/SIMULATOR.md (in the repository).\n' +
