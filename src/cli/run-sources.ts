@@ -168,6 +168,9 @@ export async function runSources(
             signal: shutdown.signal,
           });
         } catch (err) {
+          // A configuration Redis refuses (a cluster, a prefix without a hash tag) is the
+          // run's failure, not a Redis outage: exit 2 with the fix.
+          if (err instanceof ConfigError) throw err;
           handedOver = false;
           handOverError = err;
           log.error(

@@ -40,7 +40,12 @@ it(`${DELIVERIES} signed deliveries of one id, each with another 100 KB body: al
       },
     });
   const statuses = new Map<number, number>();
-  let next = 0;
+  // The first version is stored before the rest arrive: deliveries racing the very first
+  // insert of an id find no stored row in their snapshot and are counted as neither
+  // (DATA.md: the count is approximate under such races).
+  const first = await deliver(rx.pool, body(0));
+  statuses.set(first.status, 1);
+  let next = 1;
   // Four senders at once, as the service's retries would overlap.
   await Promise.all(
     Array.from({ length: 4 }, async () => {
