@@ -18,17 +18,20 @@ export async function prepareSchema(label, prepare) {
  * `events`, in a schema of its own (made here unless `schema` is given). The rate
  * is events over the run's own duration (from its summary line: schema check,
  * lock, catch-up and outbox drain); process start-up is measured apart, as cold
- * start.
+ * start. `env` adds variables to the run's environment.
  */
 export async function syncOnce(
   sim,
-  { label, events, latencyMs = 0, schema, keep = false, nodeArgs, cpu = null, cli },
+  { label, events, latencyMs = 0, schema, keep = false, nodeArgs, cpu = null, cli, env: extraEnv = {} },
 ) {
-  const env = workerEnv({
-    schema: schema ?? (await prepareSchema(label)),
-    prefix: benchPrefix(label),
-    baseUrl: sim.baseUrl,
-  });
+  const env = {
+    ...workerEnv({
+      schema: schema ?? (await prepareSchema(label)),
+      prefix: benchPrefix(label),
+      baseUrl: sim.baseUrl,
+    }),
+    ...extraEnv,
+  };
   await sim.setLatency(0);
   await sim.setBacklog(events);
   await sim.setLatency(latencyMs);

@@ -5,8 +5,9 @@
 // writes nothing); `--no-write` leaves the page alone; `--json FILE` also writes
 // the raw results; `--only <section>` runs one section alone: sources (bench/sources.mjs)
 // page-memory (bench/page-memory.mjs), relay-memory (bench/relay-memory.mjs), retention
-// (bench/retention.mjs), consumer (bench/consumer.mjs) or apply-cost (bench/apply-cost.mjs),
-// which rewrite only their block of the page.
+// (bench/retention.mjs), consumer (bench/consumer.mjs), apply-cost (bench/apply-cost.mjs)
+// or tracing (bench/tracing.mjs; `--before PATH` adds another build's
+// dist/bin/feedsync.js), which rewrite only their block of the page.
 import { writeFileSync } from 'node:fs';
 import pg from 'pg';
 import { applyCost, applyCostRows } from './apply-cost.mjs';
@@ -23,6 +24,7 @@ import { pageMemory, pageMemoryRows } from './page-memory.mjs';
 import { relayMemory, relayMemoryRows } from './relay-memory.mjs';
 import { retentionAlone, retentionRows } from './retention.mjs';
 import { measureSources, sourcesSection, sourcesSizes } from './sources.mjs';
+import { tracingAlone, tracingRows } from './tracing.mjs';
 
 const args = process.argv.slice(2);
 const quick = args.includes('--quick');
@@ -31,6 +33,9 @@ const jsonFile = jsonAt >= 0 ? args[jsonAt + 1] : null;
 const writePage = !quick && !args.includes('--no-write');
 const onlyAt = args.indexOf('--only');
 const only = onlyAt >= 0 ? args[onlyAt + 1] : null;
+/** `--before PATH`: another build's dist/bin/feedsync.js, which the tracing section runs beside this one. */
+const beforeAt = args.indexOf('--before');
+const before = beforeAt >= 0 ? args[beforeAt + 1] : null;
 /** Sections that run alone, each with its own block of the page (sources writes its own). */
 const ALONE = {
   'page-memory': {
@@ -57,6 +62,11 @@ const ALONE = {
     title: 'The apply statement with contact_status and suppressions',
     run: () => applyCost({ scale, log }),
     rows: applyCostRows,
+  },
+  tracing: {
+    title: 'Traces: CPU per event, off and on',
+    run: () => tracingAlone({ scale, log, before }),
+    rows: tracingRows,
   },
 };
 if (only !== null && only !== 'sources' && only !== 'pipeline' && !ALONE[only]) {

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { checkBaseUrl } from '../config/base-url.js';
 import { ConfigError, PageError } from '../errors.js';
+import { inSpan, SpanKind } from '../tracing/tracing.js';
 import { createTransport, type HttpResponse, type RequestFn } from './http.js';
 import { type RetryDeps, type RetryPolicy, withRetries } from './retry.js';
 import type {
@@ -66,9 +67,30 @@ export class ServiceClient {
    * Sends one email. The Idempotency-Key is generated when none is given, and the
    * same key goes with every retry, so the service sends the message once.
    */
-  async sendEmail(
+  sendEmail(
     email: SendEmailRequest,
     opts: { idempotencyKey?: string; signal?: AbortSignal } = {},
+  ): Promise<SendEmailResponse & { idempotencyKey: string; replayed: boolean }> {
+    // Counts only: never the addresses, the subject or the key.
+    const attributes = {
+      'feedsync.send.recipients': email.to.length,
+      'feedsync.send.key_given': opts.idempotencyKey !== undefined,
+    };
+    return inSpan(
+      'send',
+      attributes,
+      async (span) => {
+        const sent = await this.#sendEmail(email, opts);
+        span.setAttribute('feedsync.send.replayed', sent.replayed);
+        return sent;
+      },
+      { kind: SpanKind.CLIENT },
+    );
+  }
+
+  async #sendEmail(
+    email: SendEmailRequest,
+    opts: { idempotencyKey?: string; signal?: AbortSignal },
   ): Promise<SendEmailResponse & { idempotencyKey: string; replayed: boolean }> {
     const idempotencyKey = opts.idempotencyKey ?? randomUUID();
     const res = await withRetries(

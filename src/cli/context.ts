@@ -28,6 +28,7 @@ export function action<A extends unknown[]>(
   return async (...args: A) => {
     let logger: Logger | undefined;
     let config: Config | null = null;
+    let stopTracing: (() => Promise<void>) | null = null;
     try {
       config = loadConfig();
       for (const warning of variableWarnings(process.env, config)) {
@@ -38,6 +39,8 @@ export function action<A extends unknown[]>(
         secrets: secretsOf(config),
         ...(opts.logTo ? { destination: opts.logTo } : {}),
       });
+      // The SDK loads only when an OTLP endpoint is set: without one, spans are the API's no-op.
+      if (config.tracing) stopTracing = (await import('../tracing/start.js')).startTracing(config.tracing);
       process.exitCode = (await fn({ config, logger }, ...args)) ?? 0;
     } catch (err) {
       process.exitCode = exitCodeOf(err);
@@ -46,6 +49,7 @@ export function action<A extends unknown[]>(
       logger?.debug({ err }, line);
       process.stderr.write(`feedsync: ${line}\n`);
     } finally {
+      await stopTracing?.();
       logger?.flush();
     }
   };

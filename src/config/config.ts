@@ -7,6 +7,7 @@ import { splitUrls, urlEscapeProblem, urlSecrets } from './connection-url.js';
 import { parseEventTypes } from './event-types.js';
 import { hashTagOf, missingHashTagError, parseRedisSettings, type RedisSettings } from './redis-settings.js';
 import { type FeedSource, loadSourcesFile, sourceNameProblem } from './sources-file.js';
+import { parseTracing, type TracingSettings } from './tracing-settings.js';
 
 export type { FeedSource };
 
@@ -115,6 +116,8 @@ export interface Config {
     /** WEBHOOK_MAX_BODY_BYTES. Default 256 KiB. */
     readonly maxBodyBytes: number;
   };
+  /** OpenTelemetry traces (the standard OTEL_* variables); null, the default, exports none. */
+  readonly tracing: TracingSettings | null;
   /** The variables the environment set (not left to their defaults), by name. */
   readonly given: readonly string[];
 }
@@ -286,6 +289,7 @@ export function loadConfig(
       host: unbracket(v.WEBHOOK_HOST),
       maxBodyBytes: v.WEBHOOK_MAX_BODY_BYTES,
     },
+    tracing: parseTracing(env),
     given: Object.keys(raw).filter((name) => raw[name] !== undefined),
   };
   return deepFreeze(config);
@@ -420,6 +424,7 @@ export function secretsOf(config: Config): string[] {
   if (config.feed.apiKey) secrets.push(config.feed.apiKey);
   for (const s of config.sources) if (s.apiKey) secrets.push(s.apiKey);
   secrets.push(...urlSecrets(config.database.url), ...urlSecrets(config.redis.url));
+  if (config.tracing) secrets.push(...urlSecrets(config.tracing.url));
   for (const p of [config.redis.password, config.redis.sentinel?.password]) {
     if (p) secrets.push(p, encodeURIComponent(p));
   }

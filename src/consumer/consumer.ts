@@ -5,6 +5,7 @@ import { type Env, loadConsumerSettings } from '../config/config.js';
 import { FeedsyncError } from '../errors.js';
 import { createLogger, type Logger } from '../logger.js';
 import { connectForWorkers, type WorkerConnection } from '../redis/worker-connection.js';
+import { inSpan, linksFrom, SpanKind } from '../tracing/tracing.js';
 import { type FeedsyncEvent, type FeedsyncEventType, readEvent, withoutAddresses } from './events.js';
 import { checkInbox, inboxTable, migrateInbox, withInbox } from './inbox.js';
 import { startPruning } from './pruning.js';
@@ -126,7 +127,27 @@ export function createConsumer(opts: ConsumerOptions): Consumer {
     closed = resolve;
   });
 
-  async function processJob(job: Job): Promise<void> {
+  /**
+   * A job in a span of its own trace, linked (not parented) to the commit that stored its
+   * event when the job carries that commit's context: a batch of a thousand events does
+   * not become one trace of a thousand jobs.
+   */
+  function processJob(job: Job): Promise<void> {
+    return inSpan(
+      'handle job',
+      {
+        'messaging.system': 'bullmq',
+        'messaging.destination.name': job.queueName,
+        'feedsync.consumer': name,
+        'feedsync.event.type': job.name,
+        'feedsync.job.attempt': job.attemptsMade + 1,
+      },
+      (span) => handleJob(job, (applied) => span.setAttribute('feedsync.job.applied', applied)),
+      { kind: SpanKind.CONSUMER, links: linksFrom(job.opts.telemetry?.metadata) },
+    );
+  }
+
+  async function handleJob(job: Job, onApplied: (applied: boolean) => void): Promise<void> {
     const { UnrecoverableError } = require('bullmq') as typeof import('bullmq');
     let event: FeedsyncEvent;
     try {
@@ -140,6 +161,7 @@ export function createConsumer(opts: ConsumerOptions): Consumer {
       | undefined;
     if (!handler) return;
     const applied = await withInbox(pool, name, event, (db) => handler(event, db), { schema });
+    onApplied(applied);
     logger.debug({ job: job.id, type: event.type, applied }, applied ? 'applied' : 'seen before');
   }
 

@@ -1,6 +1,7 @@
 import type { ServiceClient } from '../api/client.js';
 import { type RetryDeps, type RetryPolicy, withRetries } from '../api/retry.js';
 import { ApiError } from '../errors.js';
+import { inSpan, SpanKind } from '../tracing/tracing.js';
 import { type FeedPage, feedTypeParam, parsePage } from './page.js';
 
 export interface FeedClientOptions {
@@ -25,32 +26,49 @@ export type FetchPage = (after: string | null, signal?: AbortSignal) => Promise<
 export function createFeedClient(opts: FeedClientOptions): FetchPage {
   const type = feedTypeParam(opts.types);
   const rules = { limit: opts.limit, listField: opts.listField, types: opts.types };
-  return async (after, signal) => {
-    const raw = await withRetries(
-      async () => {
-        const started = performance.now();
-        try {
-          const page = await opts.client.eventsPage({ after, type, limit: opts.limit }, signal);
-          opts.onResponse?.({
-            status: 200,
-            seconds: (performance.now() - started) / 1000,
-            bytes: page.bytes,
-          });
-          return page;
-        } catch (err) {
-          const status = err instanceof ApiError ? err.status : 0;
-          opts.onResponse?.({ status, seconds: (performance.now() - started) / 1000, bytes: 0 });
-          throw err;
-        }
+  return (after, signal) =>
+    inSpan(
+      'feed page',
+      { 'http.request.method': 'GET' },
+      async (span) => {
+        let attempts = 0;
+        const raw = await withRetries(
+          async () => {
+            const started = performance.now();
+            attempts++;
+            span.setAttribute('feedsync.feed.attempts', attempts);
+            try {
+              const page = await opts.client.eventsPage({ after, type, limit: opts.limit }, signal);
+              span.setAttribute('http.response.status_code', 200);
+              opts.onResponse?.({
+                status: 200,
+                seconds: (performance.now() - started) / 1000,
+                bytes: page.bytes,
+              });
+              return page;
+            } catch (err) {
+              const status = err instanceof ApiError ? err.status : 0;
+              if (status > 0) span.setAttribute('http.response.status_code', status);
+              opts.onResponse?.({ status, seconds: (performance.now() - started) / 1000, bytes: 0 });
+              throw err;
+            }
+          },
+          opts.retry,
+          opts.retryDeps,
+          signal ? { signal } : {},
+        ).catch((err: unknown) => {
+          throw after === null ? err : (unknownCursor(err, after) ?? err);
+        });
+        const page = parsePage(raw.body, { ...rules, after });
+        span.setAttributes({
+          'feedsync.page.bytes': raw.bytes,
+          'feedsync.page.events': page.events.length,
+          'feedsync.page.quarantined': page.quarantine.length,
+        });
+        return { ...page, bytes: raw.bytes };
       },
-      opts.retry,
-      opts.retryDeps,
-      signal ? { signal } : {},
-    ).catch((err: unknown) => {
-      throw after === null ? err : (unknownCursor(err, after) ?? err);
-    });
-    return { ...parsePage(raw.body, { ...rules, after }), bytes: raw.bytes };
-  };
+      { kind: SpanKind.CLIENT },
+    );
 }
 
 /**

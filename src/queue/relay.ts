@@ -3,6 +3,7 @@ import type { Logger } from '../logger.js';
 import { defaultSleep } from '../sleep.js';
 import type { OutboxEntry } from '../store/applier.js';
 import type { Outbox, OutboxRow } from '../store/outbox.js';
+import { inSpan, type Link, linksFrom, SpanKind } from '../tracing/tracing.js';
 import { jobData, jobDataBytes } from './job-data.js';
 import type { JobToAdd, Publisher } from './publisher.js';
 import { jobIdFor } from './routes.js';
@@ -195,9 +196,19 @@ export function startRelay(opts: RelayOptions): Relay {
       list.push(p);
     }
     for (const [queue, list] of byQueue) {
-      await publisher.addBulk(
-        queue,
-        list.map((p) => p.job),
+      await inSpan(
+        'publish',
+        {
+          'messaging.system': 'bullmq',
+          'messaging.destination.name': queue,
+          'messaging.batch.message_count': list.length,
+        },
+        () =>
+          publisher.addBulk(
+            queue,
+            list.map((p) => p.job),
+          ),
+        { kind: SpanKind.PRODUCER, links: commitLinks(list) },
       );
       opts.onPublished?.(queue, list.length);
       if (opts.onPublishDelay) {
@@ -225,6 +236,7 @@ export function startRelay(opts: RelayOptions): Relay {
             name: entry.jobName,
             jobId: jobIdFor(entry.source, entry.event.id),
             data: jobData(entry.source, entry.event),
+            trace: entry.trace,
           },
           committedAt: at,
         }));
@@ -419,6 +431,13 @@ export function startRelay(opts: RelayOptions): Relay {
     },
   };
   return relay;
+}
+
+/** Links to the commits a batch's jobs came from (a few: a batch is a few commits' rows), none for rows read back. */
+function commitLinks(list: readonly Pending[]): Link[] {
+  const traces = new Set<string>();
+  for (const p of list) if (p.job.trace !== undefined && traces.size < 32) traces.add(p.job.trace);
+  return [...traces].flatMap(linksFrom);
 }
 
 const MiB = 1024 * 1024;

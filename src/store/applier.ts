@@ -1,4 +1,5 @@
 import type { ServiceEvent } from '../api/types.js';
+import { carrierOf, inSpan } from '../tracing/tracing.js';
 import { applyStatement } from './apply-statement.js';
 import { quoteSchema, type Store } from './db.js';
 import { type ApplyRow, applyIsolated, isSplittable, type Part, type RunPart } from './isolate.js';
@@ -67,6 +68,8 @@ export interface OutboxEntry {
   queue: string;
   jobName: string;
   event: ServiceEvent;
+  /** The commit's span as trace metadata, for the job to link to; absent when not traced (or read back from the outbox). */
+  trace?: string;
 }
 
 export interface Applier {
@@ -101,7 +104,7 @@ export function createApplier(
   const text = applyStatement(quoteSchema(store.schema));
   const begin = boundedBegin(opts.leaseMs ?? 30_000);
 
-  return {
+  return traced({
     async apply(batch) {
       let unique: ServiceEvent[] = [];
       const repeats: ServiceEvent[] = [];
@@ -188,7 +191,7 @@ export function createApplier(
         outbox: outboxEntries(batch.source, row, inserted),
       };
     },
-  };
+  });
 
   /** The statement's new outbox rows joined with the events they stand for. */
   function outboxEntries(source: string, row: ApplyRow, inserted: readonly ServiceEvent[]): OutboxEntry[] {
@@ -213,6 +216,37 @@ export function createApplier(
     }
     return routes;
   }
+}
+
+/**
+ * Each batch in a `commit` span: what it stored, and its context on every outbox entry,
+ * so that the job of each event it stored links back to it.
+ */
+function traced(applier: Applier): Applier {
+  return {
+    apply: (batch) =>
+      inSpan(
+        'commit',
+        {
+          'feedsync.source': batch.source,
+          'feedsync.received_via': batch.receivedVia,
+          'feedsync.batch.events': batch.events.length,
+        },
+        async (span) => {
+          const result = await applier.apply(batch);
+          span.setAttributes({
+            'feedsync.commit.status': result.status,
+            'feedsync.events.new': result.inserted.length,
+            'feedsync.events.duplicate': result.duplicates,
+            'feedsync.events.quarantined': result.quarantined,
+            'feedsync.outbox.rows': result.outboxRows,
+          });
+          const trace = carrierOf(span);
+          if (trace !== undefined) for (const entry of result.outbox) entry.trace = trace;
+          return result;
+        },
+      ),
+  };
 }
 
 /**

@@ -4,12 +4,13 @@ const MiB = 1024 * 1024;
  * Response bytes a catch-up holds at most, by default. A parsed page costs several
  * times its response until its commit is done (the text, the objects, the statement's
  * JSON, the driver's buffer), and with Node's defaults V8 lets the old generation grow
- * to about four times what is live before it collects: 12 MiB (one answer of the
- * default 8 MiB response limit and 4 MiB besides) keeps a plain `node` worker under the
- * manifests' 256 MiB where 16 MiB did not (docs/BENCHMARKS.md, Memory with events that
- * reach the relay). Small pages are held by count long before this binds.
+ * to about four times what is live before it collects: 10 MiB (one answer of the
+ * default 8 MiB response limit and 2 MiB besides) keeps a plain `node` worker with pages
+ * of 4 MB under the manifests' 256 MiB where 16 MiB did not (docs/BENCHMARKS.md, Memory
+ * with events that reach the relay). A page larger than 2 MiB is then not fetched ahead
+ * of the commit of the one before; small pages are held by count long before this binds.
  */
-export const DEFAULT_MAX_HELD_BYTES = 12 * MiB;
+export const DEFAULT_MAX_HELD_BYTES = 10 * MiB;
 
 /** Limits of what one catch-up holds in memory at once. */
 export interface HoldLimits {

@@ -17,6 +17,7 @@ import { migrate, schemaState } from '../store/migrate.js';
 import { pruneOutbox } from '../store/outbox.js';
 import { pruneAfterRun } from '../store/retention.js';
 import { assertEventWithinRetention } from '../store/retention-guard.js';
+import { inSpan } from '../tracing/tracing.js';
 import { type CatchUpResult, type CommitInfo, catchUp } from './catch-up.js';
 import { linkedAbort } from './signals.js';
 
@@ -290,7 +291,21 @@ export function createSourceSync(deps: SourceSyncDeps): SourceSync {
     }
   };
 
-  const runHeld = async (
+  // A turn is a trace of its own: its feed requests and commits are its children.
+  const runHeld = (lease: SourceLease, signal: AbortSignal, limit?: AbortSignal): Promise<RunResult> =>
+    inSpan('source turn', { 'feedsync.source': source }, async (span) => {
+      const result = await runTurn(lease, signal, limit);
+      span.setAttributes({
+        'feedsync.turn.status': result.status,
+        'feedsync.pages': result.pages,
+        'feedsync.events.stored': result.stored,
+        'feedsync.events.duplicate': result.duplicates,
+        'feedsync.outbox.drained': result.drained,
+      });
+      return result;
+    });
+
+  const runTurn = async (
     lease: SourceLease,
     signal: AbortSignal,
     limit?: AbortSignal,

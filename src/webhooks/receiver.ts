@@ -2,6 +2,7 @@ import type { ServiceEvent } from '../api/types.js';
 import { readEnvelope } from '../feed/envelope.js';
 import type { Logger } from '../logger.js';
 import type { Applier, ApplyResult } from '../store/applier.js';
+import { inSpan, SpanKind } from '../tracing/tracing.js';
 import { checkWebhookSignature, DEFAULT_TOLERANCE_SEC, type SignatureCheck } from './signature.js';
 
 /** What the receiver answers one delivery: a status and a small JSON body. */
@@ -93,7 +94,7 @@ export function createDeliveryHandler(opts: DeliveryHandlerOptions): DeliveryHan
     return { status: 400, body: { error, message: reason, quarantined: true } };
   };
 
-  return async (raw, signature) => {
+  return traced(async (raw, signature) => {
     const check = checkWebhookSignature(raw, signature, secrets, { now: now(), toleranceSec: tolerance });
     if (check !== 'valid') {
       // The header's value is never logged: it is an HMAC of the body under our secret.
@@ -147,7 +148,27 @@ export function createDeliveryHandler(opts: DeliveryHandlerOptions): DeliveryHan
       );
     log.debug({ ...ref, duplicate }, 'webhook event stored');
     return { status: 200, body: { received: true, id: event.id, stored: true, duplicate } };
-  };
+  });
+}
+
+/** Each delivery in a span: the signature check's result and the answer; its commit is a child. */
+function traced(handle: DeliveryHandler): DeliveryHandler {
+  return (raw, signature) =>
+    inSpan(
+      'webhook delivery',
+      { 'http.request.method': 'POST', 'http.request.body.size': raw.length },
+      async (span) => {
+        const answer = await handle(raw, signature);
+        span.setAttributes({
+          'http.response.status_code': answer.status,
+          'feedsync.webhook.verification': answer.rejected ?? 'valid',
+          'feedsync.webhook.stored': answer.body.stored === true,
+          'feedsync.webhook.duplicate': answer.body.duplicate === true,
+        });
+        return answer;
+      },
+      { kind: SpanKind.SERVER },
+    );
 }
 
 function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
