@@ -22,7 +22,18 @@ export async function prepareSchema(label, prepare) {
  */
 export async function syncOnce(
   sim,
-  { label, events, latencyMs = 0, schema, keep = false, nodeArgs, cpu = null, cli, env: extraEnv = {} },
+  {
+    label,
+    events,
+    latencyMs = 0,
+    schema,
+    keep = false,
+    nodeArgs,
+    cpu = null,
+    cli,
+    env: extraEnv = {},
+    cgroup = null,
+  },
 ) {
   const env = {
     ...workerEnv({
@@ -35,7 +46,12 @@ export async function syncOnce(
   await sim.setLatency(0);
   await sim.setBacklog(events);
   await sim.setLatency(latencyMs);
-  const run = await runWorker(env, { cpu, ...(nodeArgs ? { nodeArgs } : {}), ...(cli ? { cli } : {}) });
+  const run = await runWorker(env, {
+    cpu,
+    cgroup,
+    ...(nodeArgs ? { nodeArgs } : {}),
+    ...(cli ? { cli } : {}),
+  });
   const s = run.summary;
   if (s?.status !== 'caught-up' || s.events_stored !== events || s.jobs_published !== events) {
     throw new Error(`${label}: the run did not store and publish ${events} events: ${JSON.stringify(s)}`);

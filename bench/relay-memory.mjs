@@ -1,14 +1,16 @@
 // Peak RSS of a real `sync --once` whose events reach the relay (a routed type, so every
 // event becomes an outbox row and a job), with events of 40 kB and 200 kB, Redis answering
-// or frozen (SIGSTOP) for a while mid-run, each run twice side by side: as plain
-// `node dist/bin/feedsync.js` (Node's defaults, as `npm run demo` and an embedding process
-// run it) and through the image's node flags (Dockerfile ENTRYPOINT). Then a catch-up of
-// 100,000 small events, the same two ways. Against the smallest memory limit of the
+// or frozen (SIGSTOP) for a while mid-run, each run three times side by side: as plain
+// `node dist/bin/feedsync.js` (no node flag, as `npm run demo` and every package.json script
+// run it) on this machine, the same inside a memory cgroup of the manifests' limit (as in a
+// pod: Node sizes V8's heap from it), and through the image's node flags (Dockerfile
+// ENTRYPOINT). Then a catch-up of 100,000 small events, the same three ways. Against the smallest memory limit of the
 // manifests; the small catch-up against 150 MB with plain node.
 // Run alone: `node bench/run.mjs --only relay-memory`.
 import pg from 'pg';
 import { prepareSchema, syncOnce } from './end-to-end.mjs';
 import { DATABASE_URL, dropSchema, IMAGE_NODE_FLAGS } from './lib/env.mjs';
+import { createMemoryCgroup } from './lib/memory-cgroup.mjs';
 import { startPaddedFeed } from './lib/padded-feed.mjs';
 import { startPrivateRedis } from './lib/redis-server.mjs';
 import { startSimChild } from './lib/simulator.mjs';
@@ -22,10 +24,25 @@ const SMALL_TARGET_MB = 150;
 const MiB = 1024 * 1024;
 /** Peak RSS is read in kB (KiB) from /proc: shown in MiB, as the manifests' limits are written. */
 const mib = (x) => `${Math.round(x)} MiB`;
+/**
+ * Plain `node dist/bin/feedsync.js` twice: on this machine as it is (V8 sizes its heap from
+ * the whole machine's memory) and inside a memory cgroup of the manifests' limit (Node
+ * sizes it from the limit, as in a pod); then through the image's node flags.
+ */
 const RUNNERS = [
   { name: 'plain node', nodeArgs: [] },
+  { name: "plain node in a memory cgroup of the manifests' limit, as in a pod", nodeArgs: [], pod: true },
   { name: "the image's flags", nodeArgs: IMAGE_NODE_FLAGS },
 ];
+const labelOf = (runner) => (runner.pod ? 'p' : runner.nodeArgs.length === 0 ? 'n' : 'i');
+
+/** The runner's memory cgroup, for the pod runner; an error where none can be made. */
+function cgroupFor(runner) {
+  if (!runner.pod) return null;
+  const cgroup = createMemoryCgroup(manifestMemoryLimitMb() * 1e6);
+  if (!cgroup) throw new Error('relay-memory: no writable memory cgroup on this machine (it needs root)');
+  return cgroup;
+}
 
 /**
  * The cases: events of 40 kB in pages of 100 (4 MB pages), of 200 kB in pages of 35
@@ -76,7 +93,13 @@ export async function relayRun(c, runner, label) {
   };
   try {
     const watching = freezer();
-    const run = await runWorker(env, { nodeArgs: runner.nodeArgs, sampleMs: 25, anyExit: c.frozen });
+    const cgroup = cgroupFor(runner);
+    const run = await runWorker(env, {
+      nodeArgs: runner.nodeArgs,
+      sampleMs: 25,
+      anyExit: c.frozen,
+      cgroup,
+    }).finally(() => cgroup?.dispose());
     stopWatching = true;
     await watching;
     const stored = run.summary?.events_stored ?? null;
@@ -101,7 +124,7 @@ export async function relayMemory({ scale = 1, log = () => {} } = {}) {
     for (const runner of RUNNERS) {
       const what = `${c.total} events of ${c.eventKb} kB${c.frozen ? ', Redis frozen' : ''}, ${runner.name}`;
       log(`sync --once, ${what}`);
-      const label = `relaymem_${c.eventKb}${c.frozen ? 'f' : ''}_${runner.nodeArgs.length === 0 ? 'n' : 'i'}`;
+      const label = `relaymem_${c.eventKb}${c.frozen ? 'f' : ''}_${labelOf(runner)}`;
       row.by[runner.name] = await relayRun(c, runner, label);
     }
     runs.push(row);
@@ -112,11 +135,13 @@ export async function relayMemory({ scale = 1, log = () => {} } = {}) {
   try {
     for (const runner of RUNNERS) {
       log(`sync --once, ${events} small events, ${runner.name}`);
+      const cgroup = cgroupFor(runner);
       const run = await syncOnce(sim, {
-        label: `relaymem_small_${runner.nodeArgs.length === 0 ? 'n' : 'i'}`,
+        label: `relaymem_small_${labelOf(runner)}`,
         events,
         nodeArgs: runner.nodeArgs,
-      });
+        cgroup,
+      }).finally(() => cgroup?.dispose());
       small.by[runner.name] = { peakRssMb: run.peakRssMb, eventsPerSec: run.eventsPerSec };
     }
   } finally {
@@ -144,11 +169,12 @@ export function relayMemoryRows(r) {
     }
   }
   for (const [name, m] of Object.entries(r.small.by)) {
-    const plain = name === 'plain node';
+    const plain = name.startsWith('plain node');
     rows.push({
-      measure: plain
-        ? `peak RSS, ${r.small.events.toLocaleString('en-US')}-event catch-up of small events, plain node`
-        : `  the same, ${name}`,
+      measure:
+        name === 'plain node'
+          ? `peak RSS, ${r.small.events.toLocaleString('en-US')}-event catch-up of small events, plain node`
+          : `  the same, ${name}`,
       result: mib(m.peakRssMb),
       against: plain ? `${SMALL_TARGET_MB} MB (${mib((SMALL_TARGET_MB * 1e6) / MiB)})` : '',
       ratio: plain ? `${Math.round(((m.peakRssMb * MiB) / (SMALL_TARGET_MB * 1e6)) * 100)}%` : '',

@@ -1,8 +1,8 @@
 #!/usr/bin/env -S node --liftoff-only --heap-growing-percent=50
 // Node takes these V8 flags at start, from this line when `feedsync` runs as a command
-// (npx feedsync, the package's bin) and from the image's ENTRYPOINT; changing them at
-// run time is what Node's documentation calls unpredictable. Both only lower the cost
-// of a run; `node dist/bin/feedsync.js` without them works the same.
+// (npx feedsync, the package's bin) and from the image's ENTRYPOINT. Both only lower the
+// cost of a run; `node dist/bin/feedsync.js` without them works the same, and gets the
+// second one set below.
 // - --liftoff-only: undici parses HTTP with llhttp, compiled to WebAssembly. After the
 //   first response, V8's optimizing tier recompiles llhttp's parser (one large state
 //   machine) in the background: about 35 MB, and 150-200 ms that a short run then waits
@@ -12,8 +12,18 @@
 //   survived the last full collection before collecting again; during a catch-up that
 //   pushes the worker's RSS past 200 MB. Growing it by half keeps the peak near 150 MB
 //   at no measurable cost in rate (docs/BENCHMARKS.md, Memory).
+import { setFlagsFromString } from 'node:v8';
 import { Command, CommanderError } from 'commander';
 import { registerCommands } from './cli/commands/index.js';
+
+// Started as `node dist/bin/feedsync.js` (npm scripts, an image of one's own), Node reads no
+// shebang: the growth limit is set here instead, unless node was given one. V8 reads it
+// after each full collection, so it takes effect from the first; Node's documentation
+// warns that flags changed at run time may do nothing, and this one was measured to work
+// (1,000 events of 200 kB: peak RSS 290 -> 193 MiB; docs/BENCHMARKS.md, Memory with
+// events that reach the relay).
+const nodeFlags = `${process.execArgv.join(' ')} ${process.env.NODE_OPTIONS ?? ''}`;
+if (!nodeFlags.includes('--heap-growing-percent')) setFlagsFromString('--heap-growing-percent=50');
 
 // A reader that goes away (`feedsync … | head`) is not a failure of the command: the rest
 // of the output is dropped and the exit code stays the command's own (2 for a usage error).

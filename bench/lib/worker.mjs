@@ -36,6 +36,7 @@ function memoryOf(pid) {
  * Resolves with the wall time, the exit code, the run's own summary line (and every log
  * line), the memory peak and the CPU times in ms. A run that exits non-zero rejects,
  * unless `anyExit` (a run against a Redis the bench stops may end 1): then `code` tells.
+ * With `cgroup` (lib/memory-cgroup.mjs) the process runs inside it, as in a pod.
  */
 export function runWorker(
   env,
@@ -47,13 +48,16 @@ export function runWorker(
     cli = CLI,
     cpu = null,
     anyExit = false,
+    cgroup = null,
   } = {},
 ) {
   return new Promise((resolve, reject) => {
     const started = performance.now();
     const redis0 = cpu ? cpuMs(cpu.redisPid) : 0;
     const sim0 = cpu ? cpuMs(cpu.simPid) : 0;
-    const child = spawn(process.execPath, [...nodeArgs, cli, ...args], {
+    const argv = [...nodeArgs, cli, ...args];
+    const [command, commandArgs] = cgroup ? cgroup.wrap(process.execPath, argv) : [process.execPath, argv];
+    const child = spawn(command, commandArgs, {
       env,
       stdio: ['ignore', 'pipe', 'pipe'],
     });
