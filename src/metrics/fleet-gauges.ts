@@ -14,9 +14,6 @@ export interface FleetStates {
  */
 export const WORST_PER_LIST = 10;
 
-/** A scrape reads its gauges at once: they share one read of the states within this time. */
-const SHARED_READ_MS = 1000;
-
 /**
  * The gauges of a fleet (more than one source), read at scrape time from the rows kept
  * per source (one statement, source-states.ts), the same on every replica:
@@ -27,13 +24,17 @@ const SHARED_READ_MS = 1000;
  * A read that fails (Postgres away) leaves the last values standing.
  */
 export function fleetGauges(registry: Registry, read: (k: number) => Promise<FleetStates>): void {
-  let shared: { at: number; states: Promise<FleetStates | null> } | null = null;
+  // A scrape calls every gauge's collect() before it awaits any (prom-client's
+  // Registry.metrics), so the gauges of one scrape share the read in flight; the next
+  // scrape reads again, however soon it comes.
+  let inFlight: Promise<FleetStates | null> | null = null;
   const states = (): Promise<FleetStates | null> => {
-    const now = performance.now();
-    if (shared === null || now - shared.at > SHARED_READ_MS) {
-      shared = { at: now, states: read(WORST_PER_LIST).catch(() => null) };
-    }
-    return shared.states;
+    inFlight ??= read(WORST_PER_LIST)
+      .catch(() => null)
+      .finally(() => {
+        inFlight = null;
+      });
+    return inFlight;
   };
   const perSource = (name: string, help: string, value: (w: WorstSource) => number | null): void => {
     new Gauge({
