@@ -20,7 +20,15 @@ const LAYERS: readonly (readonly string[])[] = [
   ['store', 'redis'],
   ['feed', 'api'],
   ['config', 'logger.ts', 'tracing'],
-  ['errors.ts', 'error-codes.ts', 'error-summary.ts', 'shell-quote.ts', 'sleep.ts', 'edit-distance.ts'],
+  [
+    'errors.ts',
+    'error-codes.ts',
+    'error-summary.ts',
+    'event-types.ts',
+    'shell-quote.ts',
+    'sleep.ts',
+    'edit-distance.ts',
+  ],
 ];
 
 /**

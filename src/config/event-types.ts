@@ -1,15 +1,5 @@
 import { editDistance } from '../edit-distance.js';
-/** The event types of the service's specification, as this release knows them. */
-export const KNOWN_EVENT_TYPES: readonly string[] = [
-  'contact.subscribed',
-  'contact.unsubscribed',
-  'email.bounced',
-  'email.complained',
-  'email.delivered',
-  'email.failed',
-  'email.sent',
-  'webhook.test',
-];
+import { KNOWN_EVENT_TYPES } from '../event-types.js';
 
 /** Marks a type the service added after this release: `+email.opened`. */
 export const NEW_TYPE_MARK = '+';

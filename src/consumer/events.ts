@@ -1,14 +1,12 @@
 import { FeedsyncError } from '../errors.js';
+import {
+  CONTACT_EVENT_TYPES,
+  type ContactEventType,
+  EMAIL_EVENT_TYPES,
+  type EmailEventType,
+} from '../event-types.js';
 
-/** The five email types: queue QUEUE_EMAIL_EVENTS. */
-export type EmailEventType =
-  | 'email.sent'
-  | 'email.delivered'
-  | 'email.bounced'
-  | 'email.complained'
-  | 'email.failed';
-/** The two contact types: queue QUEUE_CONTACT_EVENTS. */
-export type ContactEventType = 'contact.subscribed' | 'contact.unsubscribed';
+export type { ContactEventType, EmailEventType };
 /** Every type feedsync hands to BullMQ. */
 export type FeedsyncEventType = EmailEventType | ContactEventType;
 
@@ -36,17 +34,8 @@ export type FeedsyncEvent =
   | { [T in EmailEventType]: EventOf<T, EmailData> }[EmailEventType]
   | { [T in ContactEventType]: EventOf<T, Readonly<Record<string, unknown>>> }[ContactEventType];
 
-const EMAIL_TYPES: ReadonlySet<string> = new Set<EmailEventType>([
-  'email.sent',
-  'email.delivered',
-  'email.bounced',
-  'email.complained',
-  'email.failed',
-]);
-const CONTACT_TYPES: ReadonlySet<string> = new Set<ContactEventType>([
-  'contact.subscribed',
-  'contact.unsubscribed',
-]);
+const EMAIL_TYPES: ReadonlySet<string> = new Set(EMAIL_EVENT_TYPES);
+const CONTACT_TYPES: ReadonlySet<string> = new Set(CONTACT_EVENT_TYPES);
 
 /**
  * The event of a job's data, checked against its type, or a FeedsyncError with code

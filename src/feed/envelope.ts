@@ -1,4 +1,5 @@
 import type { ServiceEvent } from '../api/types.js';
+import { EMAIL_EVENT_TYPES } from '../event-types.js';
 import { nestedDeeperThan } from './json-text.js';
 import { normaliseTimestamp } from './timestamp.js';
 
@@ -16,13 +17,7 @@ export const MAX_EMAIL_ID_LENGTH = 500;
 export const MAX_DATA_DEPTH = 256;
 
 /** The email types whose data.email_id keys the email_status projection. */
-const PROJECTED = new Set([
-  'email.sent',
-  'email.delivered',
-  'email.bounced',
-  'email.failed',
-  'email.complained',
-]);
+const PROJECTED: ReadonlySet<string> = new Set(EMAIL_EVENT_TYPES);
 
 export type Envelope = { ok: true; event: ServiceEvent } | { ok: false; reason: string };
 

@@ -1,4 +1,4 @@
-import { KNOWN_EVENT_TYPES } from '../config/event-types.js';
+import { KNOWN_EVENT_TYPES } from '../event-types.js';
 
 /** The `type` label of every event type this release does not know. */
 export const OTHER_TYPE = 'other';

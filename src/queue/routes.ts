@@ -1,15 +1,10 @@
 import type { Config } from '../config/config.js';
 import { JOB_RETENTION } from '../config/job-retention.js';
+import { CONTACT_EVENT_TYPES, EMAIL_EVENT_TYPES } from '../event-types.js';
 import type { EventRoute } from '../store/applier.js';
 
-const EMAIL_TYPES = new Set([
-  'email.sent',
-  'email.delivered',
-  'email.bounced',
-  'email.complained',
-  'email.failed',
-]);
-const CONTACT_TYPES = new Set(['contact.subscribed', 'contact.unsubscribed']);
+const EMAIL_TYPES: ReadonlySet<string> = new Set(EMAIL_EVENT_TYPES);
+const CONTACT_TYPES: ReadonlySet<string> = new Set(CONTACT_EVENT_TYPES);
 
 /**
  * The queue for each event type: the five email types and the two contact types.

@@ -1,5 +1,6 @@
 import type { IncomingMessage } from 'node:http';
 import { isIP } from 'node:net';
+import { CONTACT_EVENT_TYPES, type ContactEventType } from '../event-types.js';
 import type { Account } from './account.js';
 import { deliveryRoutes } from './api-routes.js';
 import type { SimContext } from './context.js';
@@ -7,9 +8,6 @@ import { badRequest, SimError } from './errors.js';
 import { mergeFaults } from './faults.js';
 import { type JsonObject, readJsonObject, stringField } from './json-body.js';
 import { type Route, type RouteRequest, route } from './router.js';
-
-export const CONTACT_EVENT_TYPES = ['contact.subscribed', 'contact.unsubscribed'] as const;
-export type ContactEventType = (typeof CONTACT_EVENT_TYPES)[number];
 
 /** True for an address of this machine: 127.0.0.0/8, ::1, and their IPv4-mapped IPv6 forms. */
 export function isLoopbackAddress(address: string | undefined): boolean {

@@ -1,3 +1,4 @@
+import { EMAIL_EVENT_TYPES, EMAIL_STATUS_RANK, type EmailEventType } from '../event-types.js';
 import { addressKeySql } from './address-key.js';
 
 /**
@@ -77,11 +78,16 @@ export function applyStatement(quotedSchema: string): string {
 
 const statements = new Map<string, string>();
 
+/** `CASE <column> WHEN '<value of each email type>' THEN <its rank> … END` (the types are constants of this release). */
+function rankCase(column: string, valueFor: (type: EmailEventType) => string): string {
+  const whens = EMAIL_EVENT_TYPES.map((t) => `WHEN '${valueFor(t)}' THEN ${EMAIL_STATUS_RANK[t]}`);
+  return `(CASE ${column} ${whens.join(' ')} END)`;
+}
+
 function buildStatement(quotedSchema: string): string {
   const s = quotedSchema;
-  const rank = (status: string) =>
-    `(CASE ${status} WHEN 'sent' THEN 1 WHEN 'delivered' THEN 2 WHEN 'bounced' THEN 3 ` +
-    `WHEN 'failed' THEN 3 WHEN 'complained' THEN 4 END)`;
+  // A status is its type without `email.`: the rank of each from the one list of them.
+  const rank = (status: string) => rankCase(status, (type) => type.slice('email.'.length));
   // The new status stands when it ranks higher, or ranks the same and is the earlier event.
   const statusWins =
     `(${rank('excluded.status')} > ${rank('e.status')} OR (${rank('excluded.status')} = ${rank('e.status')} ` +
@@ -136,14 +142,13 @@ WITH input AS (
   RETURNING ev.id, ev.type, ev.created_at, ev.data
 ), mail AS MATERIALIZED (
   SELECT id, created_at, substr(type, 7) AS status, data->>'email_id' AS email_id,
-    CASE type WHEN 'email.sent' THEN 1 WHEN 'email.delivered' THEN 2 WHEN 'email.bounced' THEN 3
-      WHEN 'email.failed' THEN 3 WHEN 'email.complained' THEN 4 END AS rank,
+    ${rankCase('type', (type) => type)} AS rank,
     -- The string addresses of data.to as a jsonb array, NULL when there are none.
     (SELECT jsonb_agg(a) FROM jsonb_array_elements(CASE jsonb_typeof(data->'to')
         WHEN 'array' THEN data->'to' WHEN 'string' THEN jsonb_build_array(data->'to') ELSE '[]' END) AS a
       WHERE jsonb_typeof(a) = 'string') AS recipients
   FROM ins
-  WHERE type IN ('email.sent', 'email.delivered', 'email.bounced', 'email.failed', 'email.complained')
+  WHERE type IN (${EMAIL_EVENT_TYPES.map((t) => `'${t}'`).join(', ')})
     AND jsonb_typeof(data->'email_id') = 'string'
 ), fold AS (
   SELECT email_id,

@@ -1,5 +1,5 @@
 import { expect, it } from 'vitest';
-import { KNOWN_EVENT_TYPES } from '../../src/config/event-types.js';
+import { KNOWN_EVENT_TYPES } from '../../src/event-types.js';
 import { MAX_TYPE_LENGTH, readEnvelope } from '../../src/feed/envelope.js';
 import { createMetrics } from '../../src/metrics/metrics.js';
 import { nothingApplied } from '../../src/store/applier.js';
