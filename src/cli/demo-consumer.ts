@@ -1,8 +1,10 @@
-import type { Pool, PoolClient } from 'pg';
+import type { PoolClient } from 'pg';
 import { createConsumer, type FeedsyncEvent } from '../consumer/index.js';
 import type { Logger } from '../logger.js';
 import type { Publisher } from '../queue/publisher.js';
 import { defaultSleep as sleep } from '../sleep.js';
+import type { Store } from '../store/db.js';
+import { appEventsByType, createAppEvents, recordAppEvent } from '../store/demo.js';
 
 /** The longest the demo waits for its consumer to take every job. */
 const WAIT_MS = 30_000;
@@ -14,31 +16,24 @@ const WAIT_MS = 30_000;
  * Returns the table's rows by type, and how many jobs ran.
  */
 export async function consumeDemoJobs(opts: {
-  pool: Pool;
-  schema: string;
+  store: Store;
   prefix: string;
   queues: readonly string[];
   publisher: Publisher;
   logger: Logger;
 }): Promise<{ applied: Map<string, number>; completed: number }> {
-  const table = `"${opts.schema}".app_events`;
-  await opts.pool.query(
-    `CREATE TABLE IF NOT EXISTS ${table} (source text, event_id text, type text, email_id text)`,
-  );
-  // No unique key: a second effect of one event would be a second row.
+  const { store } = opts;
+  await createAppEvents(store);
   const record = async (event: FeedsyncEvent, db: PoolClient): Promise<void> => {
-    const emailId = 'email_id' in event.data ? event.data.email_id : null;
-    await db.query(`INSERT INTO ${table} VALUES ($1, $2, $3, $4)`, [
-      event.source,
-      event.id,
-      event.type,
-      emailId,
-    ]);
+    // An email event's, checked a string by the consumer; a contact event has none.
+    const emailId =
+      'email_id' in event.data && typeof event.data.email_id === 'string' ? event.data.email_id : null;
+    await recordAppEvent(db, store.schema, { source: event.source, id: event.id, type: event.type, emailId });
   };
   const consumer = createConsumer({
     name: 'demo',
-    pool: opts.pool,
-    schema: opts.schema,
+    pool: store.pool,
+    schema: store.schema,
     queues: { prefix: opts.prefix },
     logger: opts.logger,
     handlers: {
@@ -67,8 +62,5 @@ export async function consumeDemoJobs(opts: {
     await consumer.close();
     await running;
   }
-  const { rows } = await opts.pool.query<{ type: string; n: number }>(
-    `SELECT type, count(*)::int AS n FROM ${table} GROUP BY type ORDER BY type`,
-  );
-  return { applied: new Map(rows.map((r) => [r.type, r.n])), completed };
+  return { applied: await appEventsByType(store), completed };
 }

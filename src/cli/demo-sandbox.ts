@@ -3,36 +3,24 @@ import type { RedisSettings } from '../config/redis-settings.js';
 import { ConfigError } from '../errors.js';
 import { clearPrefix } from '../queue/clear-prefix.js';
 import { connectRedis } from '../redis/connect.js';
-import { quoteSchema, type Store } from '../store/db.js';
-
-/** Written on what the demo makes, so that it drops only what it made itself. */
-const MARK = 'made by feedsync demo; dropped by its next run';
+import type { Store } from '../store/db.js';
+import { DEMO_MARK, demoSchemaState, dropDemoSchema } from '../store/demo.js';
 
 /**
- * Drops the demo's schema so that it starts afresh, unless the schema holds
- * tables the demo did not make (DATABASE_SCHEMA naming a real one, say): then
- * nothing is dropped and the demo stops (exit 2). Call markSchema after migrating.
+ * Drops the demo's schema (`store.schema`) so that it starts afresh, unless the schema
+ * holds tables the demo did not make (DATABASE_SCHEMA naming a real one, say): then
+ * nothing is dropped and the demo stops (exit 2). Call markDemoSchema after migrating.
  */
-export async function dropDemoSchema(store: Store, schema: string): Promise<void> {
-  const { rows } = await store.pool.query<{ mark: string | null; tables: number }>(
-    `SELECT obj_description(n.oid, 'pg_namespace') AS mark,
-            (SELECT count(*)::int FROM pg_class c WHERE c.relnamespace = n.oid) AS tables
-       FROM pg_namespace n WHERE n.nspname = $1`,
-    [schema],
-  );
-  const found = rows[0];
-  if (found && found.tables > 0 && found.mark !== MARK) {
+export async function dropOwnDemoSchema(store: Store): Promise<void> {
+  const found = await demoSchemaState(store);
+  if (found && found.relations > 0 && !found.marked) {
     throw new ConfigError(
-      `demo: schema "${schema}" holds tables the demo did not make, and the demo drops only its own; ` +
+      `demo: schema "${store.schema}" holds tables the demo did not make, and the demo drops only its own; ` +
         'set DATABASE_SCHEMA to another name (or leave it unset for feedsync_demo)',
       'DEMO_REFUSED',
     );
   }
-  await store.pool.query(`DROP SCHEMA IF EXISTS ${quoteSchema(schema)} CASCADE`);
-}
-
-export async function markSchema(store: Store, schema: string): Promise<void> {
-  await store.pool.query(`COMMENT ON SCHEMA ${quoteSchema(schema)} IS '${MARK}'`);
+  await dropDemoSchema(store);
 }
 
 /**
@@ -56,7 +44,7 @@ export async function clearDemoPrefix(settings: RedisSettings, prefix: string): 
       }
     }
     await clearPrefix(settings, prefix);
-    await connection.client.set(mark, MARK);
+    await connection.client.set(mark, DEMO_MARK);
   } finally {
     connection.disconnect();
   }

@@ -3,11 +3,11 @@ import type { Config } from '../config/config.js';
 import { hostOf } from '../config/connection-url.js';
 import type { Logger } from '../logger.js';
 import { startSimulator } from '../simulator/index.js';
-import { quoteSchema } from '../store/db.js';
+import { demoTables, markDemoSchema } from '../store/demo.js';
 import { migrate } from '../store/migrate.js';
 import { createSync } from '../sync/sync.js';
 import { consumeDemoJobs } from './demo-consumer.js';
-import { clearDemoPrefix, dropDemoSchema, markSchema } from './demo-sandbox.js';
+import { clearDemoPrefix, dropOwnDemoSchema } from './demo-sandbox.js';
 
 /** Used unless DATABASE_SCHEMA / QUEUE_PREFIX name others. */
 export const DEMO_SCHEMA = 'feedsync_demo';
@@ -47,7 +47,7 @@ export async function runDemo(base: Config, logger: Logger, out: (line: string) 
         `and deletes the Redis keys that start with "${prefix}:" in the Redis at ${hostOf(config.redis.url)} (only if it made them itself; ` +
         'DATABASE_SCHEMA and QUEUE_PREFIX choose other names)',
     );
-    await dropDemoSchema(store, schema);
+    await dropOwnDemoSchema(store);
     // The demo's queues start empty, so their counts are its own.
     await clearDemoPrefix(config.redis, prefix);
     out(`1. simulator listening at ${sim.baseUrl}`);
@@ -68,7 +68,7 @@ export async function runDemo(base: Config, logger: Logger, out: (line: string) 
     out(`   ${sent} emails sent, ${sim.stats().events} events in the feed`);
 
     const { applied } = await migrate(store);
-    await markSchema(store, schema);
+    await markDemoSchema(store);
     out(`2. migrated schema ${schema} (${applied.join(', ')})`);
 
     const first = await sync.runOnce();
@@ -78,35 +78,24 @@ export async function runDemo(base: Config, logger: Logger, out: (line: string) 
     const again = await sync.runOnce();
     out(`   a second run stores ${again.stored} new events (${again.duplicates} duplicates): nothing twice`);
 
-    const s = quoteSchema(schema);
-    const events = await store.pool.query<{ id: string; type: string; who: string }>(
-      `SELECT id, type, coalesce(data->>'email_id', data->>'email', '') AS who FROM ${s}.events ORDER BY id`,
-    );
+    const tables = await demoTables(store);
     out('4. events table:');
-    for (const e of events.rows) out(`   ${e.id}  ${e.type.padEnd(21)} ${e.who}`);
-    const statuses = await store.pool.query<{ email_id: string; status: string; recipients: string[] }>(
-      `SELECT email_id, status, recipients FROM ${s}.email_status ORDER BY email_id`,
-    );
+    for (const e of tables.events) out(`   ${e.id}  ${e.type.padEnd(21)} ${e.who}`);
     out('   email_status table:');
-    for (const r of statuses.rows) out(`   ${r.email_id}  ${r.status.padEnd(10)} ${r.recipients.join(', ')}`);
-    const contacts = await store.pool.query<{ email: string; status: string }>(
-      `SELECT email, status FROM ${s}.contact_status ORDER BY email`,
-    );
+    for (const r of tables.emailStatus)
+      out(`   ${r.email_id}  ${r.status.padEnd(10)} ${r.recipients.join(', ')}`);
     out('   contact_status table:');
-    for (const c of contacts.rows) out(`   ${c.email.padEnd(28)} ${c.status}`);
+    for (const c of tables.contactStatus) out(`   ${c.email.padEnd(28)} ${c.status}`);
     // Printed for the person who ran the demo; addresses never go to the logs.
-    const suppressed = await store.pool.query<{ address: string; reason: string; event_id: string }>(
-      `SELECT address, reason, event_id FROM ${s}.suppressions ORDER BY address`,
-    );
     out('   suppressions table (feedsync send refuses these addresses unless --allow-suppressed):');
-    for (const r of suppressed.rows) out(`   ${r.address.padEnd(28)} ${r.reason.padEnd(12)} ${r.event_id}`);
+    for (const r of tables.suppressions)
+      out(`   ${r.address.padEnd(28)} ${r.reason.padEnd(12)} ${r.event_id}`);
     out('5. BullMQ queues (job counts):');
     for (const queue of [config.queues.emailEvents, config.queues.contactEvents]) {
       out(`   ${prefix}:${queue}  ${JSON.stringify(await publisher.counts(queue))}`);
     }
     const consumed = await consumeDemoJobs({
-      pool: store.pool,
-      schema,
+      store,
       prefix,
       queues: [config.queues.emailEvents, config.queues.contactEvents],
       publisher,

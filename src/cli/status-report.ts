@@ -1,12 +1,14 @@
 import type { Config } from '../config/config.js';
 import type { Publisher } from '../queue/publisher.js';
-import { quoteSchema, type Store } from '../store/db.js';
+import type { Store } from '../store/db.js';
 import { outboxBacklogBySource } from '../store/outbox.js';
 import {
   type FleetCounts,
   LAGGING_AFTER_SECONDS,
   type StatusFilter,
-  statusStatement,
+  type StatusRow,
+  sourcesWithRecords,
+  statusRows,
 } from '../store/source-states.js';
 
 /** How many sources `status` lists unless told `--all`. */
@@ -67,32 +69,6 @@ export interface StatusOptions {
   limit?: number | null;
 }
 
-interface Row {
-  sources: string;
-  failing_n: string;
-  lagging_n: string;
-  never_n: string;
-  matched: string;
-  source: string | null;
-  after_id: string | null;
-  types: string[] | null;
-  last_success_at: Date | null;
-  events_stored: number | null;
-  newest_event_at: Date | null;
-  holder: string | null;
-  token: string | null;
-  expires_at: Date | null;
-  live: boolean | null;
-  failures: number | null;
-  last_error: string | null;
-  due_at: Date | null;
-  due_later: boolean | null;
-  overdue: boolean | null;
-  quarantined: string | null;
-  conflicts: string | null;
-  conflict_ids: string | null;
-}
-
 /**
  * What `feedsync status` shows: every source (of the sources file and of the tables)
  * counted by state, then those the filter keeps, worst first and at most `limit`, then
@@ -105,32 +81,28 @@ export async function statusReport(
   publisher: Publisher,
   opts: StatusOptions = {},
 ): Promise<StatusReport> {
-  const s = quoteSchema(store.schema);
   const filter = opts.filter ?? null;
   const limit = opts.limit === undefined ? STATUS_LIST_LIMIT : opts.limit;
   // Asked first: a source with a backlog is listed even when no other table names it;
   // so is one with quarantined items or conflicts only (small tables, read by their index).
   const backlog = await outboxBacklogBySource(store);
-  const { rows: recorded } = await store.pool.query<{ source: string }>(
-    `SELECT DISTINCT source FROM ${s}.quarantine UNION SELECT DISTINCT source FROM ${s}.conflicts`,
-  );
   const names = new Set([
     ...config.sources.map((c) => c.source),
     ...backlog.keys(),
-    ...recorded.map((r) => r.source),
+    ...(await sourcesWithRecords(store)),
   ]);
-  const { rows } = await store.pool.query<Row>(statusStatement(store.schema, filter), [
-    [...names],
-    opts.only ?? null,
+  const rows = await statusRows(store, filter, {
+    names: [...names],
+    only: opts.only ?? null,
     limit,
-    config.syncIntervalMs,
-  ]);
+    intervalMs: config.syncIntervalMs,
+  });
   const queues: StatusReport['queues'] = {};
   for (const name of [config.queues.emailEvents, config.queues.contactEvents]) {
     queues[name] = await publisher.counts(name).catch(() => null);
   }
   const first = rows[0]!;
-  const listed = rows.filter((r): r is Row & { source: string } => r.source !== null);
+  const listed = rows.filter((r): r is StatusRow & { source: string } => r.source !== null);
   return {
     schema: store.schema,
     summary: {

@@ -1,4 +1,5 @@
 import { quoteSchema, type Store } from '../store/db.js';
+import { conflictsRecorded } from '../store/health.js';
 import { type Check, check } from './report.js';
 
 /**
@@ -9,18 +10,13 @@ import { type Check, check } from './report.js';
  */
 export async function conflictsCheck(store: Store): Promise<Check> {
   const table = `${quoteSchema(store.schema)}.conflicts`;
-  const { rows } = await store.pool.query<{ n: string; versions: string; sources: string | null }>(
-    `SELECT count(*) AS n, coalesce(sum(versions_seen), 0) AS versions, string_agg(DISTINCT source, ', ') AS sources
-       FROM ${table}`,
-  );
-  const n = Number(rows[0]?.n ?? 0);
-  const versions = Number(rows[0]?.versions ?? 0);
+  const { ids: n, versions, sources } = await conflictsRecorded(store);
   if (n === 0) return check('conflicts', 'ok', 'no event came back with other content');
   return check(
     'conflicts',
     'warn',
     `${n} event${n === 1 ? '' : 's'} came back from the feed with other content than stored ` +
-      `(${versions} version${versions === 1 ? '' : 's'}; sources: ${rows[0]?.sources ?? ''}); ` +
+      `(${versions} version${versions === 1 ? '' : 's'}; sources: ${sources ?? ''}); ` +
       `the first version is kept, the newest other one of each waits in ${table}`,
     `compare them (SELECT source, event_id, versions_seen, received_at, raw FROM ${table}) with the stored events; ` +
       'many at once mean the feed was rewritten or the cursor was reset against another account: ' +

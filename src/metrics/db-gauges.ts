@@ -1,7 +1,7 @@
-import { quoteSchema, type Store } from '../store/db.js';
+import type { Store } from '../store/db.js';
 import { overdueSources } from '../store/lease.js';
 import { outboxBacklog } from '../store/outbox.js';
-import { fleetStates } from '../store/source-states.js';
+import { fleetStates, lastSuccessSeconds, newestEventLagSeconds } from '../store/source-states.js';
 import type { GaugeSource } from './metrics.js';
 
 /**
@@ -12,26 +12,11 @@ import type { GaugeSource } from './metrics.js';
  * A source is overdue once it has been due for a whole `intervalMs` without a claim.
  */
 export function dbGauges(store: Store, sources: readonly string[], intervalMs: number): GaugeSource {
-  const s = quoteSchema(store.schema);
-  const perSource = async (select: string): Promise<ReadonlyMap<string, number>> => {
-    const { rows } = await store.pool.query<{ source: string; value: number | null }>(
-      `SELECT src AS source, (${select}) AS value FROM unnest($1::text[]) AS src`,
-      [sources],
-    );
-    return new Map(rows.flatMap((r) => (r.value === null ? [] : [[r.source, r.value] as const])));
-  };
   return {
-    cursorLagSeconds: () =>
-      perSource(
-        `SELECT extract(epoch FROM now() - max(created_at))::float8 FROM ${s}.events e
-          WHERE e.source = src AND e.created_at <= now()`,
-      ),
+    cursorLagSeconds: () => newestEventLagSeconds(store, sources),
     outboxBacklog: () => outboxBacklog(store),
     fleetStates: (k) => fleetStates(store, sources, k),
     sourcesOverdue: () => overdueSources(store, intervalMs),
-    lastSuccessSeconds: () =>
-      perSource(
-        `SELECT extract(epoch FROM last_success_at)::float8 FROM ${s}.cursors c WHERE c.source = src`,
-      ),
+    lastSuccessSeconds: () => lastSuccessSeconds(store, sources),
   };
 }

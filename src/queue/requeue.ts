@@ -1,5 +1,6 @@
 import { ConfigError } from '../errors.js';
-import { quoteSchema, type Store } from '../store/db.js';
+import { receivedAtOf } from '../store/cursor.js';
+import type { Store } from '../store/db.js';
 import {
   firstSeqSince,
   goneEventIds,
@@ -178,28 +179,23 @@ async function resolveStart(store: Store, opts: RequeueOptions): Promise<Start> 
   if ('time' in opts.since) {
     return { afterSeq: '0', publishedFrom: opts.since.time, time: opts.since.time };
   }
-  const s = quoteSchema(store.schema);
   const { eventId } = opts.since;
   const own = await outboxSeqOf(store, opts.source, eventId);
   // The event's own row is kept, so nothing it asks for was pruned.
   if (own !== null) return { afterSeq: (BigInt(own) - 1n).toString(), publishedFrom: null, time: null };
   // No row of its own (its type gets no job, or the row was pruned): start from the rows
   // stored with it or after it; they share its transaction's timestamp.
-  const stored = await store.pool.query<{ received_at: Date }>(
-    `SELECT received_at FROM ${s}.events WHERE source = $1 AND id = $2`,
-    [opts.source, eventId],
-  );
-  const event = stored.rows[0];
-  if (!event) {
+  const receivedAt = await receivedAtOf(store, opts.source, eventId);
+  if (receivedAt === null) {
     throw new ConfigError(
       `source "${opts.source}" has no stored event ${JSON.stringify(eventId.slice(0, 200))}; pass a stored event id or a time`,
       'UNKNOWN_EVENT',
     );
   }
-  const seq = await firstSeqSince(store, opts.source, event.received_at);
+  const seq = await firstSeqSince(store, opts.source, receivedAt);
   return {
     afterSeq: seq ? (BigInt(seq) - 1n).toString() : '9223372036854775806',
     publishedFrom: null,
-    time: event.received_at,
+    time: receivedAt,
   };
 }

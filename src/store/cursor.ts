@@ -95,3 +95,16 @@ export async function isStored(store: Store, source: string, id: string): Promis
   );
   return rows.length > 0;
 }
+
+/**
+ * Reads events, writes nothing: when the event `id` of `source` arrived (its
+ * received_at, Postgres's clock); null when it is not stored. For requeue from an event
+ * that has no outbox row of its own.
+ */
+export async function receivedAtOf(store: Store, source: string, id: string): Promise<Date | null> {
+  const { rows } = await store.pool.query<{ received_at: Date }>(
+    `SELECT received_at FROM ${quoteSchema(store.schema)}.events WHERE source = $1 AND id = $2`,
+    [source, id],
+  );
+  return rows[0]?.received_at ?? null;
+}

@@ -127,10 +127,35 @@ export interface ConflictsTable {
   versions_seen: Generated<string>;
 }
 
-/** The tables of DATABASE_SCHEMA, for kysely. */
+/**
+ * Who holds each source and when it is next due, one row per source
+ * (migrations/0004_leases.sql; the statements are plain SQL, lease.ts).
+ */
+export interface LeasesTable {
+  source: string;
+  /** Host name and pid of the holder; null while nobody holds it. */
+  holder: string | null;
+  /** The fencing token, 0 before the first holder; int8 as text. */
+  token: ColumnType<string, number | undefined, number>;
+  /** The holding ends then unless renewed; null while free. */
+  expires_at: Timestamp<null> | null;
+  /** When the source is next due in watch mode; null: due now. */
+  due_at: Timestamp<null> | null;
+  /** Turns in a row that failed; 0 after a good one. */
+  failures: Generated<number>;
+  /** Why the last turn failed; null after a good one. */
+  last_error: string | null;
+  taken_at: Timestamp<null> | null;
+}
+
+/**
+ * The tables of DATABASE_SCHEMA, for kysely: every table the migrations make, with
+ * every column (test/store/schema-snapshot.test.ts checks both ways).
+ */
 export interface Database {
   events: EventsTable;
   cursors: CursorsTable;
+  leases: LeasesTable;
   source_counts: SourceCountsTable;
   email_status: EmailStatusTable;
   contact_status: ContactStatusTable;
@@ -155,7 +180,7 @@ export interface StoreOptions {
   url: string;
   /** Schema of every table (DATABASE_SCHEMA): a lowercase SQL identifier. */
   schema: string;
-  /** Pool size. Default 4: the applier, the relay, a source lock, one spare. */
+  /** Pool size. Default 4: the applier, the relay, lease claims and renewals, one spare (no connection holds a source). */
   max?: number;
   /** `application_name` shown in pg_stat_activity. Default `feedsync`. */
   applicationName?: string;

@@ -2,7 +2,8 @@ import type pg from 'pg';
 import { quoteSchema, type Store } from './db.js';
 
 /**
- * The statements that ask whether Postgres answers, for `/readyz` and `doctor`.
+ * The statements that ask whether Postgres answers, for `/readyz` and `doctor`, and
+ * what `doctor` reads of the tables. None writes anything.
  *
  *   pingPostgres   `SELECT 1` on the pool: true when it answers, false on any error
  *                  (readiness says no; the cause is the loop's to log)
@@ -10,6 +11,8 @@ import { quoteSchema, type Store } from './db.js';
  *                  listens on (null over a Unix socket), to tell a pooler in between
  *   quarantined    count(*) of the schema's quarantine table: a handful of rows, read
  *                  by `doctor` alone
+ *   conflictsRecorded  the schema's conflicts table summed up: rows (one per event id),
+ *                  versions seen in all, and the sources they came from; for `doctor`
  */
 export function pingPostgres(pool: Pick<pg.Pool, 'query'>): Promise<boolean> {
   return pool.query('SELECT 1').then(
@@ -28,4 +31,18 @@ export async function quarantined(store: Store): Promise<number> {
     `SELECT count(*) AS n FROM ${quoteSchema(store.schema)}.quarantine`,
   );
   return Number(rows[0]?.n ?? 0);
+}
+
+export async function conflictsRecorded(
+  store: Store,
+): Promise<{ ids: number; versions: number; sources: string | null }> {
+  const { rows } = await store.pool.query<{ n: string; versions: string; sources: string | null }>(
+    `SELECT count(*) AS n, coalesce(sum(versions_seen), 0) AS versions, string_agg(DISTINCT source, ', ') AS sources
+       FROM ${quoteSchema(store.schema)}.conflicts`,
+  );
+  return {
+    ids: Number(rows[0]?.n ?? 0),
+    versions: Number(rows[0]?.versions ?? 0),
+    sources: rows[0]?.sources ?? null,
+  };
 }

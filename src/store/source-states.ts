@@ -75,6 +75,66 @@ export function statusStatement(schema: string, filter: StatusFilter = null): st
      ORDER BY l.failures DESC, CASE WHEN l.lagging THEN l.lag_seconds END DESC NULLS LAST, l.never DESC, l.source`;
 }
 
+/** A row of statusStatement: the totals on every row, and one listed source (all null when none is). */
+export interface StatusRow {
+  sources: string;
+  failing_n: string;
+  lagging_n: string;
+  never_n: string;
+  matched: string;
+  source: string | null;
+  after_id: string | null;
+  types: string[] | null;
+  last_success_at: Date | null;
+  events_stored: number | null;
+  newest_event_at: Date | null;
+  holder: string | null;
+  token: string | null;
+  expires_at: Date | null;
+  live: boolean | null;
+  failures: number | null;
+  last_error: string | null;
+  due_at: Date | null;
+  due_later: boolean | null;
+  overdue: boolean | null;
+  quarantined: string | null;
+  conflicts: string | null;
+  conflict_ids: string | null;
+}
+
+/**
+ * Runs statusStatement, reading leases, cursors, source_counts, quarantine and
+ * conflicts; writes nothing. `filter` which sources it lists; `names` the sources to
+ * list besides the tables' own; `only` one source alone, or null; `limit` how many to
+ * list at most (null: every one); `intervalMs` SYNC_INTERVAL_MS, after which a due
+ * source of `names` nobody claimed is overdue.
+ */
+export async function statusRows(
+  store: Store,
+  filter: StatusFilter,
+  params: { names: readonly string[]; only: string | null; limit: number | null; intervalMs: number },
+): Promise<StatusRow[]> {
+  const { rows } = await store.pool.query<StatusRow>(statusStatement(store.schema, filter), [
+    params.names,
+    params.only,
+    params.limit,
+    params.intervalMs,
+  ]);
+  return rows;
+}
+
+/**
+ * Reads quarantine and conflicts (small tables, by their index), writes nothing: the
+ * sources with rows in either, which `status` lists though no other table names them.
+ */
+export async function sourcesWithRecords(store: Store): Promise<string[]> {
+  const s = quoteSchema(store.schema);
+  const { rows } = await store.pool.query<{ source: string }>(
+    `SELECT DISTINCT source FROM ${s}.quarantine UNION SELECT DISTINCT source FROM ${s}.conflicts`,
+  );
+  return rows.map((r) => r.source);
+}
+
 /** How many sources are in each state. */
 export interface FleetCounts {
   sources: number;
@@ -120,4 +180,49 @@ export async function fleetStates(
     [sources, k],
   );
   return rows[0]!;
+}
+
+/** Each of `sources` with the value `select` gives it (a subquery over `src`); sources without one left out. */
+async function perSource(
+  store: Store,
+  sources: readonly string[],
+  select: string,
+): Promise<ReadonlyMap<string, number>> {
+  const { rows } = await store.pool.query<{ source: string; value: number | null }>(
+    `SELECT src AS source, (${select}) AS value FROM unnest($1::text[]) AS src`,
+    [sources],
+  );
+  return new Map(rows.flatMap((r) => (r.value === null ? [] : [[r.source, r.value] as const])));
+}
+
+/**
+ * Reads events, writes nothing: for each of `sources`, seconds from its newest stored
+ * event's created_at to now, one index probe a source. An event dated in the future is
+ * left out; a source with nothing stored is absent.
+ */
+export function newestEventLagSeconds(
+  store: Store,
+  sources: readonly string[],
+): Promise<ReadonlyMap<string, number>> {
+  return perSource(
+    store,
+    sources,
+    `SELECT extract(epoch FROM now() - max(created_at))::float8 FROM ${quoteSchema(store.schema)}.events e
+      WHERE e.source = src AND e.created_at <= now()`,
+  );
+}
+
+/**
+ * Reads cursors, writes nothing: for each of `sources`, when it last caught up (Unix
+ * seconds); a source that never did, or has no cursor, is absent.
+ */
+export function lastSuccessSeconds(
+  store: Store,
+  sources: readonly string[],
+): Promise<ReadonlyMap<string, number>> {
+  return perSource(
+    store,
+    sources,
+    `SELECT extract(epoch FROM last_success_at)::float8 FROM ${quoteSchema(store.schema)}.cursors c WHERE c.source = src`,
+  );
 }

@@ -132,6 +132,67 @@ describe('migrate', () => {
     expect(await migrate(store, { folder: folderUrl })).toEqual({ applied: ['0002_broken'] });
   });
 
+  it('0011 puts leases.source, source_counts.source and cursors.after_id in the "C" collation, rows, keys and indexes kept', async () => {
+    const folder = await mkdtemp(join(tmpdir(), 'feedsync-migrations-'));
+    temps.push(folder);
+    const before = ALL.filter((name) => name < '0011');
+    for (const name of before)
+      await copyFile(join(root, `migrations/${name}.sql`), join(folder, `${name}.sql`));
+    const store = newStore(freshSchema('mig_collation'));
+    const s = store.schema;
+    expect(await migrate(store, { folder: pathToFileURL(`${folder}/`) })).toEqual({ applied: before });
+    await store.pool.query(
+      `INSERT INTO ${s}.leases (source, holder, token) VALUES ('b', 'h:1', 3), ('B', NULL, 0)`,
+    );
+    await store.pool.query(
+      `INSERT INTO ${s}.source_counts (source, events_stored) VALUES ('b', 5), ('B', 7)`,
+    );
+    await store.pool.query(`INSERT INTO ${s}.cursors (source, after_id) VALUES ('b', 'evt_1')`);
+
+    expect((await migrate(store)).applied).toContain('0011_identifier_collation');
+    const { rows: collations } = await store.pool.query(
+      `SELECT table_name, column_name, collation_name FROM information_schema.columns
+        WHERE table_schema = $1 AND column_name IN ('source', 'after_id')
+          AND table_name IN ('leases', 'source_counts', 'cursors') ORDER BY table_name, column_name`,
+      [s],
+    );
+    expect(collations).toEqual([
+      { table_name: 'cursors', column_name: 'after_id', collation_name: 'C' },
+      { table_name: 'cursors', column_name: 'source', collation_name: 'C' },
+      { table_name: 'leases', column_name: 'source', collation_name: 'C' },
+      { table_name: 'source_counts', column_name: 'source', collation_name: 'C' },
+    ]);
+    const { rows: leases } = await store.pool.query(
+      `SELECT source, holder, token::int FROM ${s}.leases ORDER BY source`,
+    );
+    expect(leases).toEqual([
+      { source: 'B', holder: null, token: 0 },
+      { source: 'b', holder: 'h:1', token: 3 },
+    ]);
+    const { rows: counts } = await store.pool.query(
+      `SELECT source, events_stored::int AS n FROM ${s}.source_counts ORDER BY source`,
+    );
+    expect(counts).toEqual([
+      { source: 'B', n: 7 },
+      { source: 'b', n: 5 },
+    ]);
+    const { rows: cursors } = await store.pool.query(`SELECT after_id FROM ${s}.cursors`);
+    expect(cursors).toEqual([{ after_id: 'evt_1' }]);
+    await expect(store.pool.query(`INSERT INTO ${s}.leases (source) VALUES ('b')`)).rejects.toMatchObject({
+      code: '23505',
+    });
+    const { rows: indexes } = await store.pool.query<{ name: string; valid: boolean }>(
+      `SELECT c.relname AS name, i.indisvalid AS valid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+        WHERE i.indrelid IN ($1::regclass, $2::regclass) ORDER BY c.relname`,
+      [`${s}.leases`, `${s}.source_counts`],
+    );
+    expect(indexes).toEqual([
+      { name: 'leases_next_at_idx', valid: true },
+      { name: 'leases_pkey', valid: true },
+      { name: 'source_counts_pkey', valid: true },
+    ]);
+  });
+
   it('refuses a schema name that is not a plain lowercase identifier', () => {
     expect(() => createStore({ url: TEST_DATABASE_URL, schema: 'Bad"; DROP' })).toThrow(/identifier/);
   });
