@@ -1,11 +1,14 @@
 /**
  * The library entry (`import … from 'feedsync'`): the webhook signature functions,
- * the typed API client, and the sync worker and webhook receiver for embedding.
+ * the typed API client, and for embedding the worker's main loop (`runWorker`), the
+ * sync of one source (`createSync`) and the webhook receiver.
  */
 export { ServiceClient, type ServiceClientOptions } from './api/client.js';
 export type * from './api/types.js';
 export { type Config, loadConfig } from './config/config.js';
 export { ApiError, AuthError, ConfigError, FeedsyncError, PageError } from './errors.js';
+export type { Outcome } from './sync/scheduler.js';
 export { createSync, type RunResult, type Sync, type SyncOptions } from './sync/sync.js';
+export { runWorker, type WorkerHooks, type WorkerOptions, type WorkerResult } from './sync/worker.js';
 export { signWebhookPayload, type VerifyOptions, verifyWebhookSignature } from './webhooks/signature.js';
 export { startWebhookService } from './webhooks/webhook-service.js';

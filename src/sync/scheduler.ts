@@ -1,6 +1,8 @@
 import { maxBackoffMs } from '../config/backoff.js';
 import type { Logger } from '../logger.js';
+import { defaultSleep } from '../sleep.js';
 import type { Claimed, SourceLease } from '../store/lease.js';
+import { linkedAbort } from './signals.js';
 import { type RunResult, runFailed } from './sync.js';
 
 /**
@@ -13,6 +15,11 @@ export type Turn = (lease: SourceLease, signal: AbortSignal, limit?: AbortSignal
 export type Outcome =
   | { readonly source: string; readonly ok: true; readonly result: RunResult }
   | { readonly source: string; readonly ok: false; readonly error: unknown };
+
+/** A turn that failed: it threw, or its events are stored but the outbox could not be drained. */
+export function turnFailed(outcome: Outcome): boolean {
+  return !outcome.ok || runFailed(outcome.result);
+}
 
 /** When a source is due again after a turn: one interval, or its back-off after `failures` failed turns in a row. */
 export function dueInMs(intervalMs: number, failures: number): number {
@@ -38,7 +45,7 @@ async function turnUnder(
   } catch (error) {
     outcome = { source: lease.source, ok: false, error };
   }
-  const failed = !outcome.ok || runFailed(outcome.result);
+  const failed = turnFailed(outcome);
   // Not at the feed's end: due again at once, for whichever worker is next.
   const stopped =
     outcome.ok && (outcome.result.status === 'stopped' || outcome.result.status === 'limit-reached');
@@ -128,6 +135,8 @@ export interface WatchSourcesOptions extends TurnOptions {
   onOutcome?: (outcome: Outcome) => void;
   /** A claim that failed (Postgres not answering), and how long the loop waits before the next. */
   onClaimFailure?: (err: unknown, retryInMs: number) => void;
+  /** Waits `ms`, or rejects once the signal aborts (`defaultSleep`); tests pass their own. */
+  sleep?: (ms: number, signal: AbortSignal) => Promise<void>;
 }
 
 /**
@@ -143,6 +152,7 @@ export interface WatchSourcesOptions extends TurnOptions {
 export async function watchSources(opts: WatchSourcesOptions): Promise<void> {
   const log = opts.logger.child({ module: 'scheduler' });
   const inFlight = new Set<Promise<void>>();
+  const sleep = opts.sleep ?? defaultSleep;
   let wake: (() => void) | null = null;
   // A turn that ended while the loop was not asleep: the next sleep is skipped.
   let woken = false;
@@ -151,24 +161,27 @@ export async function watchSources(opts: WatchSourcesOptions): Promise<void> {
   const minPauseMs = Math.min(100, opts.intervalMs);
 
   // A sleep that a turn's end or the signal cuts short; it leaves no listener behind.
-  const pause = (ms: number): Promise<void> =>
-    new Promise((resolve) => {
-      if (woken) {
-        woken = false;
-        resolve();
-        return;
-      }
-      const done = (): void => {
-        clearTimeout(timer);
-        opts.signal.removeEventListener('abort', done);
-        wake = null;
-        woken = false;
-        resolve();
-      };
-      const timer = setTimeout(done, Math.max(minPauseMs, ms));
-      opts.signal.addEventListener('abort', done, { once: true });
-      wake = done;
-    });
+  const pause = async (ms: number): Promise<void> => {
+    if (woken) {
+      woken = false;
+      return;
+    }
+    const cut = linkedAbort(opts.signal);
+    wake = () => {
+      wake = null;
+      woken = false;
+      cut.abort();
+    };
+    try {
+      await sleep(Math.max(minPauseMs, ms), cut.signal);
+    } catch (err) {
+      if (!cut.signal.aborted) throw err;
+    } finally {
+      cut.dispose();
+      wake = null;
+      woken = false;
+    }
+  };
 
   while (!opts.signal.aborted) {
     opts.onBeat?.();

@@ -1,28 +1,54 @@
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import ts from 'typescript';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createStore } from '../../src/store/db.js';
 import { migrate } from '../../src/store/migrate.js';
 import { testEnv } from '../support/config.js';
 import { dropSchema, TEST_DATABASE_URL, uniqueSchema } from '../support/postgres.js';
-import { runNode } from '../support/processes.js';
+import { killChildren, runNode, spawnNode, waitFor } from '../support/processes.js';
 import { deletePrefix, uniquePrefix } from '../support/redis.js';
 import { useSimulator } from '../support/simulator.js';
 
+const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const schema = uniqueSchema('embedding');
 const prefix = uniquePrefix('embedding');
+const dir = mkdtempSync(join(tmpdir(), 'feedsync-embedding-'));
+const OTHER_KEY = `acct_test_embedding${Math.random().toString(36).slice(2, 12)}`;
 const sim = useSimulator({ backlog: 5 });
 
-/** The README's embedding example, as a reader would copy it. */
-function readmeExample(): string {
-  const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
+/** A README example, as a reader would copy it: the ```ts block that contains `marker`. */
+function readmeExample(marker: string): string {
+  const readme = readFileSync(join(ROOT, 'README.md'), 'utf8');
   const block = [...readme.matchAll(/```ts\n([\s\S]*?)```/g)]
     .map((m) => m[1]!)
-    .find((code) => code.includes('createSync(loadConfig())'));
-  if (!block) throw new Error('README.md has no createSync example');
+    .find((c) => c.includes(marker));
+  if (!block) throw new Error(`README.md has no example with ${marker}`);
   return block;
 }
 
+/**
+ * The type errors of `code` as a module at the project's root, under its tsconfig:
+ * `feedsync` resolves to the package itself (dist/index.d.ts), as in an application.
+ */
+function typeErrors(code: string): string[] {
+  const file = join(ROOT, 'readme-example.ts');
+  const config = ts.readConfigFile(join(ROOT, 'tsconfig.json'), ts.sys.readFile);
+  const { options } = ts.parseJsonConfigFileContent(config.config, ts.sys, ROOT);
+  const host = ts.createCompilerHost(options);
+  const getSourceFile = host.getSourceFile.bind(host);
+  host.getSourceFile = (name, language, ...rest) =>
+    name === file ? ts.createSourceFile(name, code, language) : getSourceFile(name, language, ...rest);
+  const fileExists = host.fileExists.bind(host);
+  host.fileExists = (name) => name === file || fileExists(name);
+  const program = ts.createProgram([file], { ...options, noEmit: true }, host);
+  return ts.getPreEmitDiagnostics(program).map((d) => ts.flattenDiagnosticMessageText(d.messageText, '\n'));
+}
+
 beforeAll(async () => {
+  sim().account(OTHER_KEY).setBacklog(3);
   const store = createStore({ url: TEST_DATABASE_URL, schema });
   try {
     await migrate(store);
@@ -31,15 +57,23 @@ beforeAll(async () => {
   }
 });
 afterAll(async () => {
+  await killChildren();
   await dropSchema(schema);
   await deletePrefix(prefix);
+  rmSync(dir, { recursive: true, force: true });
 });
 
-describe('createSync for embedding', () => {
-  it("runs the README's example unchanged: createSync(config) with no options", async () => {
+describe("the README's embedding examples", () => {
+  it('type-check against the exports of the built package', () => {
+    for (const marker of ['createSync(loadConfig())', 'runWorker(loadConfig()']) {
+      expect(typeErrors(readmeExample(marker)), marker).toEqual([]);
+    }
+  }, 60_000);
+
+  it('createSync(config) with no options runs unchanged', async () => {
     // `feedsync` resolves to this package itself (its own name and exports), as in an application.
     const result = await runNode(
-      ['--input-type=module', '-e', readmeExample()],
+      ['--input-type=module', '-e', readmeExample('createSync(loadConfig())')],
       {
         ...testEnv({ schema, prefix, baseUrl: sim().baseUrl }),
       },
@@ -49,4 +83,27 @@ describe('createSync for embedding', () => {
     expect(result.code, result.stderr).toBe(0);
     expect(result.stdout).toContain('caught-up: 5 events stored');
   }, 60_000);
+
+  it('runWorker watches every source of a sources file until SIGTERM, then returns', async () => {
+    const file = join(dir, 'sources.json');
+    const base = sim().baseUrl;
+    const sources = [
+      { source: 'acct-default', base_url: base },
+      { source: 'acct-other', base_url: base, api_key_env: 'OTHER_KEY' },
+    ];
+    writeFileSync(file, JSON.stringify({ sources }));
+    const child = spawnNode(['--input-type=module', '-e', readmeExample('runWorker(loadConfig()')], {
+      ...testEnv({ schema, prefix }, { FEED_SOURCES_FILE: file, OTHER_KEY }),
+    });
+    await waitFor(
+      () =>
+        child.stdout().includes('acct-default: 5 events stored') &&
+        child.stdout().includes('acct-other: 3 events stored'),
+      { timeoutMs: 45_000, what: 'a turn of each source' },
+    );
+    child.signal('SIGTERM');
+    const result = await child.waitExit(20_000);
+    expect(result.code, result.stderr).toBe(0);
+    expect(result.stderr).toBe('');
+  }, 90_000);
 });

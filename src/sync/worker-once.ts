@@ -1,0 +1,105 @@
+import { ConfigError } from '../errors.js';
+import { ensureLeaseRows, leaseHolderOf, takeLease } from '../store/lease.js';
+import { pruneRound } from '../store/retention-loop.js';
+import { type Outcome, runEachOnce, turnFailed } from './scheduler.js';
+import { type Holder, logOutcome } from './turn-log.js';
+import type { WorkerParts, WorkerResult } from './worker-parts.js';
+
+/**
+ * A once run (a CronJob's): every source once, at most SYNC_CONCURRENCY at a time, each
+ * under its lease whatever its due time; then the outbox handed over and pruned, once a
+ * run, not once a source, and the run's summary line.
+ */
+export async function runOnceRound(w: WorkerParts): Promise<WorkerResult> {
+  const { config, log, names, signal, limit, hooks } = w;
+  const { store, relay } = w.parts;
+  const started = performance.now();
+  await ensureLeaseRows(store, names);
+  // Who holds a source this run skipped, and until when: wait for it, rather than look for a second worker.
+  const heldBy = new Map<string, Holder>();
+  const outcomes = await runEachOnce({
+    concurrency: config.syncConcurrency,
+    signal,
+    turn: w.turn,
+    intervalMs: config.syncIntervalMs,
+    describe: w.describe,
+    ...(limit ? { limit } : {}),
+    sources: names,
+    take: async (source) => {
+      const taken = await takeLease(store, source, w.lease);
+      const holder = taken ? null : await leaseHolderOf(store, source);
+      if (holder) heldBy.set(source, holder);
+      return taken;
+    },
+    onOutcome: (outcome) => {
+      w.observe(outcome);
+      logOutcome(log, outcome, 'info', heldBy.get(outcome.source));
+      hooks.onOutcome?.(outcome);
+    },
+  });
+  hooks.onTurnsDone?.();
+  // Rows an earlier run left unpublished are this run's to hand over too, even when every
+  // source was leased elsewhere. A run stopped by the signal leaves them to the next.
+  let handedOver = true;
+  let handOverError: unknown = null;
+  if (!signal.aborted) {
+    try {
+      await relay.drain();
+      await pruneRound({
+        store,
+        logger: w.logger,
+        days: config.eventsRetentionDays,
+        outboxHours: config.queues.outboxRetentionHours,
+        signal,
+      });
+    } catch (err) {
+      // A configuration Redis refuses (a cluster, a prefix without a hash tag) is the
+      // run's failure, not a Redis outage: exit 2 with the fix.
+      if (err instanceof ConfigError) throw err;
+      handedOver = false;
+      handOverError = err;
+      log.error({ err }, 'the outbox could not be drained; the events are stored and the next run drains it');
+    }
+  }
+  const reached = new Set(outcomes.map((o) => o.source));
+  const turnError = outcomes.find((o) => o.ok && o.result.drainError !== undefined);
+  const result: WorkerResult = {
+    outcomes,
+    handedOver,
+    handOverError: handOverError ?? (turnError?.ok ? turnError.result.drainError : relay.lastError),
+    // Stopped by its own limit, not by the signal: a source read short of its end, or not started.
+    stoppedShort:
+      outcomes.some((o) => o.ok && o.result.status === 'limit-reached') ||
+      (limit?.aborted === true && !signal.aborted && reached.size < names.length),
+    registry: w.metrics.registry,
+  };
+  await hooks.onRunEnd?.(result);
+  for (const source of names) {
+    if (!reached.has(source)) log.info({ source, outcome: 'not-started' }, 'source not started: stopping');
+  }
+  const only = config.sourcesFile === null ? outcomes[0] : undefined;
+  const durationMs = Math.round(performance.now() - started);
+  log.info(
+    {
+      ...(await w.metrics.summary()),
+      ...tally(outcomes, names.length),
+      ...(only?.ok ? { status: only.result.status, cursor: only.result.cursor } : {}),
+      durationMs,
+    },
+    'sync run finished',
+  );
+  return result;
+}
+
+function tally(outcomes: readonly Outcome[], total: number): Record<string, number> {
+  const count = (pick: (o: Outcome) => boolean): number => outcomes.filter(pick).length;
+  return {
+    sources: total,
+    caught_up: count((o) => o.ok && o.result.status === 'caught-up' && o.result.drained),
+    locked_elsewhere: count((o) => o.ok && o.result.status === 'locked'),
+    lease_lost: count((o) => o.ok && o.result.status === 'lease-lost'),
+    not_caught_up: count((o) => o.ok && o.result.status === 'limit-reached'),
+    failed: count(turnFailed),
+    not_started: total - outcomes.length,
+  };
+}

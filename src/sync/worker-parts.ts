@@ -1,0 +1,193 @@
+import type { Registry } from 'prom-client';
+import { composeParts, type Parts } from '../compose/parts.js';
+import { type Config, configForSource } from '../config/config.js';
+import { ConfigError } from '../errors.js';
+import type { Logger } from '../logger.js';
+import { dbGauges } from '../metrics/db-gauges.js';
+import { createMetrics, type Metrics } from '../metrics/metrics.js';
+import type { LeaseOptions } from '../store/lease.js';
+import type { CommitInfo } from './catch-up.js';
+import type { Outcome, Turn } from './scheduler.js';
+import {
+  applierFor,
+  createSourceSync,
+  feedOf,
+  runFailed,
+  type SourceSync,
+  type SyncHooks,
+  sourceSettings,
+} from './sync.js';
+
+/** What the caller sees of a worker's run as it goes; every one is optional. */
+export interface WorkerHooks {
+  /** A page of `source` committed (a progress display). */
+  onCommit?: (source: string, info: CommitInfo) => void;
+  /** A turn of a source ended, in either mode. */
+  onOutcome?: (outcome: Outcome) => void;
+  /** A once run's turns are over; the outbox's hand-over and pruning follow. */
+  onTurnsDone?: () => void;
+  /**
+   * A once run's end, before its summary line and while its parts are open: the
+   * registry's gauges read Postgres, so a push to a Pushgateway goes here.
+   */
+  onRunEnd?: (result: WorkerResult) => Promise<void> | void;
+}
+
+export interface WorkerOptions {
+  /** 'once': every source once, to its feed's end (a CronJob run); 'watch': until `signal` aborts. */
+  mode: 'once' | 'watch';
+  /** Apply pending migrations instead of refusing to run (`sync --migrate`). */
+  migrate?: boolean;
+  /**
+   * Aborted on shutdown: turns in flight stop at their next commit, no new one starts,
+   * and runWorker returns once they have. Without it a watch runs as long as the process.
+   */
+  signal?: AbortSignal;
+  /** Default: a logger at the config's LOG_LEVEL that scrubs its secrets (`loggerFor(config)`). */
+  logger?: Logger;
+  hooks?: WorkerHooks;
+  /** A failure as one line without secrets, kept in the lease row for `status`. Default its message. */
+  describe?: (err: unknown) => string;
+}
+
+export interface WorkerResult {
+  /** Each source's turn of a once run, in the order they ended; a watch keeps none (see onOutcome). */
+  readonly outcomes: readonly Outcome[];
+  /** False when a once run's final drain of the outbox failed: the events are stored, the next run hands them over. */
+  readonly handedOver: boolean;
+  /** What last kept the outbox back (the final drain, a turn's drain, the relay), if anything did. */
+  readonly handOverError: unknown;
+  /** A once run stopped at SYNC_ONCE_MAX_MS (not by `signal`) with a source short of its feed's end or not started. */
+  readonly stoppedShort: boolean;
+  /** The worker's metrics (names in docs/DEPLOYMENT.md). */
+  readonly registry: Registry;
+}
+
+/** The shared parts of one worker run and its turns, for the once and the watch rounds. */
+export interface WorkerParts {
+  readonly config: Config;
+  readonly logger: Logger;
+  /** The worker's own lines. */
+  readonly log: Logger;
+  readonly parts: Parts;
+  readonly metrics: Metrics;
+  readonly names: readonly string[];
+  readonly lease: LeaseOptions;
+  readonly signal: AbortSignal;
+  /** A once run's SYNC_ONCE_MAX_MS; none for a watch. */
+  readonly limit: AbortSignal | undefined;
+  readonly hooks: WorkerHooks;
+  readonly describe: (err: unknown) => string;
+  /** The per-worker rounds of a watch (lease rows, the outbox's sweep): once an interval, between 1 and 60 s. */
+  readonly upkeepMs: number;
+  /** The runs of one source over the shared parts; its feed client lives for one turn. */
+  syncOf(source: string): SourceSync;
+  turn: Turn;
+  /** Counts a turn's outcome in the metrics. */
+  observe(outcome: Outcome): void;
+  /** When the loop last showed it was alive (Date.now() milliseconds), and a beat. */
+  lastBeat(): number;
+  beat(): void;
+}
+
+/**
+ * One Postgres pool, one publisher and one outbox relay shared by the turns; a turn
+ * runs over them with a feed client of its own, closed at its end, so memory and
+ * sockets follow SYNC_CONCURRENCY, not the number of sources.
+ */
+export function workerParts(
+  config: Config,
+  logger: Logger,
+  opts: Omit<WorkerOptions, 'logger'> & { signal: AbortSignal },
+): WorkerParts {
+  const watch = opts.mode === 'watch';
+  const hooks = opts.hooks ?? {};
+  const upkeepMs = Math.min(60_000, Math.max(1_000, config.syncIntervalMs));
+  const names = config.sources.map((s) => s.source);
+  const parts = composeParts(config, logger, {
+    // Per turn in flight, one connection for its commits; then the relay's, and one for
+    // claims, renewals, gauges and the schema check. No connection holds a source.
+    poolMax: config.syncConcurrency + 2,
+    stopping: opts.signal,
+    // Called once the relay publishes, by which time the metrics below exist.
+    relay: {
+      onPublished: (queue, count) => metrics.onPublished(queue, count),
+      onPublishDelay: (seconds) => metrics.onPublishDelay(seconds),
+      // A watch's turns leave the outbox to the relay: it reads it on this timer for rows
+      // nobody offers (a failed publication, a worker that died), about once an interval.
+      ...(watch ? { sweepMs: upkeepMs } : {}),
+    },
+  });
+  // The metrics read their gauges from the parts' store; the relay, made on first use, counts into them.
+  const metrics = createMetrics(dbGauges(parts.store, names, config.syncIntervalMs), names);
+  const applier = applierFor(config, parts.store);
+  let lastBeat = Date.now();
+  const beat = (): void => {
+    lastBeat = Date.now();
+  };
+  // A once run's own end, well inside a CronJob's activeDeadlineSeconds: the turns in
+  // flight commit what they fetched, and the next run goes on from their cursors.
+  const limit = watch ? undefined : AbortSignal.timeout(config.syncOnceMaxMs);
+  const keyProblems = new Map(
+    config.sources.flatMap((s) => (s.keyProblem ? [[s.source, s.keyProblem]] : [])),
+  );
+  const hooksFor = (source: string): SyncHooks => {
+    const counted = metrics.hooksFor(source);
+    return {
+      ...counted,
+      onCommit: (info) => {
+        hooks.onCommit?.(source, info);
+        counted.onCommit(info);
+        beat();
+      },
+      onRetry: () => {
+        counted.onRetry();
+        beat();
+      },
+    };
+  };
+  const syncOf = (source: string): SourceSync => {
+    const own = configForSource(config, source);
+    const sourceHooks = hooksFor(source);
+    const log = logger.child({ source });
+    return createSourceSync({
+      settings: sourceSettings(own),
+      store: parts.store,
+      relay: parts.relay,
+      applier,
+      openFeed: feedOf(own, log, sourceHooks),
+      logger: log,
+      hooks: sourceHooks,
+      autoMigrate: opts.migrate === true,
+    });
+  };
+  return {
+    config,
+    logger,
+    log: logger.child({ module: 'worker' }),
+    parts,
+    metrics,
+    names,
+    lease: sourceSettings(config).lease,
+    signal: opts.signal,
+    limit,
+    hooks,
+    describe: opts.describe ?? ((err) => (err instanceof Error ? err.message : String(err))),
+    upkeepMs,
+    syncOf,
+    turn: async (held, signal) => {
+      const problem = keyProblems.get(held.source);
+      // The source is named by whoever prints this: the stderr line's prefix, the log line's field, status's row.
+      if (problem)
+        throw new ConfigError(`${problem}; this source fails every turn until it is fixed`, 'KEY_FILE');
+      return syncOf(held.source).runHeld(held, signal, limit);
+    },
+    observe: (outcome) => {
+      if (outcome.ok)
+        metrics.observeRun(outcome.source, { ...outcome.result, failed: runFailed(outcome.result) });
+      else metrics.observeFailure(outcome.source);
+    },
+    lastBeat: () => lastBeat,
+    beat,
+  };
+}

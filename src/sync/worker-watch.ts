@@ -1,0 +1,84 @@
+import { startWorkerHealth } from '../metrics/worker-health.js';
+import { nextDueInMs } from '../store/lease.js';
+import { startRetentionLoop } from '../store/retention-loop.js';
+import { startFleetClaims } from './fleet-claims.js';
+import { watchSources } from './scheduler.js';
+import { logOutcome } from './turn-log.js';
+import type { WorkerParts, WorkerResult } from './worker-parts.js';
+
+/**
+ * A watch: /healthz, /readyz and /metrics on METRICS_PORT, the fleet's claims, pruning
+ * once a minute a replica, and the scheduler's loop until the signal aborts. Its turns
+ * go to the metrics, the log and onOutcome; none is kept.
+ */
+export async function runWatchRound(w: WorkerParts): Promise<WorkerResult> {
+  const { config, log, logger, names, lease, upkeepMs } = w;
+  const { store, publisher } = w.parts;
+  const health = await startWorkerHealth({
+    config,
+    registry: w.metrics.registry,
+    logger,
+    store,
+    publisher,
+    lastBeat: w.lastBeat,
+  });
+  log.info(
+    {
+      host: config.metricsHost,
+      port: health.port,
+      intervalMs: config.syncIntervalMs,
+      leaseMs: config.sourceLeaseMs,
+      sources: names.length,
+      holder: lease.holder,
+    },
+    'watching the feeds',
+  );
+  const claims = await startFleetClaims({ store, sources: names, lease, everyMs: upkeepMs, logger });
+  // Pruning once a minute a replica, not once a turn.
+  const retention = startRetentionLoop({
+    store,
+    logger,
+    days: config.eventsRetentionDays,
+    outboxHours: config.queues.outboxRetentionHours,
+    intervalMs: 60_000,
+  });
+  // A source that a once run (or another worker) ran moments ago is due an interval after
+  // that turn, and quiet turns log at debug: say why nothing happens meanwhile.
+  const firstDueMs = await nextDueInMs(store, Number.MAX_SAFE_INTEGER);
+  if (firstDueMs > 0) {
+    log.info(
+      { nextDueInMs: firstDueMs },
+      `no source is due yet: the next is due in ${(firstDueMs / 1000).toFixed(1)} s, SYNC_INTERVAL_MS after ` +
+        'its last turn (a once run counts); turns that find nothing new log at debug',
+    );
+  }
+  try {
+    await watchSources({
+      concurrency: config.syncConcurrency,
+      signal: w.signal,
+      turn: w.turn,
+      intervalMs: config.syncIntervalMs,
+      describe: w.describe,
+      claim: (limit) => claims.claim(limit),
+      logger,
+      onBeat: w.beat,
+      onOutcome: (outcome) => {
+        w.observe(outcome);
+        if (outcome.ok) logOutcome(log, outcome, outcome.result.stored > 0 ? 'info' : 'debug');
+        else logOutcome(log, outcome, 'info');
+        w.hooks.onOutcome?.(outcome);
+      },
+    });
+  } finally {
+    await claims.stop();
+    await retention.stop();
+    await health.close();
+  }
+  return {
+    outcomes: [],
+    handedOver: true,
+    handOverError: null,
+    stoppedShort: false,
+    registry: w.metrics.registry,
+  };
+}
