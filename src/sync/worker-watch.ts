@@ -1,7 +1,7 @@
 import { startWorkerHealth } from '../metrics/worker-health.js';
 import { nextDueInMs } from '../store/lease.js';
-import { startRetentionLoop } from '../store/retention-loop.js';
-import { startFleetClaims } from './fleet-claims.js';
+import { type RetentionLoop, startRetentionLoop } from '../store/retention-loop.js';
+import { type FleetClaims, startFleetClaims } from './fleet-claims.js';
 import { watchSources } from './scheduler.js';
 import { logOutcome } from './turn-log.js';
 import type { WorkerParts, WorkerResult } from './worker-parts.js';
@@ -33,33 +33,38 @@ export async function runWatchRound(w: WorkerParts): Promise<WorkerResult> {
     },
     'watching the feeds',
   );
-  const claims = await startFleetClaims({ store, sources: names, lease, everyMs: upkeepMs, logger });
-  // Pruning once a minute a replica, not once a turn.
-  const retention = startRetentionLoop({
-    store,
-    logger,
-    days: config.eventsRetentionDays,
-    outboxHours: config.queues.outboxRetentionHours,
-    intervalMs: 60_000,
-  });
-  // A source that a once run (or another worker) ran moments ago is due an interval after
-  // that turn, and quiet turns log at debug: say why nothing happens meanwhile.
-  const firstDueMs = await nextDueInMs(store, Number.MAX_SAFE_INTEGER);
-  if (firstDueMs > 0) {
-    log.info(
-      { nextDueInMs: firstDueMs },
-      `no source is due yet: the next is due in ${(firstDueMs / 1000).toFixed(1)} s, SYNC_INTERVAL_MS after ` +
-        'its last turn (a once run counts); turns that find nothing new log at debug',
-    );
-  }
+  // An application that embeds the loop goes on after a watch that failed to start:
+  // nothing the watch started stays open.
+  let claims: FleetClaims | undefined;
+  let retention: RetentionLoop | undefined;
   try {
+    const started = await startFleetClaims({ store, sources: names, lease, everyMs: upkeepMs, logger });
+    claims = started;
+    // Pruning once a minute a replica, not once a turn.
+    retention = startRetentionLoop({
+      store,
+      logger,
+      days: config.eventsRetentionDays,
+      outboxHours: config.queues.outboxRetentionHours,
+      intervalMs: 60_000,
+    });
+    // A source that a once run (or another worker) ran moments ago is due an interval after
+    // that turn, and quiet turns log at debug: say why nothing happens meanwhile.
+    const firstDueMs = await nextDueInMs(store, Number.MAX_SAFE_INTEGER);
+    if (firstDueMs > 0) {
+      log.info(
+        { nextDueInMs: firstDueMs },
+        `no source is due yet: the next is due in ${(firstDueMs / 1000).toFixed(1)} s, SYNC_INTERVAL_MS after ` +
+          'its last turn (a once run counts); turns that find nothing new log at debug',
+      );
+    }
     await watchSources({
       concurrency: config.syncConcurrency,
       signal: w.signal,
       turn: w.turn,
       intervalMs: config.syncIntervalMs,
       describe: w.describe,
-      claim: (limit) => claims.claim(limit),
+      claim: (limit) => started.claim(limit),
       logger,
       onBeat: w.beat,
       onOutcome: (outcome) => {
@@ -70,8 +75,8 @@ export async function runWatchRound(w: WorkerParts): Promise<WorkerResult> {
       },
     });
   } finally {
-    await claims.stop();
-    await retention.stop();
+    await claims?.stop();
+    await retention?.stop();
     await health.close();
   }
   return {
