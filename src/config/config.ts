@@ -3,9 +3,16 @@ import { hostname } from 'node:os';
 import * as z from 'zod/mini';
 import { ConfigError } from '../errors.js';
 import { checkBaseUrl } from './base-url.js';
+import { CONFIG_DEFAULTS } from './config-defaults.js';
 import { splitUrls, urlEscapeProblem, urlSecrets } from './connection-url.js';
 import { parseEventTypes } from './event-types.js';
-import { hashTagOf, missingHashTagError, parseRedisSettings, type RedisSettings } from './redis-settings.js';
+import {
+  hashTagOf,
+  missingHashTagError,
+  parseRedisSettings,
+  type RedisEnv,
+  type RedisSettings,
+} from './redis-settings.js';
 import { type FeedSource, loadSourcesFile, sourceNameProblem } from './sources-file.js';
 import { parseTracing, type TracingSettings } from './tracing-settings.js';
 
@@ -21,24 +28,24 @@ export interface Config {
     readonly baseUrl: string | null;
     /** FEED_API_KEY or FEED_API_KEY_FILE. Null when unset. */
     readonly apiKey: string | null;
-    /** FEED_SOURCE: the cursor key, one per account. Default `default`. */
+    /** FEED_SOURCE: the cursor key, one per account. Default: CONFIG_DEFAULTS.FEED_SOURCE. */
     readonly source: string;
     /**
      * FEED_TYPES: full type names, sorted; null means every type. Each must be a type
      * of this release, or written `+name` for one the service added since.
      */
     readonly types: readonly string[] | null;
-    /** FEED_PAGE_LIMIT: events asked for per page. Default 100. */
+    /** FEED_PAGE_LIMIT: events asked for per page. Default: CONFIG_DEFAULTS.FEED_PAGE_LIMIT. */
     readonly pageLimit: number;
     /** FEED_LIST_FIELD: forces the name of the list field; null means auto. */
     readonly listField: string | null;
-    /** FEED_MAX_RETRY_WAIT_MS: a Retry-After longer than this fails the run. Default 600000. */
+    /** FEED_MAX_RETRY_WAIT_MS: a Retry-After longer than this, in ms, fails the run. Default: CONFIG_DEFAULTS.FEED_MAX_RETRY_WAIT_MS. */
     readonly maxRetryWaitMs: number;
-    /** FEED_MAX_RETRIES: retries of one request before the run fails. Default 8. */
+    /** FEED_MAX_RETRIES: retries of one request before the run fails. Default: CONFIG_DEFAULTS.FEED_MAX_RETRIES. */
     readonly maxRetries: number;
-    /** FEED_TIMEOUT_MS: connect, headers and body timeout of one request. Default 30000. */
+    /** FEED_TIMEOUT_MS: connect, headers and body timeout of one request, in ms. Default: CONFIG_DEFAULTS.FEED_TIMEOUT_MS. */
     readonly timeoutMs: number;
-    /** FEED_MAX_RESPONSE_BYTES: a larger page fails the run. Default 8 MiB (what bounds a worker's memory). */
+    /** FEED_MAX_RESPONSE_BYTES: a larger page fails the run. Default: CONFIG_DEFAULTS.FEED_MAX_RESPONSE_BYTES. */
     readonly maxResponseBytes: number;
   };
   /**
@@ -48,72 +55,74 @@ export interface Config {
   readonly sources: readonly FeedSource[];
   /** FEED_SOURCES_FILE, or null when the one source of FEED_* is used. */
   readonly sourcesFile: string | null;
-  /** SYNC_CONCURRENCY: sources a sync worker runs at once. Default 4. */
+  /** SYNC_CONCURRENCY: sources a sync worker runs at once. Default: CONFIG_DEFAULTS.SYNC_CONCURRENCY. */
   readonly syncConcurrency: number;
   /**
    * SOURCE_LEASE_MS: how long a source's lease holds unless renewed (renewed at a third
-   * of it while a turn works). A worker that froze or was cut off loses its sources
-   * after this long. Default 30000.
+   * of it while a turn works), in ms. A worker that froze or was cut off loses its
+   * sources after this long. Default: CONFIG_DEFAULTS.SOURCE_LEASE_MS.
    */
   readonly sourceLeaseMs: number;
   /** HOSTNAME, else the system's host name: with the pid, who holds a lease (the pod's name in Kubernetes). */
   readonly hostName: string;
   readonly database: {
-    /** DATABASE_URL. Default `postgres://postgres@127.0.0.1:5432/postgres`. */
+    /** DATABASE_URL. Default: CONFIG_DEFAULTS.DATABASE_URL. */
     readonly url: string;
-    /** DATABASE_SCHEMA: where every table lives. Default `feedsync`. */
+    /** DATABASE_SCHEMA: where every table lives. Default: CONFIG_DEFAULTS.DATABASE_SCHEMA. */
     readonly schema: string;
     /**
      * DATABASE_CONNECT_TIMEOUT_MS: how long one new connection may take, TCP, TLS and
-     * start-up included, before the command fails naming DATABASE_URL. Default 10000.
+     * start-up included, in ms, before the command fails naming DATABASE_URL. Default:
+     * CONFIG_DEFAULTS.DATABASE_CONNECT_TIMEOUT_MS.
      */
     readonly connectTimeoutMs: number;
   };
   /**
-   * REDIS_URL (default `redis://127.0.0.1:6379`; several seed nodes comma-separated),
+   * REDIS_URL (default: CONFIG_DEFAULTS.REDIS_URL; several seed nodes comma-separated),
    * REDIS_CLUSTER (true, false; unset: ask the server), REDIS_SENTINELS,
    * REDIS_SENTINEL_NAME and REDIS_WAIT_REPLICAS (unset: chosen by the set-up found).
    */
   readonly redis: RedisSettings;
   readonly queues: {
-    /** QUEUE_PREFIX: BullMQ's key prefix. Default `bull`. */
+    /** QUEUE_PREFIX: BullMQ's key prefix. Default: CONFIG_DEFAULTS.QUEUE_PREFIX. */
     readonly prefix: string;
-    /** QUEUE_EMAIL_EVENTS. Default `email-events`. */
+    /** QUEUE_EMAIL_EVENTS. Default: CONFIG_DEFAULTS.QUEUE_EMAIL_EVENTS. */
     readonly emailEvents: string;
-    /** QUEUE_CONTACT_EVENTS. Default `contact-events`. */
+    /** QUEUE_CONTACT_EVENTS. Default: CONFIG_DEFAULTS.QUEUE_CONTACT_EVENTS. */
     readonly contactEvents: string;
-    /** OUTBOX_RETENTION_HOURS: published outbox rows kept for `requeue`. Default 168 (7 days). */
+    /** OUTBOX_RETENTION_HOURS: published outbox rows kept for `requeue`, in hours. Default: CONFIG_DEFAULTS.OUTBOX_RETENTION_HOURS. */
     readonly outboxRetentionHours: number;
-    /** JOB_ATTEMPTS: runs of a job before BullMQ fails it for good (1: never retried). Default 5. */
+    /** JOB_ATTEMPTS: runs of a job before BullMQ fails it for good (1: never retried). Default: CONFIG_DEFAULTS.JOB_ATTEMPTS. */
     readonly jobAttempts: number;
-    /** JOB_BACKOFF_MS: the first retry's delay; each later one doubles it. Default 1000. */
+    /** JOB_BACKOFF_MS: the first retry's delay, in ms; each later one doubles it. Default: CONFIG_DEFAULTS.JOB_BACKOFF_MS. */
     readonly jobBackoffMs: number;
   };
   /** EVENTS_RETENTION_DAYS: events that arrived longer ago are pruned (see eventsKeptMs); null keeps every event. */
   readonly eventsRetentionDays: number | null;
-  /** SYNC_INTERVAL_MS: the pause between runs in watch mode. Default 30000. */
+  /** SYNC_INTERVAL_MS: the pause between runs in watch mode, in ms. Default: CONFIG_DEFAULTS.SYNC_INTERVAL_MS. */
   readonly syncIntervalMs: number;
   /**
-   * SYNC_ONCE_MAX_MS: how long a once run pages before it stops, keeps what it read and
-   * exits 4 (not caught up); the next run goes on from its cursor. Default 900000 (15 min).
+   * SYNC_ONCE_MAX_MS: how long a once run pages, in ms, before it stops, keeps what it
+   * read and exits 4 (not caught up); the next run goes on from its cursor. Default:
+   * CONFIG_DEFAULTS.SYNC_ONCE_MAX_MS.
    */
   readonly syncOnceMaxMs: number;
-  /** METRICS_PORT: /metrics, /healthz, /readyz in watch mode; /metrics of serve-webhooks. Default 9464. */
+  /** METRICS_PORT: /metrics, /healthz, /readyz in watch mode; /metrics of serve-webhooks. Default: CONFIG_DEFAULTS.METRICS_PORT. */
   readonly metricsPort: number;
-  /** METRICS_HOST: the interface they listen on. Default `0.0.0.0` (every interface, as a pod needs). */
+  /** METRICS_HOST: the interface they listen on. Default: CONFIG_DEFAULTS.METRICS_HOST. */
   readonly metricsHost: string;
   /** PUSHGATEWAY_URL: where a once run pushes its metrics; null means no push. */
   readonly pushgatewayUrl: string | null;
-  /** LOG_LEVEL. Default `info`. */
+  /** LOG_LEVEL. Default: CONFIG_DEFAULTS.LOG_LEVEL. */
   readonly logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
   readonly webhooks: {
     /** WEBHOOK_SECRET or WEBHOOK_SECRET_FILE: comma-separated, several during a rotation. */
     readonly secrets: readonly string[];
-    /** WEBHOOK_PORT. Default 8080. */
+    /** WEBHOOK_PORT. Default: CONFIG_DEFAULTS.WEBHOOK_PORT. */
     readonly port: number;
-    /** WEBHOOK_HOST: the interface serve-webhooks listens on. Default `0.0.0.0` (every interface). */
+    /** WEBHOOK_HOST: the interface serve-webhooks listens on. Default: CONFIG_DEFAULTS.WEBHOOK_HOST. */
     readonly host: string;
-    /** WEBHOOK_MAX_BODY_BYTES. Default 256 KiB. */
+    /** WEBHOOK_MAX_BODY_BYTES: the largest delivery taken, in bytes. Default: CONFIG_DEFAULTS.WEBHOOK_MAX_BODY_BYTES. */
     readonly maxBodyBytes: number;
   };
   /** OpenTelemetry traces (the standard OTEL_* variables); null, the default, exports none. */
@@ -155,18 +164,21 @@ const queueName = z.string().check(z.regex(/^[^:\s]+$/, 'must be non-empty, with
 const fields = {
   FEED_BASE_URL: z.optional(z.string()),
   FEED_API_KEY: z.optional(nonEmpty),
-  FEED_SOURCE: z._default(nonEmpty.check(z.maxLength(200, 'must be at most 200 characters')), 'default'),
+  FEED_SOURCE: z._default(
+    nonEmpty.check(z.maxLength(200, 'must be at most 200 characters')),
+    CONFIG_DEFAULTS.FEED_SOURCE,
+  ),
   FEED_TYPES: z.optional(z.string()),
-  FEED_PAGE_LIMIT: z._default(int(1, 10_000), 100),
+  FEED_PAGE_LIMIT: z._default(int(1, 10_000), CONFIG_DEFAULTS.FEED_PAGE_LIMIT),
   FEED_LIST_FIELD: z.optional(nonEmpty),
-  FEED_MAX_RETRY_WAIT_MS: z._default(int(0), 600_000),
-  FEED_MAX_RETRIES: z._default(int(0, 100), 8),
-  FEED_TIMEOUT_MS: z._default(int(1), 30_000),
-  FEED_MAX_RESPONSE_BYTES: z._default(int(1024), 8 * 1024 * 1024),
-  DATABASE_URL: z._default(z.string(), 'postgres://postgres@127.0.0.1:5432/postgres'),
-  DATABASE_SCHEMA: z._default(identifier, 'feedsync'),
-  DATABASE_CONNECT_TIMEOUT_MS: z._default(int(1, 600_000), 10_000),
-  REDIS_URL: z._default(z.string(), 'redis://127.0.0.1:6379'),
+  FEED_MAX_RETRY_WAIT_MS: z._default(int(0), CONFIG_DEFAULTS.FEED_MAX_RETRY_WAIT_MS),
+  FEED_MAX_RETRIES: z._default(int(0, 100), CONFIG_DEFAULTS.FEED_MAX_RETRIES),
+  FEED_TIMEOUT_MS: z._default(int(1), CONFIG_DEFAULTS.FEED_TIMEOUT_MS),
+  FEED_MAX_RESPONSE_BYTES: z._default(int(1024), CONFIG_DEFAULTS.FEED_MAX_RESPONSE_BYTES),
+  DATABASE_URL: z._default(z.string(), CONFIG_DEFAULTS.DATABASE_URL),
+  DATABASE_SCHEMA: z._default(identifier, CONFIG_DEFAULTS.DATABASE_SCHEMA),
+  DATABASE_CONNECT_TIMEOUT_MS: z._default(int(1, 600_000), CONFIG_DEFAULTS.DATABASE_CONNECT_TIMEOUT_MS),
+  REDIS_URL: z._default(z.string(), CONFIG_DEFAULTS.REDIS_URL),
   REDIS_CLUSTER: z.optional(
     z.pipe(
       z.enum(['true', 'false'], 'must be true or false'),
@@ -176,27 +188,30 @@ const fields = {
   REDIS_SENTINELS: z.optional(z.string()),
   REDIS_SENTINEL_NAME: z.optional(nonEmpty),
   REDIS_WAIT_REPLICAS: z.optional(int(0, 16)),
-  QUEUE_PREFIX: z._default(queueName, 'bull'),
-  QUEUE_EMAIL_EVENTS: z._default(queueName, 'email-events'),
-  QUEUE_CONTACT_EVENTS: z._default(queueName, 'contact-events'),
-  OUTBOX_RETENTION_HOURS: z._default(int(0), 168),
-  JOB_ATTEMPTS: z._default(int(1, 1_000), 5),
-  JOB_BACKOFF_MS: z._default(int(0, 86_400_000), 1_000),
+  QUEUE_PREFIX: z._default(queueName, CONFIG_DEFAULTS.QUEUE_PREFIX),
+  QUEUE_EMAIL_EVENTS: z._default(queueName, CONFIG_DEFAULTS.QUEUE_EMAIL_EVENTS),
+  QUEUE_CONTACT_EVENTS: z._default(queueName, CONFIG_DEFAULTS.QUEUE_CONTACT_EVENTS),
+  OUTBOX_RETENTION_HOURS: z._default(int(0), CONFIG_DEFAULTS.OUTBOX_RETENTION_HOURS),
+  JOB_ATTEMPTS: z._default(int(1, 1_000), CONFIG_DEFAULTS.JOB_ATTEMPTS),
+  JOB_BACKOFF_MS: z._default(int(0, 86_400_000), CONFIG_DEFAULTS.JOB_BACKOFF_MS),
   EVENTS_RETENTION_DAYS: z.optional(int(1, 36_500)),
-  SYNC_INTERVAL_MS: z._default(int(1), 30_000),
-  SYNC_ONCE_MAX_MS: z._default(int(1), 900_000),
-  SYNC_CONCURRENCY: z._default(int(1, 256), 4),
-  SOURCE_LEASE_MS: z._default(int(1000, 3_600_000), 30_000),
+  SYNC_INTERVAL_MS: z._default(int(1), CONFIG_DEFAULTS.SYNC_INTERVAL_MS),
+  SYNC_ONCE_MAX_MS: z._default(int(1), CONFIG_DEFAULTS.SYNC_ONCE_MAX_MS),
+  SYNC_CONCURRENCY: z._default(int(1, 256), CONFIG_DEFAULTS.SYNC_CONCURRENCY),
+  SOURCE_LEASE_MS: z._default(int(1000, 3_600_000), CONFIG_DEFAULTS.SOURCE_LEASE_MS),
   FEED_SOURCES_FILE: z.optional(z.string()),
   HOSTNAME: z.optional(z.string()),
-  METRICS_PORT: z._default(int(0, 65_535), 9464),
-  METRICS_HOST: z._default(host, '0.0.0.0'),
+  METRICS_PORT: z._default(int(0, 65_535), CONFIG_DEFAULTS.METRICS_PORT),
+  METRICS_HOST: z._default(host, CONFIG_DEFAULTS.METRICS_HOST),
   PUSHGATEWAY_URL: z.optional(z.url('must be a URL')),
-  LOG_LEVEL: z._default(oneOf(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']), 'info'),
+  LOG_LEVEL: z._default(
+    oneOf(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']),
+    CONFIG_DEFAULTS.LOG_LEVEL,
+  ),
   WEBHOOK_SECRET: z.optional(nonEmpty),
-  WEBHOOK_PORT: z._default(int(0, 65_535), 8080),
-  WEBHOOK_HOST: z._default(host, '0.0.0.0'),
-  WEBHOOK_MAX_BODY_BYTES: z._default(int(1), 256 * 1024),
+  WEBHOOK_PORT: z._default(int(0, 65_535), CONFIG_DEFAULTS.WEBHOOK_PORT),
+  WEBHOOK_HOST: z._default(host, CONFIG_DEFAULTS.WEBHOOK_HOST),
+  WEBHOOK_MAX_BODY_BYTES: z._default(int(1), CONFIG_DEFAULTS.WEBHOOK_MAX_BODY_BYTES),
 };
 
 /** Variables whose value may come from a file named by `<NAME>_FILE` (a mounted secret). */
@@ -223,9 +238,7 @@ export function loadConfig(
     if (problem) throw new ConfigError(`FEED_BASE_URL: ${problem}`);
   }
   checkUrl('DATABASE_URL', v.DATABASE_URL, ['postgres:', 'postgresql:']);
-  const redis = parseRedisSettings(v);
-  // A forced cluster is known now; a detected one is checked when feedsync first connects.
-  if (redis.cluster === true && hashTagOf(v.QUEUE_PREFIX) === null) throw missingHashTagError(v.QUEUE_PREFIX);
+  const { redis, queues } = queueSettings(v);
 
   const sourceProblem = sourceNameProblem(v.FEED_SOURCE);
   if (sourceProblem) throw new ConfigError(`FEED_SOURCE: ${sourceProblem}`);
@@ -266,10 +279,7 @@ export function loadConfig(
     },
     redis,
     queues: {
-      prefix: v.QUEUE_PREFIX,
-      emailEvents: v.QUEUE_EMAIL_EVENTS,
-      contactEvents: v.QUEUE_CONTACT_EVENTS,
-      outboxRetentionHours: v.OUTBOX_RETENTION_HOURS,
+      ...queues,
       jobAttempts: v.JOB_ATTEMPTS,
       jobBackoffMs: v.JOB_BACKOFF_MS,
     },
@@ -364,9 +374,25 @@ export function loadConsumerSettings(
     env,
     readFile,
   );
+  return deepFreeze({ ...queueSettings(v), logLevel: v.LOG_LEVEL });
+}
+
+/**
+ * The queues' Redis and names, read alike by the worker and a consumer. A forced
+ * cluster is checked for a hash tag in the prefix now; a detected one when feedsync
+ * first connects.
+ */
+function queueSettings(
+  v: RedisEnv & {
+    QUEUE_PREFIX: string;
+    QUEUE_EMAIL_EVENTS: string;
+    QUEUE_CONTACT_EVENTS: string;
+    OUTBOX_RETENTION_HOURS: number;
+  },
+): Pick<ConsumerSettings, 'redis' | 'queues'> {
   const redis = parseRedisSettings(v);
   if (redis.cluster === true && hashTagOf(v.QUEUE_PREFIX) === null) throw missingHashTagError(v.QUEUE_PREFIX);
-  return deepFreeze({
+  return {
     redis,
     queues: {
       prefix: v.QUEUE_PREFIX,
@@ -374,8 +400,7 @@ export function loadConsumerSettings(
       contactEvents: v.QUEUE_CONTACT_EVENTS,
       outboxRetentionHours: v.OUTBOX_RETENTION_HOURS,
     },
-    logLevel: v.LOG_LEVEL,
-  });
+  };
 }
 
 /**

@@ -8,32 +8,65 @@ import { jobData, jobDataBytes } from './job-data.js';
 import type { JobToAdd, Publisher } from './publisher.js';
 import { jobIdFor } from './routes.js';
 
+/** The relay's defaults, each in one place: RelayOptions names them. */
+export const RELAY_DEFAULTS = Object.freeze({
+  /**
+   * Rows: a thousand jobs share one addBulk round trip and one read of the outbox (at
+   * 1,000 rows a step the relay alone moved about 16,000 events/s, docs/BENCHMARKS.md).
+   */
+  batchSize: 1000,
+  /** Bytes of job data, 512 KiB: with events of up to about 500 bytes the row count binds first. */
+  batchBytes: 512 * 1024,
+  /**
+   * Failures in a row: a Redis failover measured four (docs/DEPLOYMENT.md,
+   * REDIS_WAIT_REPLICAS) and a once run still ended well; five means Redis is gone for
+   * longer than a failover, and the run gives up with its events stored.
+   */
+  drainAttempts: 5,
+  /**
+   * Milliseconds, 30 s: the backoff doubles from 250 ms up to this, so a Redis back after
+   * an outage is found within half a minute, and one that stays down costs two tries a minute.
+   */
+  maxBackoffMs: 30_000,
+  /**
+   * Milliseconds, one minute: a catch-up committing while Redis is down would otherwise
+   * log a failure per commit.
+   */
+  remindMs: 60_000,
+  /**
+   * Milliseconds, one minute: how late a row that nobody kicked may be published at worst
+   * (feedsync_publish_delay_seconds); an empty outbox costs one index look-up a minute.
+   */
+  sweepMs: 60_000,
+});
+
 export interface RelayOptions {
   outbox: Outbox;
   publisher: Publisher;
   logger: Logger;
-  /** Outbox rows per addBulk, and per read of the outbox. Default 1000. */
+  /** Outbox rows per addBulk, and per read of the outbox. Default: RELAY_DEFAULTS.batchSize. */
   batchSize?: number;
   /**
    * Job data per addBulk, and per read of the outbox, in bytes of JSON (`jobDataBytes`):
    * a batch stops at the first job that reaches it (one job larger than this goes alone).
-   * Default 512 KiB: rows bind first for events of up to about 500 bytes.
+   * Default: RELAY_DEFAULTS.batchBytes.
    */
   batchBytes?: number;
-  /** Consecutive failures after which drain() gives up (the loop itself goes on). Default 5. */
+  /** Consecutive failures after which drain() gives up (the loop itself goes on). Default: RELAY_DEFAULTS.drainAttempts. */
   drainAttempts?: number;
-  /** Longest pause between retries while Redis is down. Default 30 s. */
+  /** Longest pause between retries while Redis is down, in ms. Default: RELAY_DEFAULTS.maxBackoffMs. */
   maxBackoffMs?: number;
   /**
    * While failures go on, a warning at most this often, in ms; the failures between are
    * logged at debug. The first failure of an outage and the recovery are one line each.
-   * Default 60000.
+   * Default: RELAY_DEFAULTS.remindMs.
    */
   remindMs?: number;
   /**
-   * How often the loop reads the outbox without a kick, busy or idle, in ms. Default
-   * 60000. Rows can be committed with nobody left to kick: a webhook delivery whose
-   * commit finished after its 503 went out, a worker that died before publishing.
+   * How often the loop reads the outbox without a kick, busy or idle, in ms. Default:
+   * RELAY_DEFAULTS.sweepMs. Rows can be committed with nobody left to kick: a webhook
+   * delivery whose commit finished after its 503 went out, a worker that died before
+   * publishing.
    */
   sweepMs?: number;
   /** Offered rows in memory past which ready() waits and offers are left to the outbox. Default 4 × batchSize. */
@@ -120,12 +153,12 @@ interface Waiter {
  */
 export function startRelay(opts: RelayOptions): Relay {
   const { outbox, publisher } = opts;
-  const batchSize = opts.batchSize ?? 1000;
-  const batchBytes = Math.max(1, opts.batchBytes ?? MiB / 2);
-  const drainAttempts = opts.drainAttempts ?? 5;
-  const maxBackoff = opts.maxBackoffMs ?? 30_000;
-  const sweepMs = opts.sweepMs ?? 60_000;
-  const remindMs = opts.remindMs ?? 60_000;
+  const batchSize = opts.batchSize ?? RELAY_DEFAULTS.batchSize;
+  const batchBytes = Math.max(1, opts.batchBytes ?? RELAY_DEFAULTS.batchBytes);
+  const drainAttempts = opts.drainAttempts ?? RELAY_DEFAULTS.drainAttempts;
+  const maxBackoff = opts.maxBackoffMs ?? RELAY_DEFAULTS.maxBackoffMs;
+  const sweepMs = opts.sweepMs ?? RELAY_DEFAULTS.sweepMs;
+  const remindMs = opts.remindMs ?? RELAY_DEFAULTS.remindMs;
   const sleep = opts.sleep ?? defaultSleep;
   const now = opts.now ?? Date.now;
   const log = opts.logger.child({ module: 'relay' });
@@ -330,8 +363,7 @@ export function startRelay(opts: RelayOptions): Relay {
     kicked = true;
     failures++;
     lastError = err;
-    // One line when an outage begins, then a reminder at most every remindMs: a catch-up
-    // committing while Redis is down would otherwise log a failure per commit.
+    // One line when an outage begins, then a reminder at most every remindMs.
     const at = now();
     if (failures === 1) {
       failingSince = at;
@@ -439,8 +471,6 @@ function commitLinks(list: readonly Pending[]): Link[] {
   for (const p of list) if (p.job.trace !== undefined && traces.size < 32) traces.add(p.job.trace);
   return [...traces].flatMap(linksFrom);
 }
-
-const MiB = 1024 * 1024;
 
 function sumBytes(rows: readonly { bytes: number }[]): number {
   let bytes = 0;

@@ -17,6 +17,12 @@ import type { RequeueSince } from './since.js';
 
 export type { RequeueSince } from './since.js';
 
+/** requeue's default, in one place: RequeueOptions names it. */
+export const REQUEUE_DEFAULTS = Object.freeze({
+  /** Rows per round: as the relay's batches, a thousand jobs share one addBulk round trip per queue. */
+  batchSize: 1000,
+});
+
 export interface RequeueOptions {
   source: string;
   since: RequeueSince;
@@ -26,7 +32,7 @@ export interface RequeueOptions {
   eventsRetentionDays?: number | null;
   /** Count what would be re-driven; add nothing. */
   dryRun?: boolean;
-  /** Outbox rows per round of addBulk. Default 1000. */
+  /** Outbox rows per round of addBulk. Default: REQUEUE_DEFAULTS.batchSize. */
   batchSize?: number;
   /** Called after each addBulk, for progress output. */
   onBatch?: (queue: string, count: number) => void;
@@ -76,7 +82,7 @@ export async function requeue(
   publisher: Pick<Publisher, 'addBulk' | 'present'>,
   opts: RequeueOptions,
 ): Promise<RequeueResult> {
-  const batchSize = opts.batchSize ?? 1000;
+  const batchSize = opts.batchSize ?? REQUEUE_DEFAULTS.batchSize;
   const now = opts.now ?? Date.now();
   const retentionDays = opts.eventsRetentionDays ?? null;
   if ('time' in opts.since) assertWithinRetention('--since', opts.since.time, retentionDays, now);

@@ -1,4 +1,5 @@
 import type { ServiceEvent } from '../api/types.js';
+import { CONFIG_DEFAULTS } from '../config/config-defaults.js';
 import { carrierOf, inSpan } from '../tracing/tracing.js';
 import { applyStatement } from './apply-statement.js';
 import { quoteSchema, type Store } from './db.js';
@@ -80,7 +81,8 @@ export interface ApplierOptions {
   /**
    * Bounds the slow path's transaction (the only one that holds a source's rows across
    * round trips) below the lease, so that a writer frozen inside it cannot hold the
-   * rows past its lease: SOURCE_LEASE_MS. Default 30000.
+   * rows past its lease: SOURCE_LEASE_MS, in ms. Default: CONFIG_DEFAULTS.SOURCE_LEASE_MS,
+   * the lease's own default (serve-webhooks takes no lease and passes none).
    */
   leaseMs?: number;
 }
@@ -102,7 +104,7 @@ export function createApplier(
   // Sent unnamed: a named prepared statement lives in one server session, which a
   // transaction pooler does not keep (docs/SCALING.md, Through a transaction pooler).
   const text = applyStatement(quoteSchema(store.schema));
-  const begin = boundedBegin(opts.leaseMs ?? 30_000);
+  const begin = boundedBegin(opts.leaseMs ?? CONFIG_DEFAULTS.SOURCE_LEASE_MS);
 
   return traced({
     async apply(batch) {

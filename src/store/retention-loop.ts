@@ -3,6 +3,15 @@ import type { Store } from './db.js';
 import { pruneOutbox } from './outbox.js';
 import { pruneAfterRun } from './retention.js';
 
+/** The retention loop's default, in one place: RetentionLoopOptions names it. */
+export const RETENTION_LOOP_DEFAULTS = Object.freeze({
+  /**
+   * Milliseconds, 5 minutes: as often as the CronJob of the manifests runs `sync --once`,
+   * each of which prunes when it ends, so every way of running feedsync prunes alike.
+   */
+  intervalMs: 300_000,
+});
+
 export interface RetentionLoopOptions {
   store: Store;
   logger: Logger;
@@ -10,7 +19,7 @@ export interface RetentionLoopOptions {
   days: number | null;
   /** OUTBOX_RETENTION_HOURS. */
   outboxHours: number;
-  /** Between two rounds. Default 5 minutes. */
+  /** Between two rounds, in ms. Default: RETENTION_LOOP_DEFAULTS.intervalMs. */
   intervalMs?: number;
 }
 
@@ -21,7 +30,7 @@ export interface RetentionLoop {
 
 /**
  * One round of pruning: published outbox rows past OUTBOX_RETENTION_HOURS, then, with
- * EVENTS_RETENTION_DAYS, old events (for at most 5 s). Logged, never thrown: the next
+ * EVENTS_RETENTION_DAYS, old events (for at most RETENTION_DEFAULTS.budgetMs). Logged, never thrown: the next
  * round tries again.
  */
 export async function pruneRound(
@@ -50,7 +59,7 @@ export async function pruneRound(
  * logged and the next one tries again.
  */
 export function startRetentionLoop(opts: RetentionLoopOptions): RetentionLoop {
-  const intervalMs = opts.intervalMs ?? 300_000;
+  const intervalMs = opts.intervalMs ?? RETENTION_LOOP_DEFAULTS.intervalMs;
   const stopping = new AbortController();
   let timer: NodeJS.Timeout | undefined;
   let round: Promise<void> = Promise.resolve();

@@ -4,18 +4,35 @@ import { quoteSchema, type Store } from './db.js';
 import { firstKeptPublishedCreatedAt } from './outbox.js';
 import { eventsKeptMs } from './retention-guard.js';
 
+/** The pruner's defaults, each in one place: PruneOptions names them. */
+export const RETENTION_DEFAULTS = Object.freeze({
+  /**
+   * Rows per DELETE, each its own short transaction: row locks on old rows only, held
+   * for one batch; measured beside a concurrent catch-up in docs/BENCHMARKS.md
+   * (Retention under load).
+   */
+  batchSize: 1000,
+  /**
+   * Milliseconds, 5 s: a once run's exit, or a turn of the retention loop, waits no longer
+   * for pruning; what is left goes in the next run.
+   */
+  budgetMs: 5000,
+  /** A share of each batch's time, rested after it: 1 keeps the pruner busy half the time, and a concurrent catch-up gets the disk and the WAL in between. */
+  restShare: 1,
+});
+
 export interface PruneOptions {
   /** EVENTS_RETENTION_DAYS: rows that arrived longer ago than this go (never sooner than eventsKeptMs allows). */
   days: number;
   /** OUTBOX_RETENTION_HOURS: an event is kept at least as long as the published rows requeue reads. */
   outboxHours: number;
-  /** Rows per DELETE, each its own short transaction. Default 1000. */
+  /** Rows per DELETE, each its own short transaction. Default: RETENTION_DEFAULTS.batchSize. */
   batchSize?: number;
-  /** No batch starts after this long, so a run's tail stays bounded. Default 5000 ms. */
+  /** No batch starts after this long, in ms, so a run's tail stays bounded. Default: RETENTION_DEFAULTS.budgetMs. */
   budgetMs?: number;
   /**
    * Pause after each batch, as a share of the time the batch took: a concurrent
-   * catch-up gets the disk and the WAL in between. Default 1 (busy half the time).
+   * catch-up gets the disk and the WAL in between. Default: RETENTION_DEFAULTS.restShare.
    */
   restShare?: number;
   /** Stops before the next batch (SIGTERM: the run ends promptly). */
@@ -85,9 +102,9 @@ const SEQ_ORDER_SLACK_MS = 3_600_000;
  * it never walks the index entries it has just deleted.
  */
 export async function pruneExpired(store: Store, opts: PruneOptions): Promise<PruneResult> {
-  const batchSize = opts.batchSize ?? 1000;
-  const budgetMs = opts.budgetMs ?? 5000;
-  const restShare = opts.restShare ?? 1;
+  const batchSize = opts.batchSize ?? RETENTION_DEFAULTS.batchSize;
+  const budgetMs = opts.budgetMs ?? RETENTION_DEFAULTS.budgetMs;
+  const restShare = opts.restShare ?? RETENTION_DEFAULTS.restShare;
   const sleep = opts.sleep ?? defaultSleep;
   const deadline = performance.now() + budgetMs;
   const s = quoteSchema(store.schema);

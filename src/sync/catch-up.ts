@@ -2,7 +2,17 @@ import type { ServiceEvent } from '../api/types.js';
 import type { FetchedPage, FetchPage } from '../feed/feed-client.js';
 import { type ApplyBatch, type ApplyResult, nothingApplied } from '../store/applier.js';
 import { cursorGuard } from './cursor-guard.js';
-import { DEFAULT_MAX_HELD_BYTES, HeldPages } from './held-pages.js';
+import { HELD_PAGES_DEFAULTS, HeldPages } from './held-pages.js';
+
+/** The catch-up's own default; what it holds has HELD_PAGES_DEFAULTS. */
+export const CATCH_UP_DEFAULTS = Object.freeze({
+  /**
+   * Milliseconds, a quarter of a second: the wait for a full load while pages are coming.
+   * A load of ten pages costs about half the database time per event of ten loads of
+   * one; with this wait every commit of a catch-up was ten pages (docs/BENCHMARKS.md).
+   */
+  maxCommitDelayMs: 250,
+});
 
 export interface CatchUpOptions {
   source: string;
@@ -20,18 +30,18 @@ export interface CatchUpOptions {
    * end comes back as 'limit-reached'.
    */
   limit?: AbortSignal;
-  /** Pages fetched ahead of the commits. Default 20: fetching goes on while a full load commits. */
+  /** Pages fetched ahead of the commits. Default: HELD_PAGES_DEFAULTS.maxBuffered. */
   maxBuffered?: number;
-  /** Pages joined into one transaction while catching up. Default 10. */
+  /** Pages joined into one transaction while catching up. Default: HELD_PAGES_DEFAULTS.maxPerCommit. */
   maxPagesPerCommit?: number;
-  /** Response bytes held at once (buffer, load in commit, answer on its way). Default DEFAULT_MAX_HELD_BYTES. */
+  /** Response bytes held at once (buffer, load in commit, answer on its way). Default: HELD_PAGES_DEFAULTS.maxHeldBytes. */
   maxHeldBytes?: number;
-  /** The largest answer the fetcher accepts (FEED_MAX_RESPONSE_BYTES). Default 8 MiB, as the config's. */
+  /** The largest answer the fetcher accepts (FEED_MAX_RESPONSE_BYTES), in bytes. Default: HELD_PAGES_DEFAULTS.maxPageBytes. */
   maxPageBytes?: number;
   /**
    * While more pages are coming, how long the oldest fetched page may wait for a full
-   * load (maxPagesPerCommit) before it commits anyway, in ms. Default 250. A load of
-   * ten pages costs about half the database time per event of ten loads of one.
+   * load (maxPagesPerCommit) before it commits anyway, in ms. Default:
+   * CATCH_UP_DEFAULTS.maxCommitDelayMs.
    */
   maxCommitDelayMs?: number;
   /** Called after every commit. */
@@ -67,8 +77,6 @@ interface Fetched {
   bytes: number;
 }
 
-const MiB = 1024 * 1024;
-
 /**
  * Pages the feed from `start` until caught up. The fetch of the next page
  * overlaps the commit of the previous ones (next_after is known as soon as a
@@ -77,12 +85,12 @@ const MiB = 1024 * 1024;
  * fetching: the pages before it still commit, the cursor never passes it.
  */
 export async function catchUp(opts: CatchUpOptions): Promise<CatchUpResult> {
-  const maxDelay = opts.maxCommitDelayMs ?? 250;
+  const maxDelay = opts.maxCommitDelayMs ?? CATCH_UP_DEFAULTS.maxCommitDelayMs;
   const held = new HeldPages<Fetched>({
-    maxBuffered: opts.maxBuffered ?? 20,
-    maxPerCommit: opts.maxPagesPerCommit ?? 10,
-    maxHeldBytes: opts.maxHeldBytes ?? DEFAULT_MAX_HELD_BYTES,
-    maxPageBytes: opts.maxPageBytes ?? 8 * MiB,
+    maxBuffered: opts.maxBuffered ?? HELD_PAGES_DEFAULTS.maxBuffered,
+    maxPerCommit: opts.maxPagesPerCommit ?? HELD_PAGES_DEFAULTS.maxPerCommit,
+    maxHeldBytes: opts.maxHeldBytes ?? HELD_PAGES_DEFAULTS.maxHeldBytes,
+    maxPageBytes: opts.maxPageBytes ?? HELD_PAGES_DEFAULTS.maxPageBytes,
   });
   const buffer = held.buffered;
   let fetchDone = false;

@@ -1,16 +1,30 @@
+import { CONFIG_DEFAULTS } from '../config/config-defaults.js';
+
 const MiB = 1024 * 1024;
 
-/**
- * Response bytes a catch-up holds at most, by default. A parsed page costs several
- * times its response until its commit is done (the text, the objects, the statement's
- * JSON, the driver's buffer), and with Node's defaults V8 lets the old generation grow
- * to about four times what is live before it collects: 10 MiB (one answer of the
- * default 8 MiB response limit and 2 MiB besides) keeps a plain `node` worker with pages
- * of 4 MB under the manifests' 256 MiB where 16 MiB did not (docs/BENCHMARKS.md, Memory
- * with events that reach the relay). A page larger than 2 MiB is then not fetched ahead
- * of the commit of the one before; small pages are held by count long before this binds.
- */
-export const DEFAULT_MAX_HELD_BYTES = 10 * MiB;
+/** What a catch-up holds by default, each in one place: CatchUpOptions names them. */
+export const HELD_PAGES_DEFAULTS: Readonly<HoldLimits> = Object.freeze({
+  /** Pages, two loads: fetching goes on while a full load commits. */
+  maxBuffered: 20,
+  /**
+   * Pages: a load of ten costs about half the database time per event of ten loads of
+   * one (docs/BENCHMARKS.md).
+   */
+  maxPerCommit: 10,
+  /**
+   * Bytes, 10 MiB. A parsed page costs several times its response until its commit is
+   * done (the text, the objects, the statement's JSON, the driver's buffer), and with
+   * Node's defaults V8 lets the old generation grow to about four times what is live
+   * before it collects: 10 MiB (one answer of the default response limit and 2 MiB
+   * besides) keeps a plain `node` worker with pages of 4 MB under the manifests' 256 MiB
+   * where 16 MiB did not (docs/BENCHMARKS.md, Memory with events that reach the relay).
+   * A page larger than 2 MiB is then not fetched ahead of the commit of the one before;
+   * small pages are held by count long before this binds.
+   */
+  maxHeldBytes: 10 * MiB,
+  /** Bytes: FEED_MAX_RESPONSE_BYTES's default, so a caller that leaves it out holds pages as a configured worker does. */
+  maxPageBytes: CONFIG_DEFAULTS.FEED_MAX_RESPONSE_BYTES,
+});
 
 /** Limits of what one catch-up holds in memory at once. */
 export interface HoldLimits {

@@ -3,7 +3,7 @@ import type { ServiceEvent } from '../../src/api/types.js';
 import { createLogger } from '../../src/logger.js';
 import { jobDataBytes } from '../../src/queue/job-data.js';
 import type { JobToAdd, Publisher } from '../../src/queue/publisher.js';
-import { startRelay } from '../../src/queue/relay.js';
+import { RELAY_DEFAULTS, startRelay } from '../../src/queue/relay.js';
 import type { OutboxEntry } from '../../src/store/applier.js';
 import type { Outbox, OutboxRow } from '../../src/store/outbox.js';
 
@@ -230,7 +230,7 @@ describe('the relay loop over an outbox in memory', () => {
       expect(publisher.added).toHaveLength(30);
       for (const read of reads.filter((r) => r.length > 0)) expect(startsUnder(read, 20_000)).toBe(true);
       // The first read asks for the default thousand; the next ones for about twice what fits.
-      expect(asked[0]).toBe(1000);
+      expect(asked[0]).toBe(RELAY_DEFAULTS.batchSize);
       expect(Math.max(...asked.slice(1))).toBeLessThanOrEqual(6);
     } finally {
       await relay.stop();

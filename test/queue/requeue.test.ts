@@ -8,7 +8,7 @@ import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger } from '../../src/logger.js';
 import { createPublisher, type Publisher } from '../../src/queue/publisher.js';
-import { requeue } from '../../src/queue/requeue.js';
+import { REQUEUE_DEFAULTS, requeue } from '../../src/queue/requeue.js';
 import { parseSince } from '../../src/queue/since.js';
 import { createStore, type Store } from '../../src/store/db.js';
 import { migrate } from '../../src/store/migrate.js';
@@ -97,7 +97,7 @@ describe('requeue', () => {
     });
     // Batches of 1000 rows, split per queue.
     expect(batches.reduce((a, b) => a + b, 0)).toBe(2_501);
-    expect(Math.max(...batches)).toBeLessThanOrEqual(1000);
+    expect(Math.max(...batches)).toBeLessThanOrEqual(REQUEUE_DEFAULTS.batchSize);
     const email = await waiting(EMAIL);
     expect(sorted(email)).toEqual(sorted(ids.email));
     expect(new Set(email).size).toBe(email.length);

@@ -4,7 +4,7 @@ import type { ServiceEvent } from '../../src/api/types.js';
 import type { FetchedPage } from '../../src/feed/feed-client.js';
 import type { ApplyBatch } from '../../src/store/applier.js';
 import { catchUp } from '../../src/sync/catch-up.js';
-import { DEFAULT_MAX_HELD_BYTES, HeldPages } from '../../src/sync/held-pages.js';
+import { HELD_PAGES_DEFAULTS, HeldPages } from '../../src/sync/held-pages.js';
 
 const MiB = 1024 * 1024;
 const LIMITS = { maxBuffered: 20, maxPerCommit: 10, maxHeldBytes: 32 * MiB, maxPageBytes: 16 * MiB };
@@ -101,7 +101,7 @@ describe('catchUp, by default, holds no more response bytes than its budget, wha
       maxCommitDelayMs: 600_000,
       fetchPage: async (after) => {
         // What is held when a request starts, plus the answer it may bring.
-        peakBeforeFetch = Math.max(peakBeforeFetch, held + 8 * MiB);
+        peakBeforeFetch = Math.max(peakBeforeFetch, held + HELD_PAGES_DEFAULTS.maxPageBytes);
         await tick();
         const page = pageAfter(after);
         held += page.bytes;
@@ -129,9 +129,10 @@ describe('catchUp, by default, holds no more response bytes than its budget, wha
     });
     expect(result).toMatchObject({ status: 'caught-up', stored: 40, cursor: 'ev_0040' });
     expect(applied).toEqual(feed.events.map((e) => e.id));
-    expect(peakBeforeFetch).toBeLessThanOrEqual(DEFAULT_MAX_HELD_BYTES);
-    // Loads are bounded by bytes too (the budget less one answer of 8 MiB); ten pages is the cap of small pages.
-    const loadMiB = DEFAULT_MAX_HELD_BYTES / MiB - 8;
-    expect(Math.max(...loads)).toBe(Math.max(1, Math.min(10, Math.floor(loadMiB / size))));
+    const { maxHeldBytes, maxPageBytes, maxPerCommit } = HELD_PAGES_DEFAULTS;
+    expect(peakBeforeFetch).toBeLessThanOrEqual(maxHeldBytes);
+    // Loads are bounded by bytes too (the budget less one answer of the largest size); maxPerCommit is the cap of small pages.
+    const loadMiB = (maxHeldBytes - maxPageBytes) / MiB;
+    expect(Math.max(...loads)).toBe(Math.max(1, Math.min(maxPerCommit, Math.floor(loadMiB / size))));
   });
 });
