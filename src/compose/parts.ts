@@ -17,11 +17,11 @@ import { pgOutbox } from '../store/outbox.js';
 
 /** How a command wants its parts: its pool, its waits for Redis, its relay's hooks. */
 export interface PartsShape {
-  /** Postgres connections at most. Default 4. */
+  /** Postgres connections at most. Default: STORE_DEFAULTS.max (store/db.ts). */
   poolMax?: number;
-  /** `application_name` in pg_stat_activity. Default `feedsync`. */
+  /** `application_name` in pg_stat_activity. Default: STORE_DEFAULTS.applicationName (store/db.ts). */
   applicationName?: string;
-  /** The publisher's longest wait for Redis. Default 5 s. */
+  /** The publisher's longest wait for Redis. Default: the publisher's own (queue/publisher.ts). */
   redisTimeoutMs?: number;
   /** Aborted on SIGTERM: the publisher stops reconnecting to a Redis that fails. */
   stopping?: AbortSignal;

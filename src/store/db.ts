@@ -1,5 +1,6 @@
 import type { ColumnType, Generated, Kysely } from 'kysely';
 import pg from 'pg';
+import { CONFIG_DEFAULTS } from '../config/config-defaults.js';
 import type { Logger } from '../logger.js';
 import { boundedClient } from './bounded-client.js';
 
@@ -175,16 +176,24 @@ export interface Store {
   close(): Promise<void>;
 }
 
+/** What StoreOptions default to. */
+export const STORE_DEFAULTS = Object.freeze({
+  /** Connections: the applier, the relay, lease claims and renewals, one spare (no connection holds a source). */
+  max: 4,
+  /** What pg_stat_activity shows, so that an operator tells feedsync's sessions apart. */
+  applicationName: 'feedsync',
+});
+
 export interface StoreOptions {
   /** Connection string (DATABASE_URL). */
   url: string;
   /** Schema of every table (DATABASE_SCHEMA): a lowercase SQL identifier. */
   schema: string;
-  /** Pool size. Default 4: the applier, the relay, lease claims and renewals, one spare (no connection holds a source). */
+  /** Pool size. Default: STORE_DEFAULTS.max. */
   max?: number;
-  /** `application_name` shown in pg_stat_activity. Default `feedsync`. */
+  /** `application_name` shown in pg_stat_activity. Default: STORE_DEFAULTS.applicationName. */
   applicationName?: string;
-  /** DATABASE_CONNECT_TIMEOUT_MS: how long one new connection may take, start-up included. Default 10000. */
+  /** DATABASE_CONNECT_TIMEOUT_MS: how long one new connection may take, start-up included. Default: the configuration's. */
   connectTimeoutMs?: number;
   /** Where errors of idle pooled connections are reported (they never crash the process). */
   logger?: Logger;
@@ -203,9 +212,9 @@ export function createStore(opts: StoreOptions): Store {
   quoteSchema(opts.schema);
   const pool = new pg.Pool({
     connectionString: opts.url,
-    max: opts.max ?? 4,
-    application_name: opts.applicationName ?? 'feedsync',
-    Client: boundedClient(opts.url, opts.connectTimeoutMs ?? 10_000),
+    max: opts.max ?? STORE_DEFAULTS.max,
+    application_name: opts.applicationName ?? STORE_DEFAULTS.applicationName,
+    Client: boundedClient(opts.url, opts.connectTimeoutMs ?? CONFIG_DEFAULTS.DATABASE_CONNECT_TIMEOUT_MS),
     // A lock holder must notice a dead peer even when it sends nothing for a while.
     keepAlive: true,
     keepAliveInitialDelayMillis: 10_000,
