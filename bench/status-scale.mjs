@@ -6,7 +6,7 @@
 // Runs alone and rewrites its block of docs/BENCHMARKS.md:
 //   npm run build && node bench/status-scale.mjs [--sources N] [--no-write]
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
@@ -80,11 +80,15 @@ async function main() {
         baseUrl: 'http://127.0.0.1:9/api',
       }),
       FEED_SOURCES_FILE: join(dir, 'sources.json'),
-      BENCH_KEY: 'sim_test_bench',
     };
+    // A key file a source, as a fleet mounts its secrets: `status` must not read them.
+    mkdirSync(join(dir, 'keys'));
+    for (const source of names) writeFileSync(join(dir, 'keys', source), 'sim_test_bench');
     writeFileSync(
       env.FEED_SOURCES_FILE,
-      JSON.stringify({ sources: names.map((source) => ({ source, api_key_env: 'BENCH_KEY' })) }),
+      JSON.stringify({
+        sources: names.map((source) => ({ source, api_key_file: join(dir, 'keys', source) })),
+      }),
     );
     /** The command as a process: its wall time and its own CPU time (user + system). */
     const timeCli = (cliArgs) => {
@@ -124,6 +128,8 @@ async function main() {
       return { ms: median(times), cpuMs: median(cpu) };
     };
     const both = (run) => `${ms(run.ms)} (CPU ${ms(run.cpuMs)})`;
+    /** The issue's target for a listing at 100,000 sources: an answer within 2 s, the process included. */
+    const within2s = (run) => ({ target: '≤ 2 s', ok: run.ms <= 2000 });
 
     const rows = [];
     const text = timeCli(['status']);
@@ -132,18 +138,21 @@ async function main() {
       measure: '`feedsync status` (the process; 50 listed)',
       result: both(text),
       against: `${omitted} left out`,
+      ...within2s(text),
     });
     const json = timeCli(['status', '--json']);
     rows.push({
       measure: '`feedsync status --json`',
       result: both(json),
       against: `${JSON.parse(json.out).sources.length} listed`,
+      ...within2s(json),
     });
     const failing = timeCli(['status', '--failing']);
     rows.push({
       measure: '`feedsync status --failing`',
       result: both(failing),
       against: `${count(SOURCES / 1000)} failing, all listed`,
+      ...within2s(failing),
     });
     const all = timeCli(['status', '--json', '--all']);
     rows.push({
@@ -171,8 +180,7 @@ async function main() {
       const body = await metrics.registry.metrics();
       scrapes.push(performance.now() - started);
       series = body.split('\n').filter((l) => l !== '' && !l.startsWith('#')).length;
-      // A scrape shares one read of the states for a second; the next one reads again.
-      await new Promise((resolve) => setTimeout(resolve, 1100));
+      // Each scrape reads the states again (the gauges of one scrape share its read).
     }
     rows.push({
       measure: "a fleet replica's /metrics (its registry read, before any outcome)",

@@ -17,7 +17,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { createConsumer, type EventOfType } from 'feedsync/consumer';
+import { createConsumer, EMAIL_STATUS_RANK, type EventOfType } from 'feedsync/consumer';
 import pg from 'pg';
 
 const settings = {
@@ -57,20 +57,11 @@ async function recordMessage(event: EmailEvent, db: pg.PoolClient): Promise<void
        last_event_at = EXCLUDED.last_event_at
      WHERE (messages.last_event_at, messages.last_event_rank, messages.last_event_id)
          < (EXCLUDED.last_event_at, EXCLUDED.last_event_rank, EXCLUDED.last_event_id)`,
-    [event.source, event.data.email_id, event.type, RANKS[event.type], event.id, event.created_at],
+    [event.source, event.data.email_id, event.type, EMAIL_STATUS_RANK[event.type], event.id, event.created_at],
   );
   // One line per event recorded: its key, type and email id, never an address.
   console.log(`${event.source}/${event.id} ${event.type} ${event.data.email_id}: recorded`);
 }
-
-/** How far along a message an event says it is: a complaint comes after the delivery, a bounce or a failure after the send. */
-const RANKS = {
-  'email.sent': 1,
-  'email.delivered': 2,
-  'email.bounced': 3,
-  'email.failed': 3,
-  'email.complained': 4,
-} as const;
 
 /** A bounce or a complaint: its recipients are recorded as not to be mailed again (never acted on here). */
 async function suppress(

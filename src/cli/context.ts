@@ -23,14 +23,21 @@ export function action<A extends unknown[]>(
    * Where log lines go. Default stdout; a command whose stdout is its answer to a person
    * (`migrate`) logs to stderr, so that each stream carries one kind of line.
    */
-  opts: { logTo?: NodeJS.WritableStream } = {},
+  opts: {
+    logTo?: NodeJS.WritableStream;
+    /**
+     * False for a command that never calls the service (status, migrate): the key files
+     * of FEED_SOURCES_FILE are left unread, one file a source at a fleet's size.
+     */
+    keys?: boolean;
+  } = {},
 ): (...args: A) => Promise<void> {
   return async (...args: A) => {
     let logger: Logger | undefined;
     let config: Config | null = null;
     let stopTracing: (() => Promise<void>) | null = null;
     try {
-      config = loadConfig();
+      config = loadConfig(process.env, undefined, opts.keys === false ? { keys: false } : {});
       for (const warning of variableWarnings(process.env, config)) {
         process.stderr.write(`feedsync: warning: ${warning}\n`);
       }

@@ -225,11 +225,14 @@ export const VARIABLES: readonly string[] = [
 
 /**
  * Parses the environment into a frozen Config, or throws a ConfigError naming the
- * first variable that is wrong. `readFile` is injectable for tests.
+ * first variable that is wrong. `readFile` is injectable for tests. With `keys: false`
+ * the key files of FEED_SOURCES_FILE are not read (their entries get no key): for a
+ * command that never calls the service, which would otherwise read one file a source.
  */
 export function loadConfig(
   env: Env = process.env,
   readFile = (p: string) => readFileSync(p, 'utf8'),
+  opts: { keys?: boolean } = {},
 ): Config {
   const { raw, values: v } = parseFields(fields, env, readFile);
 
@@ -251,7 +254,7 @@ export function loadConfig(
       : loadSourcesFile(
           v.FEED_SOURCES_FILE,
           { baseUrl, apiKey, types },
-          { env, readFile, parseTypes: parseEventTypes },
+          { env, readFile, parseTypes: parseEventTypes, readKeyFiles: opts.keys ?? true },
         );
 
   const config: Config = {

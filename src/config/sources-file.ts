@@ -34,6 +34,8 @@ export interface SourcesFileDeps {
   readFile: (path: string) => string;
   /** Checks and normalises a list of type names, or throws a message naming the bad one. */
   parseTypes: (types: readonly string[]) => readonly string[] | null;
+  /** False: an api_key_file is checked as a path but not read; its entry gets no key and no key problem. Default true. */
+  readKeyFiles?: boolean;
 }
 
 const FIELDS = new Set(['source', 'base_url', 'api_key_file', 'api_key_env', 'types']);
@@ -144,6 +146,7 @@ function readKey(
   let key: string | undefined;
   if (file !== undefined) {
     if (typeof file !== 'string' || file === '') return fail('api_key_file', 'must be a path');
+    if (deps.readKeyFiles === false) return { apiKey: null, keyProblem: null };
     try {
       key = deps.readFile(file).trim();
     } catch (err) {

@@ -6,6 +6,8 @@
  */
 
 export { FeedsyncError } from '../errors.js';
+/** How far along its life each email type puts a message, as feedsync's email_status ranks them. */
+export { EMAIL_STATUS_RANK } from '../event-types.js';
 export {
   type Consumer,
   type ConsumerOptions,

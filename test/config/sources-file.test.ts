@@ -34,6 +34,37 @@ function refusal(doc: unknown, env: Record<string, string> = {}): string {
 const ACME = { source: 'acme', api_key_file: '/keys/acme', base_url: 'https://acme.example/api' };
 
 describe('FEED_SOURCES_FILE', () => {
+  it('leaves the key files unread for a command that never calls the service (keys: false)', () => {
+    files['/etc/sources.json'] = JSON.stringify({
+      sources: [ACME, { ...ACME, source: 'gone', api_key_file: '/keys/missing' }],
+    });
+    const read: string[] = [];
+    const c = loadConfig(
+      { FEED_SOURCES_FILE: '/etc/sources.json' },
+      (p) => {
+        read.push(p);
+        return readFile(p);
+      },
+      { keys: false },
+    );
+    expect(read).toEqual(['/etc/sources.json']);
+    expect(c.sources.map((s) => [s.source, s.apiKey, s.keyProblem])).toEqual([
+      ['acme', null, null],
+      ['gone', null, null],
+    ]);
+    // Every other check of the file still holds.
+    expect(() =>
+      loadConfig(
+        { FEED_SOURCES_FILE: '/etc/sources.json' },
+        (p) =>
+          p === '/etc/sources.json'
+            ? JSON.stringify({ sources: [{ ...ACME, api_key_file: '' }] })
+            : readFile(p),
+        { keys: false },
+      ),
+    ).toThrow(/api_key_file: must be a path/);
+  });
+
   it('reads every source, with FEED_BASE_URL, FEED_API_KEY and FEED_TYPES as defaults', () => {
     const c = load(
       {

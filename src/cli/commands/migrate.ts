@@ -28,7 +28,7 @@ export function migrateCommand(): Command {
           }
           return 0;
         },
-        { logTo: process.stderr },
+        { logTo: process.stderr, keys: false },
       ),
     );
 }

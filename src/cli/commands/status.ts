@@ -56,6 +56,8 @@ export function statusCommand(): Command {
             await publisher.close();
           }
         },
+        // status reads Postgres and Redis only: a fleet's key files are not its to read.
+        { keys: false },
       ),
     );
 }
