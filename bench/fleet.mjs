@@ -6,8 +6,11 @@
 // costs (PgBouncer's SHOW STATS over the steady window, whose turns are nearly all
 // caught up), the CPU a turn costs the replicas, the series each replica's /metrics
 // serves, the peak RSS of each replica, and how long `status --json` takes.
-//   npm run build && node bench/fleet.mjs [sources] [interval-ms] [steady-seconds] [replicas] [concurrency] [cli]
-// (`cli`: another build's dist/bin/feedsync.js, for a before/after pair.)
+//   npm run build && node bench/fleet.mjs [sources] [interval-ms] [steady-seconds] [replicas] [concurrency] [cli] [settle-seconds]
+// (`cli`: another build's dist/bin/feedsync.js, for a before/after pair, `-` for this build's;
+// `settle-seconds`: a wait between the first pass and the steady window, default 0. A first
+// pass longer than the interval overlaps the second round of its first sources: waiting an
+// interval measures the steady state instead.)
 import { spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
@@ -26,7 +29,8 @@ const intervalMs = Number(process.argv[3] ?? 30_000);
 const steadySeconds = Number(process.argv[4] ?? 90);
 const replicas = Number(process.argv[5] ?? 2);
 const concurrency = Number(process.argv[6] ?? 8);
-const cli = process.argv[7] ?? CLI;
+const cli = process.argv[7] && process.argv[7] !== '-' ? process.argv[7] : CLI;
+const settleSeconds = Number(process.argv[8] ?? 0);
 const EVENTS = 3;
 const keyOf = (i) => `sim_test_bench_fleet_${i}`;
 const lastId = `evt_${String(EVENTS).padStart(12, '0')}`;
@@ -111,6 +115,10 @@ try {
   const firstPassMs = performance.now() - started;
   log(`first pass done in ${(firstPassMs / 1000).toFixed(0)} s; load ${load()}`);
 
+  if (settleSeconds > 0) {
+    log(`settling for ${settleSeconds} s before the steady window`);
+    await sleep(settleSeconds * 1000);
+  }
   // Steady: new events in random accounts, one every 250 ms, each timed from its arrival.
   const cpu0 = children.map((c) => cpuMs(c.pid));
   const turns0 = await turns();
@@ -174,7 +182,8 @@ try {
   console.log(
     [
       `${sources} sources x ${EVENTS} events, ${replicas} replicas x SYNC_CONCURRENCY=${concurrency}, SYNC_INTERVAL_MS=${intervalMs}, through PgBouncer`,
-      `first pass to caught-up: ${s(firstPassMs)} (${Math.round(sources / (firstPassMs / 1000))} sources/s)`,
+      `first pass to caught-up: ${s(firstPassMs)} (${Math.round(sources / (firstPassMs / 1000))} sources/s)` +
+        (settleSeconds > 0 ? `; then ${settleSeconds} s before the steady window` : ''),
       `steady ${s(steadyMs)}: ${(steadyTurns / (steadyMs / 1000)).toFixed(1)} turns/s (${steadyTurns} turns; ` +
         `the interval asks for ${(sources / (intervalMs / 1000)).toFixed(1)}), ` +
         `${(cpu / Math.max(1, steadyTurns)).toFixed(2)} ms of replica CPU a turn, ` +
