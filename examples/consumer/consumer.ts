@@ -57,7 +57,14 @@ async function recordMessage(event: EmailEvent, db: pg.PoolClient): Promise<void
        last_event_at = EXCLUDED.last_event_at
      WHERE (messages.last_event_at, messages.last_event_rank, messages.last_event_id)
          < (EXCLUDED.last_event_at, EXCLUDED.last_event_rank, EXCLUDED.last_event_id)`,
-    [event.source, event.data.email_id, event.type, EMAIL_STATUS_RANK[event.type], event.id, event.created_at],
+    [
+      event.source,
+      event.data.email_id,
+      event.type,
+      EMAIL_STATUS_RANK[event.type],
+      event.id,
+      event.created_at,
+    ],
   );
   // One line per event recorded: its key, type and email id, never an address.
   console.log(`${event.source}/${event.id} ${event.type} ${event.data.email_id}: recorded`);
