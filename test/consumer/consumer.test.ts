@@ -185,6 +185,11 @@ describe('createConsumer', () => {
     const inHand = new Promise<void>((resolve) => {
       started = resolve;
     });
+    // The handler holds its job until close() has been called.
+    let release!: () => void;
+    const closing = new Promise<void>((resolve) => {
+      release = resolve;
+    });
     const consumer = createConsumer({
       name: 'slow',
       pool,
@@ -194,7 +199,7 @@ describe('createConsumer', () => {
       handlers: {
         'email.failed': async (event, db) => {
           started();
-          await new Promise((resolve) => setTimeout(resolve, 500));
+          await closing;
           await db.query(`INSERT INTO "${schema}".effects (event_id, note) VALUES ($1, 'slow')`, [event.id]);
         },
       },
@@ -202,7 +207,9 @@ describe('createConsumer', () => {
     const running = consumer.run();
     await add(email('s1', 'email.failed'));
     await inHand;
-    await consumer.close();
+    const closed = consumer.close();
+    release();
+    await closed;
     await running;
     expect((await effects()).get('s1')).toBe(1);
     expect(await inboxRows('slow')).toBe(1);

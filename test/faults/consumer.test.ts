@@ -3,6 +3,7 @@ import { Queue } from 'bullmq';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createConsumer } from '../../src/consumer/index.js';
+import { CONTACT_EVENT_TYPES, EMAIL_EVENT_TYPES } from '../../src/event-types.js';
 import { createLogger } from '../../src/logger.js';
 import type { Simulator } from '../../src/simulator/index.js';
 import { dropSchema, TEST_DATABASE_URL, uniqueSchema } from '../support/postgres.js';
@@ -91,6 +92,32 @@ async function effectsOf(world: Fed): Promise<{ lost: number; duplicated: number
 async function effectCount(world: Fed): Promise<number> {
   const { rows } = await pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM "${world.app}".effects`);
   return rows[0]?.n ?? 0;
+}
+
+type Handler = (event: { source: string; id: string }, db: pg.PoolClient) => Promise<void>;
+
+/**
+ * One createConsumer named `name` (concurrency 8) with `handler` for every routed type,
+ * run in this process until every job of `world` has completed, then closed.
+ */
+async function consumeAll(world: Fed, name: string, handler: Handler): Promise<void> {
+  const consumer = createConsumer({
+    name,
+    pool,
+    schema: world.app,
+    concurrency: 8,
+    env: { REDIS_URL: world.box.redisUrl, QUEUE_PREFIX: world.box.prefix },
+    logger: createLogger({ level: 'silent' }),
+    handlers: Object.fromEntries([...EMAIL_EVENT_TYPES, ...CONTACT_EVENT_TYPES].map((t) => [t, handler])),
+  });
+  await consumer.migrate();
+  const running = consumer.run();
+  try {
+    await waitFor(allCompleted(world), { timeoutMs: 120_000, what: 'every job completed' });
+  } finally {
+    await consumer.close();
+    await running;
+  }
 }
 
 /** Completed and failed jobs of both queues. */
@@ -227,7 +254,7 @@ describe('the consumer applies each event once under faults', () => {
         const world = await fed('consumer_throws');
         const random = seeded(SEED);
         let calls = 0;
-        const handler = async (event: { source: string; id: string }, db: pg.PoolClient) => {
+        const handler: Handler = async (event, db) => {
           calls++;
           await db.query(
             `INSERT INTO "${world.app}".effects (consumer, source, event_id) VALUES ('t', $1, $2)`,
@@ -238,27 +265,7 @@ describe('the consumer applies each event once under faults', () => {
             throw new Error('injected');
           }
         };
-        const consumer = createConsumer({
-          name: 'throws',
-          pool,
-          schema: world.app,
-          concurrency: 8,
-          env: { REDIS_URL: world.box.redisUrl, QUEUE_PREFIX: world.box.prefix },
-          logger: createLogger({ level: 'silent' }),
-          handlers: Object.fromEntries(
-            ['email.sent', 'email.delivered', 'email.bounced', 'email.complained', 'email.failed']
-              .concat(['contact.subscribed', 'contact.unsubscribed'])
-              .map((t) => [t, handler]),
-          ),
-        });
-        await consumer.migrate();
-        const running = consumer.run();
-        try {
-          await waitFor(allCompleted(world), { timeoutMs: 120_000, what: 'every job completed' });
-        } finally {
-          await consumer.close();
-          await running;
-        }
+        await consumeAll(world, 'throws', handler);
         const effects = await effectsOf(world);
         const jobs = await jobCounts(world.box);
         rec.checked = world.events.length;
@@ -296,38 +303,14 @@ describe('the consumer applies each event once under faults', () => {
         redis = await startRedisServer();
         const world = await fed('consumer_requeue', { redisUrl: redis.url });
         let calls = 0;
-        const consume = async (): Promise<void> => {
-          const consumer = createConsumer({
-            name: 'requeue',
-            pool,
-            schema: world.app,
-            concurrency: 8,
-            env: { REDIS_URL: world.box.redisUrl, QUEUE_PREFIX: world.box.prefix },
-            logger: createLogger({ level: 'silent' }),
-            handlers: Object.fromEntries(
-              ['email.sent', 'email.delivered', 'email.bounced', 'email.complained', 'email.failed']
-                .concat(['contact.subscribed', 'contact.unsubscribed'])
-                .map((t) => [
-                  t,
-                  async (event: { source: string; id: string }, db: pg.PoolClient) => {
-                    calls++;
-                    await db.query(
-                      `INSERT INTO "${world.app}".effects (consumer, source, event_id) VALUES ('r', $1, $2)`,
-                      [event.source, event.id],
-                    );
-                  },
-                ]),
-            ),
+        const consume = (): Promise<void> =>
+          consumeAll(world, 'requeue', async (event, db) => {
+            calls++;
+            await db.query(
+              `INSERT INTO "${world.app}".effects (consumer, source, event_id) VALUES ('r', $1, $2)`,
+              [event.source, event.id],
+            );
           });
-          await consumer.migrate();
-          const running = consumer.run();
-          try {
-            await waitFor(allCompleted(world), { timeoutMs: 120_000, what: 'every job completed' });
-          } finally {
-            await consumer.close();
-            await running;
-          }
-        };
         await consume();
         const admin = redis.admin();
         try {

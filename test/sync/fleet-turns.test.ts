@@ -1,7 +1,6 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Simulator } from '../../src/simulator/index.js';
@@ -86,11 +85,15 @@ describe('a watch over many quiet sources, through PgBouncer', () => {
     });
 
     const before = { statements: await bouncer.queryCount(), turns: await turns() };
-    await sleep(5_000);
+    // A window of at least one more turn a source, however fast the machine turns them.
+    await waitFor(async () => (await turns()) >= before.turns + SOURCES, {
+      what: 'one more turn a source',
+      timeoutMs: 60_000,
+    });
     const after = { statements: await bouncer.queryCount(), turns: await turns() };
     const turned = after.turns - before.turns;
     const statements = after.statements - before.statements;
-    // At 1 s an interval, 100 sources turn about 100 times a second: far more than enough to count.
+    // The window holds a turn a source at least: enough turns to count the statements by.
     expect(turned).toBeGreaterThanOrEqual(SOURCES);
     // Claim and give-back per turn; the replica's timers (lease rows, the outbox's sweep,
     // pruning) and its gauges come on top, shared by all of the turns.

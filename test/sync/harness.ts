@@ -1,6 +1,7 @@
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import { afterAll, expect } from 'vitest';
+import { CONTACT_EVENT_TYPES, EMAIL_EVENT_TYPES } from '../../src/event-types.js';
 import type { Logger } from '../../src/logger.js';
 import { jobIdFor } from '../../src/queue/routes.js';
 import { createStore, type Store } from '../../src/store/db.js';
@@ -14,15 +15,7 @@ import { TEST_API_KEY } from '../support/simulator.js';
 /** Queues of the default config (QUEUE_EMAIL_EVENTS, QUEUE_CONTACT_EVENTS). */
 export const EMAIL_QUEUE = 'email-events';
 export const CONTACT_QUEUE = 'contact-events';
-const ROUTED_TYPES = [
-  'email.sent',
-  'email.delivered',
-  'email.bounced',
-  'email.complained',
-  'email.failed',
-  'contact.subscribed',
-  'contact.unsubscribed',
-];
+const ROUTED_TYPES = [...EMAIL_EVENT_TYPES, ...CONTACT_EVENT_TYPES];
 
 /** A logger kept in memory, with the API key scrubbed as the CLI's logger would. */
 export function captureLogger(level = 'debug'): { logger: Logger; text: () => string } {

@@ -1,29 +1,28 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { getCursor } from '../../src/store/cursor.js';
-import { createStore, type Store } from '../../src/store/db.js';
-import { migrate } from '../../src/store/migrate.js';
+import type { Store } from '../../src/store/db.js';
 import { createSync } from '../../src/sync/sync.js';
+import { migratedStore } from '../store/migrated-store.js';
 import { testConfig } from '../support/config.js';
 import { captureLogger } from '../support/logs.js';
-import { dropSchema, TEST_DATABASE_URL, uniqueSchema } from '../support/postgres.js';
 import { deletePrefix, uniquePrefix } from '../support/redis.js';
 import { TEST_API_KEY, useSimulator } from '../support/simulator.js';
 
 // The library's once run (createSync(config).runOnce) keeps SYNC_ONCE_MAX_MS as the CLI does.
-const schema = uniqueSchema('once_limit');
 const prefix = uniquePrefix('once-limit');
 // As good as endless for a run of a second and a half.
 const sim = useSimulator({ backlog: 1_000_000_000 });
 const logs = captureLogger({ secrets: [TEST_API_KEY] });
 let store: Store;
+let schema: string;
+let dispose: () => Promise<void>;
 
 beforeAll(async () => {
-  store = createStore({ url: TEST_DATABASE_URL, schema });
-  await migrate(store);
+  ({ store, dispose } = await migratedStore('once_limit'));
+  schema = store.schema;
 });
 afterAll(async () => {
-  await store.close();
-  await dropSchema(schema);
+  await dispose();
   await deletePrefix(prefix);
 });
 

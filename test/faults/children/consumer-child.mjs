@@ -13,6 +13,7 @@
 // REDIS_URL, QUEUE_PREFIX, LOG_LEVEL. SIGTERM closes the consumer and exits 0.
 import pg from 'pg';
 import { createConsumer } from '../../../dist/consumer/index.js';
+import { CONTACT_EVENT_TYPES, EMAIL_EVENT_TYPES } from '../../../dist/event-types.js';
 
 const env = process.env;
 const schema = env.APP_SCHEMA;
@@ -63,15 +64,7 @@ async function effect(event, db) {
   }
 }
 
-const types = [
-  'email.sent',
-  'email.delivered',
-  'email.bounced',
-  'email.complained',
-  'email.failed',
-  'contact.subscribed',
-  'contact.unsubscribed',
-];
+const types = [...EMAIL_EVENT_TYPES, ...CONTACT_EVENT_TYPES];
 const consumer = createConsumer({
   name: env.CONSUMER_NAME,
   pool,
