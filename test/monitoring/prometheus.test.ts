@@ -37,6 +37,8 @@ const fleetPrefix = uniquePrefix('prom-e2e-fleet');
 const dir = mkdtempSync(join(tmpdir(), 'feedsync-prom-e2e-'));
 const sim = useSimulator();
 let prometheus: PrometheusServer | undefined;
+/** How many processes Prometheus scrapes: each must be up before the queries. */
+let targets = 0;
 
 afterAll(async () => {
   await prometheus?.stop();
@@ -120,11 +122,13 @@ beforeAll(async () => {
     FEED_MAX_RETRIES: '0',
     METRICS_PORT: String(fleetMetrics),
   });
+  const jobs = {
+    'feedsync-worker': [`127.0.0.1:${workerMetrics}`, `127.0.0.1:${fleetMetrics}`],
+    'feedsync-webhooks': [`127.0.0.1:${receiverMetrics}`],
+  };
+  targets = Object.values(jobs).flat().length;
   prometheus = await startPrometheus({
-    jobs: {
-      'feedsync-worker': [`127.0.0.1:${workerMetrics}`, `127.0.0.1:${fleetMetrics}`],
-      'feedsync-webhooks': [`127.0.0.1:${receiverMetrics}`],
-    },
+    jobs,
     rules: shortened(ruleSpec(), TIME_FACTOR),
     interval: SCRAPE_INTERVAL,
   });
@@ -152,7 +156,8 @@ beforeAll(async () => {
     '(sum(feedsync_events_stored_total) or vector(0)) + (sum(feedsync_events_duplicate_total) or vector(0))';
   await waitFor(
     async () =>
-      (await scalar('min(up{job=~"feedsync-.*"})')) === 1 &&
+      // Every target scraped and up: a target not scraped yet has no `up` series at all.
+      (await scalar('count(up{job=~"feedsync-.*"} == 1)')) === targets &&
       ((await scalar(readByWorker)) ?? 0) >= 6 &&
       ((await scalar('sum(feedsync_webhook_requests_total{status="200"})')) ?? 0) >= 3,
     {
