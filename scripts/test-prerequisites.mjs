@@ -18,6 +18,8 @@ const FROM_DEBIAN = [
   ['pgbouncer', 'pgbouncer'],
   // Private Redis servers the tests stop and restart (test/support/processes.ts).
   ['redis-server', 'redis-server'],
+  // A network namespace where nothing listens, for the demo's own Postgres (test/support/netns.ts).
+  ['ip', 'iproute2'],
 ];
 /** Programs the tests run that Debian does not ship (its kubernetes-client is years older). */
 const ELSEWHERE = ['kubectl'];

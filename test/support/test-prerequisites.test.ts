@@ -9,7 +9,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 // adding the packages' programs. This machine is Debian and the tests run as root, so
 // "elsewhere" is the same script run as an unprivileged user.
 const SCRIPT = new URL('../../scripts/test-prerequisites.mjs', import.meta.url).pathname;
-const PROGRAMS = ['chromium', 'promtool', 'prometheus', 'pgbouncer', 'redis-server', 'kubectl'];
+const PROGRAMS = ['chromium', 'promtool', 'prometheus', 'pgbouncer', 'redis-server', 'ip', 'kubectl'];
 const NOBODY = 65534;
 
 let dir = '';
@@ -61,7 +61,7 @@ describe('scripts/test-prerequisites.mjs', () => {
   });
 
   it('on Debian as root installs the missing packages quietly, saying so in one line, and only once', () => {
-    machine(['redis-server', 'kubectl']);
+    machine(['redis-server', 'ip', 'kubectl']);
     const first = run();
     expect(first.code, first.stderr).toBe(0);
     expect(first.stderr).toBe(
@@ -76,7 +76,7 @@ describe('scripts/test-prerequisites.mjs', () => {
   });
 
   it('elsewhere stops at once with one line naming what to install, and installs nothing', () => {
-    machine(['redis-server', 'kubectl', 'promtool', 'prometheus']);
+    machine(['redis-server', 'ip', 'kubectl', 'promtool', 'prometheus']);
     const { code, stderr } = run(NOBODY);
     expect(code).toBe(1);
     expect(stderr).toBe(
@@ -96,7 +96,7 @@ describe('scripts/test-prerequisites.mjs', () => {
   });
 
   it("shows apt-get's output and exits 1 when the install fails", () => {
-    machine(['redis-server', 'kubectl'], { aptFails: true });
+    machine(['redis-server', 'ip', 'kubectl'], { aptFails: true });
     const { code, stderr } = run();
     expect(code).toBe(1);
     expect(stderr).toContain('E: Unable to locate package chromium');
