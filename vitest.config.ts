@@ -5,6 +5,8 @@ export default defineConfig({
     include: ['test/**/*.test.ts'],
     // The fault-injection suite runs on its own: `npm run test:faults`.
     exclude: ['test/faults/**', 'node_modules/**'],
+    // Creates the database TEST_DATABASE_URL names when the server has none of that name.
+    globalSetup: ['test/support/global-setup.ts'],
     // Files share one Postgres and one Redis (each in its own schema and queue
     // prefix); two at a time keeps the two cores busy without starving the servers.
     // Fails a file that leaves a socket, server, child process or timer open.

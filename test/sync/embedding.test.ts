@@ -19,13 +19,13 @@ const dir = mkdtempSync(join(tmpdir(), 'feedsync-embedding-'));
 const OTHER_KEY = `acct_test_embedding${Math.random().toString(36).slice(2, 12)}`;
 const sim = useSimulator({ backlog: 5 });
 
-/** A README example, as a reader would copy it: the ```ts block that contains `marker`. */
+/** An example of docs/EMBEDDING.md, as a reader would copy it: the ```ts block that contains `marker`. */
 function readmeExample(marker: string): string {
-  const readme = readFileSync(join(ROOT, 'README.md'), 'utf8');
+  const readme = readFileSync(join(ROOT, 'docs', 'EMBEDDING.md'), 'utf8');
   const block = [...readme.matchAll(/```ts\n([\s\S]*?)```/g)]
     .map((m) => m[1]!)
     .find((c) => c.includes(marker));
-  if (!block) throw new Error(`README.md has no example with ${marker}`);
+  if (!block) throw new Error(`docs/EMBEDDING.md has no example with ${marker}`);
   return block;
 }
 
@@ -63,7 +63,7 @@ afterAll(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-describe("the README's embedding examples", () => {
+describe('the embedding examples of docs/EMBEDDING.md', () => {
   it('type-check against the exports of the built package', () => {
     for (const marker of ['createSync(loadConfig())', 'runWorker(loadConfig()']) {
       expect(typeErrors(readmeExample(marker)), marker).toEqual([]);

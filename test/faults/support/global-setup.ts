@@ -9,6 +9,7 @@ import pg from 'pg';
 import type { TestProject } from 'vitest/node';
 import { TEST_DATABASE_URL } from '../../support/postgres.js';
 import { TEST_REDIS_URL } from '../../support/redis.js';
+import { ensureTestDatabase } from '../../support/test-database.js';
 import { type Machine, renderPage } from './reliability-page.js';
 import type { FaultRecord } from './results.js';
 
@@ -35,11 +36,13 @@ function expectedItems(): Map<number, string[]> {
 
 /**
  * Before the suite: a directory for the measurements, and a build of dist/ when
- * it is older than src/ (the children run the built command). After: the page.
+ * it is older than src/ (the children run the built command), and the database the
+ * tests use. After: the page.
  */
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
   const dir = mkdtempSync(join(tmpdir(), 'feedsync-faults-'));
   project.provide('faultResultsDir', dir);
+  await ensureTestDatabase();
   if (newest(join(ROOT, 'src')) > mtime(join(ROOT, 'dist', 'bin', 'feedsync.js'))) {
     await promisify(execFile)('npx', ['tsc', '-p', 'tsconfig.build.json'], { cwd: ROOT });
   }
