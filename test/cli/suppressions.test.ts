@@ -74,7 +74,10 @@ describe('feedsync suppressions', () => {
       expect(Number.isNaN(Date.parse(r.at))).toBe(false);
     }
 
-    const other = await runCli(['suppressions', 'list', '--source', 'elsewhere'], env());
+    const other = await runCli(
+      ['suppressions', 'list', '--source', 'elsewhere'],
+      env({ FEED_SOURCE: 'elsewhere' }),
+    );
     expect(other.stdout).toBe('source elsewhere: no suppressed addresses\n');
   });
 

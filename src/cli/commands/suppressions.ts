@@ -1,15 +1,15 @@
 import { Command } from 'commander';
 import { isAddress } from '../../api/address.js';
-import { configForSource } from '../../config/config.js';
 import { ConfigError } from '../../errors.js';
 import type { SuppressionReason } from '../../store/db.js';
 import type { Suppression } from '../../store/suppressions.js';
 import { action } from '../context.js';
+import { knownSourceConfig } from '../known-source.js';
 import { withStore } from '../with-store.js';
 
 const sourceOption = [
   '--source <source>',
-  'FEED_SOURCE, or a source of FEED_SOURCES_FILE (default FEED_SOURCE)',
+  'FEED_SOURCE, a source of FEED_SOURCES_FILE, or one with a stored cursor (default FEED_SOURCE)',
 ] as const;
 
 /** Logs go to stderr: stdout is the answer to the person who asked (and holds addresses, which logs never do). */
@@ -38,7 +38,7 @@ export function suppressionsCommand(): Command {
     .action(
       action(async ({ config, logger }, opts: { source?: string; json?: boolean }) => {
         const { listSuppressions } = await import('../../store/suppressions.js');
-        const { source } = configForSource(config, opts.source ?? config.feed.source).feed;
+        const { source } = (await knownSourceConfig(config, logger, opts.source)).feed;
         const rows = await withStore(config, logger, (store) => listSuppressions(store, source));
         process.stdout.write(opts.json ? `${JSON.stringify(rows.map(asJson))}\n` : table(source, rows));
         return 0;
@@ -73,7 +73,7 @@ export function suppressionsCommand(): Command {
     .action(
       action(async ({ config, logger }, address: string, opts: RemoveFlags) => {
         const { removeSuppressions } = await import('../../store/suppressions.js');
-        const { source } = configForSource(config, opts.source ?? config.feed.source).feed;
+        const { source } = (await knownSourceConfig(config, logger, opts.source)).feed;
         const wanted = address.trim();
         // The address stays out of the error: `action` logs its line at debug.
         if (!isAddress(wanted)) {
