@@ -1,20 +1,10 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { testEnv } from '../support/config.js';
-import { killChildren, runCli } from '../support/processes.js';
-import { useSimulator } from '../support/simulator.js';
-import { cursorOf, type Sandbox, storedCount, useSandboxes } from '../sync/harness.js';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { runCli } from '../support/processes.js';
+import { cursorOf, type Sandbox, storedCount } from '../sync/harness.js';
+import { useCliSandbox } from './cli-sandbox.js';
 
-const sim = useSimulator();
-const sandbox = useSandboxes();
-const PATH = process.env.PATH ?? '';
-afterAll(killChildren);
-
+const { sim, box: sandbox, env } = useCliSandbox('known_source');
 let box: Sandbox;
-const env = (extra: Record<string, string> = {}) => ({
-  PATH,
-  ...testEnv({ schema: box.schema, prefix: box.prefix, baseUrl: sim().baseUrl }),
-  ...extra,
-});
 
 /** Every row any table holds for a source: a refused name must leave none. */
 async function rowsOf(source: string): Promise<number> {
@@ -29,7 +19,7 @@ async function rowsOf(source: string): Promise<number> {
 }
 
 beforeAll(async () => {
-  box = await sandbox('known_source');
+  box = sandbox();
   sim().setBacklog(40);
   const first = await runCli(['sync', '--once'], env());
   expect(first.code, first.stderr).toBe(0);

@@ -1,21 +1,11 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { overdueSources } from '../../src/store/lease.js';
-import { testEnv } from '../support/config.js';
-import { killChildren, runCli } from '../support/processes.js';
-import { useSimulator } from '../support/simulator.js';
-import { cursorOf, type Sandbox, storedCount, useSandboxes } from '../sync/harness.js';
+import { runCli } from '../support/processes.js';
+import { cursorOf, type Sandbox, storedCount } from '../sync/harness.js';
+import { useCliSandbox } from './cli-sandbox.js';
 
-const sim = useSimulator();
-const sandbox = useSandboxes();
-const PATH = process.env.PATH ?? '';
-afterAll(killChildren);
-
+const { sim, box: sandbox, env } = useCliSandbox('cli_sources');
 let box: Sandbox;
-const env = (extra: Record<string, string> = {}) => ({
-  PATH,
-  ...testEnv({ schema: box.schema, prefix: box.prefix, baseUrl: sim().baseUrl }),
-  ...extra,
-});
 const as = (source: string) => env({ FEED_SOURCE: source });
 
 async function rowsOf(source: string): Promise<Record<string, number>> {
@@ -41,7 +31,7 @@ async function statusSources(): Promise<string[]> {
 }
 
 beforeAll(async () => {
-  box = await sandbox('cli_sources');
+  box = sandbox();
   sim().setBacklog(30);
   sim().emitContactEvent('contact.unsubscribed', 'gone@example.com');
   for (const source of ['default', 'acme', 'typo']) {

@@ -1,23 +1,13 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { createApplier, createStore } from '../../src/store/index.js';
 import { event, route } from '../store/migrated-store.js';
-import { testEnv } from '../support/config.js';
 import { TEST_DATABASE_URL } from '../support/postgres.js';
-import { killChildren, runCli } from '../support/processes.js';
-import { useSimulator } from '../support/simulator.js';
-import { type Sandbox, useSandboxes } from '../sync/harness.js';
+import { runCli } from '../support/processes.js';
+import type { Sandbox } from '../sync/harness.js';
+import { useCliSandbox } from './cli-sandbox.js';
 
-const sim = useSimulator();
-const sandbox = useSandboxes();
-const PATH = process.env.PATH ?? '';
-afterAll(killChildren);
-
+const { sim, box: sandbox, env } = useCliSandbox('cli_suppressions');
 let box: Sandbox;
-const env = (extra: Record<string, string> = {}) => ({
-  PATH,
-  ...testEnv({ schema: box.schema, prefix: box.prefix, baseUrl: sim().baseUrl }),
-  ...extra,
-});
 const send = (to: string, ...more: string[]) => [
   'send',
   '--from',
@@ -32,7 +22,7 @@ const send = (to: string, ...more: string[]) => [
 ];
 
 beforeAll(async () => {
-  box = await sandbox('cli_suppressions');
+  box = sandbox();
   // What the records are made of: a bounce, a complaint, an unsubscribe, and a contact that
   // unsubscribed and came back.
   for (const to of ['bounced@example.com', 'Complained@Example.com', 'delivered@example.com']) {
