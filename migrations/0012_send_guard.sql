@@ -7,9 +7,13 @@
 --    the list to JavaScript's), then NFC, then lower case (the database's own rules:
 --    the default collation, whatever the column's). NULL when empty, or when the value
 --    is longer than 320 characters (a longer one would not fit the primary keys).
+--    An address of ASCII alone (one byte a character: the common case) takes the cheap
+--    path: its only such characters are the six ASCII spaces, and NFC leaves it as it is.
 CREATE FUNCTION address_key(value text) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
-  SELECT CASE WHEN length(value) <= 320 THEN NULLIF(lower(normalize(regexp_replace(value,
+  SELECT CASE WHEN length(value) > 320 THEN NULL
+    WHEN octet_length(value) = length(value) THEN NULLIF(lower(translate(value, E' \t\n\u000B\f\r', '')), '')
+    ELSE NULLIF(lower(normalize(regexp_replace(value,
     '[\u0009-\u000D\u0020\u0085\u00A0\u00AD\u0600-\u0605\u061C\u06DD\u070F\u0890-\u0891\u08E2\u1680\u180E\u2000-\u200F\u2028-\u202F\u205F-\u2064\u2066-\u206F\u3000\uFEFF\uFFF9-\uFFFB\U000110BD\U000110CD\U00013430-\U0001343F\U0001BCA0-\U0001BCA3\U0001D173-\U0001D17A\U000E0001\U000E0020-\U000E007F]',
     '', 'g'), NFC) COLLATE "default"), '') END
 $$;
