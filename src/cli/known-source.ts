@@ -18,6 +18,15 @@ export async function knownSourceConfig(
   logger: Logger,
   named: string | undefined,
 ): Promise<Config> {
+  if (
+    named === undefined &&
+    config.sourcesFile !== null &&
+    !config.sources.some((s) => s.source === config.feed.source)
+  ) {
+    throw new ConfigError(
+      `FEED_SOURCE "${config.feed.source}" is not in FEED_SOURCES_FILE: pass --source to name one of its sources`,
+    );
+  }
   const own = configForSource(config, named ?? config.feed.source);
   if (named === undefined || config.sourcesFile !== null || named === config.feed.source) return own;
   const { storeFor } = await import('../compose/parts.js');
