@@ -11,3 +11,22 @@ export function editDistance(a: string, b: string): number {
   }
   return prev[b.length]!;
 }
+
+/**
+ * The candidate nearest to `name` (the first of equals), or null when none is within
+ * `maxDistance` edits: the "did you mean" of a name typed by hand.
+ */
+export function nearest(name: string, candidates: Iterable<string>, maxDistance = 2): string | null {
+  let best: string | null = null;
+  let bestDistance = maxDistance + 1;
+  for (const candidate of candidates) {
+    // Lengths further apart than the bound cannot be within it.
+    if (Math.abs(candidate.length - name.length) >= bestDistance) continue;
+    const d = editDistance(name, candidate);
+    if (d < bestDistance) {
+      best = candidate;
+      bestDistance = d;
+    }
+  }
+  return best;
+}

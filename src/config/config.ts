@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import * as z from 'zod/mini';
+import { nearest } from '../edit-distance.js';
 import { ConfigError } from '../errors.js';
 import { checkBaseUrl } from './base-url.js';
 import { CONFIG_DEFAULTS } from './config-defaults.js';
@@ -439,8 +440,13 @@ export function configForSource(config: Config, source: string): Config {
   if (problem) throw new ConfigError(`source ${JSON.stringify(source)}: ${problem}`);
   const entry = config.sources.find((s) => s.source === source);
   if (!entry && config.sourcesFile !== null) {
-    const names = config.sources.map((s) => s.source).join(', ');
-    throw new ConfigError(`source "${source}" is not in FEED_SOURCES_FILE (${names}); pass --source`);
+    const names = config.sources.map((s) => s.source);
+    const guess = nearest(source, names);
+    throw new ConfigError(
+      `source "${source}" is not in FEED_SOURCES_FILE (${names.slice(0, 10).join(', ')}` +
+        `${names.length > 10 ? `, and ${names.length - 10} more` : ''})` +
+        `${guess === null ? '' : `; did you mean "${guess}"?`}`,
+    );
   }
   const own = entry ? { baseUrl: entry.baseUrl, apiKey: entry.apiKey, types: entry.types } : {};
   return deepFreeze({ ...config, feed: { ...config.feed, ...own, source } });

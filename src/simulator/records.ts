@@ -16,11 +16,17 @@ export interface SuppressionRecord {
   at: string;
 }
 
-const RANK: Record<string, number> = { 'email.complained': 2, 'email.bounced': 1 };
+const HARD = new Set(['email.complained', 'email.bounced']);
 
-/** An address as feedsync keys it: trimmed and lower-cased (docs/DATA.md). */
-const keyOf = (value: unknown): string | null =>
-  typeof value === 'string' && value.trim() !== '' ? value.trim().toLowerCase() : null;
+/** An address as feedsync keys it (docs/DATA.md): white space and format characters removed, NFC, lower case. */
+const keyOf = (value: unknown): string | null => {
+  if (typeof value !== 'string' || value.length > 320) return null;
+  const key = value
+    .replace(/[\p{White_Space}\p{Cf}]/gu, '')
+    .normalize('NFC')
+    .toLowerCase();
+  return key === '' ? null : key;
+};
 
 /** a after b: later created_at, then greater id (the simulator's created_at are all UTC ISO strings). */
 const later = (a: ServiceEvent, b: ServiceEvent): boolean =>
@@ -29,42 +35,39 @@ const later = (a: ServiceEvent, b: ServiceEvent): boolean =>
 /**
  * What feedsync's own records (contact_status, suppressions) will hold once a worker
  * has stored these events, by docs/DATA.md's rules: the latest contact event of each
- * address; every recipient of a bounce or a complaint (complained over bounced, then
- * the earliest), and the contacts whose latest event is an unsubscribe. For the
- * dashboard: the events a person made, never the synthetic backlog.
+ * address; every recipient of a bounce or a complaint (one row per reason, the earliest
+ * event of each), and the contacts whose latest event is an unsubscribe. For the
+ * dashboard: the events a person made, never the synthetic backlog, so none is dated
+ * in the future and the clock skew rule never applies.
  */
 export function recordsOf(events: Iterable<ServiceEvent>): {
   contacts: ContactRecord[];
   suppressions: SuppressionRecord[];
 } {
   const contacts = new Map<string, ServiceEvent>();
-  const hard = new Map<string, ServiceEvent>();
+  const hard = new Map<string, { address: string; e: ServiceEvent }>();
   for (const e of events) {
     if (e.type === 'contact.subscribed' || e.type === 'contact.unsubscribed') {
       const email = keyOf(e.data.email);
       const held = email === null ? undefined : contacts.get(email);
       if (email !== null && (held === undefined || later(e, held))) contacts.set(email, e);
-    } else if (RANK[e.type] !== undefined) {
+    } else if (HARD.has(e.type)) {
       const to = Array.isArray(e.data.to) ? e.data.to : [e.data.to];
       for (const address of to.map(keyOf)) {
         if (address === null) continue;
-        const held = hard.get(address);
-        const wins =
-          held === undefined ||
-          RANK[e.type]! > RANK[held.type]! ||
-          (RANK[e.type] === RANK[held.type] && later(held, e));
-        if (wins) hard.set(address, e);
+        const held = hard.get(`${address}\n${e.type}`);
+        if (held === undefined || later(held.e, e)) hard.set(`${address}\n${e.type}`, { address, e });
       }
     }
   }
-  const suppressions: SuppressionRecord[] = [...hard].map(([address, e]) => ({
+  const suppressions: SuppressionRecord[] = [...hard.values()].map(({ address, e }) => ({
     address,
     reason: e.type === 'email.complained' ? 'complained' : 'bounced',
     event_id: e.id,
     at: e.created_at,
   }));
   for (const [email, e] of contacts) {
-    if (e.type === 'contact.unsubscribed' && !hard.has(email)) {
+    if (e.type === 'contact.unsubscribed') {
       suppressions.push({ address: email, reason: 'unsubscribed', event_id: e.id, at: e.created_at });
     }
   }
@@ -78,6 +81,6 @@ export function recordsOf(events: Iterable<ServiceEvent>): {
         last_event_at: e.created_at,
       }))
       .sort((a, b) => byKey(a.email, b.email)),
-    suppressions: suppressions.sort((a, b) => byKey(a.address, b.address)),
+    suppressions: suppressions.sort((a, b) => byKey(a.address, b.address) || byKey(a.reason, b.reason)),
   };
 }

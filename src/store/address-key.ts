@@ -1,22 +1,21 @@
 /**
- * The longest text taken as an address. RFC 5321 allows 254 characters in a path;
- * the margin covers padding that trimming removes. A longer value keys nothing (its
- * event is stored and projects nothing), so that no recipient can make an index row
- * too large for the primary keys of contact_status and suppressions.
+ * How far in the future a contact event may be dated and still rank by its own date
+ * (docs/DATA.md, The client's own records): clocks of the service and of Postgres may
+ * disagree by this much. A later date ranks at arrival plus this, and a subscribe dated
+ * later is not projected at all, so that no event from the future outranks the ones
+ * that really happened, and an unsubscribe always counts.
  */
-export const MAX_ADDRESS_CHARS = 320;
+export const CONTACT_CLOCK_SKEW = "interval '5 minutes'";
 
 /**
  * The SQL expression that turns a text value into the key of contact_status and
- * suppressions: trimmed of ASCII white space and lower-cased, NULL when empty or
- * longer than MAX_ADDRESS_CHARS. One expression, used by the apply statement and by
- * every command that looks an address up, so that the two always agree: `lower()`
- * follows the database's LC_CTYPE for letters outside ASCII, which JavaScript's
- * toLowerCase would not match.
+ * suppressions: the schema's address_key() (migrations/0012_send_guard.sql), which
+ * removes every Unicode white space and format character, normalises to NFC and
+ * lower-cases, NULL when empty or longer than 320 characters. One function, called by
+ * the apply statement and by every command that looks an address up, so that the two
+ * always agree: `lower()` follows the database's LC_CTYPE for letters outside ASCII,
+ * which JavaScript's toLowerCase would not match.
  */
-export function addressKeySql(text: string): string {
-  return (
-    `(CASE WHEN length(${text}) <= ${MAX_ADDRESS_CHARS} ` +
-    `THEN NULLIF(lower(btrim(${text}, E' \\t\\n\\r\\f\\u000B')), '') END)`
-  );
+export function addressKeySql(quotedSchema: string, text: string): string {
+  return `${quotedSchema}.address_key(${text})`;
 }

@@ -1,5 +1,5 @@
 import { EMAIL_EVENT_TYPES, EMAIL_STATUS_RANK, type EmailEventType } from '../event-types.js';
-import { addressKeySql } from './address-key.js';
+import { addressKeySql, CONTACT_CLOCK_SKEW } from './address-key.js';
 
 /**
  * The page applier's single statement: a chain of data-modifying CTEs that stores a
@@ -15,14 +15,16 @@ import { addressKeySql } from './address-key.js';
  *   fold  one row per email, so that one upsert per email suffices (no joins: a
  *         batch may hold thousands of events)
  *   up    email_status upsert that never moves backwards
- *   contact  the new contact.* events, keyed by data.email (address-key.ts; NULL: no key)
- *   latest   the latest (created_at, id) of each address's contact events in the batch
+ *   contact  the new contact.* events, keyed by data.email (address-key.ts; NULL: no key),
+ *         each ranked at its created_at, or at now() plus the clock skew when dated later
+ *   latest   the latest (ranked_at, id) of each address's contact events in the batch,
+ *         leaving out a subscribe dated beyond the skew
  *   cs    contact_status upsert where that is later than the stored one; RETURNING the
  *         contacts whose state changed
- *   hard  per recipient address of the new email.bounced and email.complained events,
- *         the event that outranks the others (complained > bounced, then the earliest)
- *   sup   suppressions upsert: the hard ones, and the contacts that changed to
- *         unsubscribed (but for a hard address), each where it outranks the stored row
+ *   hard  per recipient address and reason (bounced, complained) of the new
+ *         email.bounced and email.complained events, the earliest event
+ *   sup   suppressions upsert, one row per address and reason: the hard ones where
+ *         earlier than the stored row, and the contacts that changed to unsubscribed
  *   lift  the unsubscribe suppressions of the contacts that changed to subscribed
  *   ob    outbox rows for the new routed events, in feed order (no copy of the event)
  *   q     quarantine rows, gated on go
@@ -59,12 +61,13 @@ import { addressKeySql } from './address-key.js';
  */
 /*
  * Why contact_status and suppressions come out the same in any order of arrival (the
- * rules of docs/DATA.md): contact_status keeps the maximum by (created_at, id), and the
- * hard suppressions the maximum by (rank, earliest): both are merges that ignore order
- * and grouping. An unsubscribe suppression mirrors the contact's state while no hard
- * reason holds: it is written or lifted only when that state changes (cs returns the
- * row), and a hard reason replaces it for good. sup and lift never name the same row,
- * and neither names a row twice: Postgres cannot modify one row twice in a statement.
+ * rules of docs/DATA.md): contact_status keeps the maximum by (ranked_at, id), and each
+ * hard suppression the earliest event of its reason: both are merges that ignore order
+ * and grouping (ranked_at depends on the time of arrival only for events dated in the
+ * future). An unsubscribe suppression mirrors the contact's state, beside any hard
+ * reason: it is written or lifted only when that state changes (cs returns the row).
+ * sup and lift never name the same row, and neither names a row twice: Postgres
+ * cannot modify one row twice in a statement.
  */
 export function applyStatement(quotedSchema: string): string {
   // Made once per schema: a worker builds an applier for every turn of every source.
@@ -107,15 +110,6 @@ function buildStatement(quotedSchema: string): string {
     `jsonb_build_object('id', ${t}.id, 'type', ${t}.type, 'created_at', ` +
     `to_char(${createdAt} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'), 'data', ${t}.data)::text`;
   const sha = (text: string) => `encode(sha256(convert_to(${text}, 'UTF8')), 'hex')`;
-  const reasonRank = (reason: string) =>
-    `(CASE ${reason} WHEN 'unsubscribed' THEN 1 WHEN 'bounced' THEN 2 WHEN 'complained' THEN 3 END)`;
-  // A stored suppression gives way to a higher reason; between two unsubscribes to the
-  // later (the contact's latest event), between two equal hard ones to the earlier.
-  const suppressionWins =
-    `(${reasonRank('excluded.reason')} > ${reasonRank('s.reason')} OR (excluded.reason = s.reason AND ` +
-    `CASE s.reason WHEN 'unsubscribed' THEN (excluded.at, excluded.event_id) > (s.at, s.event_id) ` +
-    `ELSE (excluded.at, excluded.event_id) < (s.at, s.event_id) END))`;
-
   return `
 WITH input AS (
   SELECT t.id, t.type, t.created_at, t.data,
@@ -183,24 +177,26 @@ WITH input AS (
   RETURNING 1
 ), contact AS MATERIALIZED (
   SELECT id, created_at, substr(type, 9) AS status,
-    CASE WHEN jsonb_typeof(data->'email') = 'string' THEN ${addressKeySql(`data->>'email'`)} END AS email
+    CASE WHEN jsonb_typeof(data->'email') = 'string' THEN ${addressKeySql(s, `data->>'email'`)} END AS email,
+    LEAST(created_at, now() + ${CONTACT_CLOCK_SKEW}) AS ranked_at
   FROM ins WHERE type IN ('contact.subscribed', 'contact.unsubscribed')
 ), latest AS (
-  SELECT DISTINCT ON (email) email, status, id, created_at FROM contact
-  WHERE email IS NOT NULL
-  ORDER BY email, created_at DESC, id COLLATE "C" DESC
+  SELECT DISTINCT ON (email) email, status, id, created_at, ranked_at FROM contact
+  -- A subscribe dated beyond the skew is no state: it would outrank every real unsubscribe.
+  WHERE email IS NOT NULL AND NOT (status = 'subscribed' AND created_at > ranked_at)
+  ORDER BY email, ranked_at DESC, id COLLATE "C" DESC
 ), cs AS (
-  INSERT INTO ${s}.contact_status AS c (source, email, status, last_event_id, last_event_at)
-  SELECT $1::text, email, status, id, created_at FROM latest
+  INSERT INTO ${s}.contact_status AS c (source, email, status, last_event_id, last_event_at, ranked_at)
+  SELECT $1::text, email, status, id, created_at, ranked_at FROM latest
   -- Sorted, as every upsert here, so that two writers of the same addresses cannot deadlock.
   ORDER BY email
-  ON CONFLICT (source, email) DO UPDATE SET status = excluded.status,
-    last_event_id = excluded.last_event_id, last_event_at = excluded.last_event_at, updated_at = now()
-  WHERE (excluded.last_event_at, excluded.last_event_id) > (c.last_event_at, c.last_event_id)
+  ON CONFLICT (source, email) DO UPDATE SET status = excluded.status, last_event_id = excluded.last_event_id,
+    last_event_at = excluded.last_event_at, ranked_at = excluded.ranked_at, updated_at = now()
+  WHERE (excluded.ranked_at, excluded.last_event_id) > (c.ranked_at, c.last_event_id)
   RETURNING c.email, c.status, c.last_event_id, c.last_event_at
 ), hard AS MATERIALIZED (
-  SELECT DISTINCT ON (address) address, reason, id, created_at FROM (
-    SELECT ${addressKeySql('a.address')} AS address, substr(n.type, 7) AS reason, n.id, n.created_at
+  SELECT DISTINCT ON (address, reason) address, reason, id, created_at FROM (
+    SELECT ${addressKeySql(s, 'a.address')} AS address, substr(n.type, 7) AS reason, n.id, n.created_at
     FROM ins n CROSS JOIN LATERAL (
       SELECT r #>> '{}' AS address FROM jsonb_array_elements(CASE jsonb_typeof(n.data->'to')
           WHEN 'array' THEN n.data->'to' WHEN 'string' THEN jsonb_build_array(n.data->'to') ELSE '[]' END) AS r
@@ -208,26 +204,26 @@ WITH input AS (
     WHERE n.type IN ('email.bounced', 'email.complained')
   ) r
   WHERE address IS NOT NULL
-  ORDER BY address, ${reasonRank('reason')} DESC, created_at, id COLLATE "C"
+  ORDER BY address, reason, created_at, id COLLATE "C"
 ), sup AS (
   INSERT INTO ${s}.suppressions AS s (source, address, reason, event_id, at)
   SELECT $1::text, address, reason, id, created_at FROM (
     SELECT address, reason, id, created_at FROM hard
     UNION ALL
-    SELECT email, status, last_event_id, last_event_at FROM cs
-    WHERE status = 'unsubscribed' AND NOT EXISTS (SELECT FROM hard h WHERE h.address = cs.email)
+    SELECT email, status, last_event_id, last_event_at FROM cs WHERE status = 'unsubscribed'
   ) x
-  ORDER BY address
-  ON CONFLICT (source, address) DO UPDATE SET reason = excluded.reason, event_id = excluded.event_id,
+  ORDER BY address, reason
+  ON CONFLICT (source, address, reason) DO UPDATE SET event_id = excluded.event_id,
     at = excluded.at, updated_at = now()
-  WHERE ${suppressionWins}
+  -- An unsubscribe row follows the contact's latest event (cs returned it because it
+  -- won); a bounce or a complaint keeps the earliest event of its reason.
+  WHERE excluded.reason = 'unsubscribed' OR (excluded.at, excluded.event_id) < (s.at, s.event_id)
   RETURNING 1
 ), lift AS (
   -- A row written since this statement began is not seen here: the rule's one gap,
   -- on the side of not sending (docs/DATA.md, Suppressions).
   DELETE FROM ${s}.suppressions s USING cs
   WHERE cs.status = 'subscribed' AND s.source = $1::text AND s.address = cs.email AND s.reason = 'unsubscribed'
-    AND NOT EXISTS (SELECT FROM hard h WHERE h.address = cs.email)
   RETURNING 1
 ), ob AS (
   -- No payload: the job's data is the event, read back from events only when a crash

@@ -108,3 +108,23 @@ export async function receivedAtOf(store: Store, source: string, id: string): Pr
   );
   return rows[0]?.received_at ?? null;
 }
+
+/** At most this many stored names are read for a suggestion: a fleet may hold 100,000. */
+const NEAR_NAMES_READ = 1000;
+
+/**
+ * Whether `source` has a stored cursor, and some stored sources whose names are within
+ * two characters of its length (at most NEAR_NAMES_READ), to suggest the one meant.
+ */
+export async function storedSourcesNear(
+  store: Store,
+  source: string,
+): Promise<{ stored: boolean; near: string[] }> {
+  const { rows } = await store.pool.query<{ stored: boolean; near: string[] }>(
+    `SELECT EXISTS (SELECT FROM ${cursors(store)} WHERE source = $1) AS stored,
+       ARRAY(SELECT source FROM ${cursors(store)} WHERE length(source) BETWEEN $2 AND $3
+         ORDER BY source LIMIT ${NEAR_NAMES_READ}) AS near`,
+    [source, source.length - 2, source.length + 2],
+  );
+  return rows[0] ?? { stored: false, near: [] };
+}

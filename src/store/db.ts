@@ -63,11 +63,13 @@ export type ContactStatusValue = 'subscribed' | 'unsubscribed';
 /** The latest contact event of each address (by created_at, then id). */
 export interface ContactStatusTable {
   source: string;
-  /** data.email, trimmed and lower-cased (address-key.ts). */
+  /** data.email as address_key() keys it (address-key.ts). */
   email: string;
   status: ContactStatusValue;
   last_event_id: string;
   last_event_at: Timestamp;
+  /** What the row ranks by: last_event_at, or its arrival plus the clock skew when dated later. */
+  ranked_at: Timestamp;
   updated_at: DefaultTimestamp;
 }
 
@@ -76,7 +78,7 @@ export type SuppressionReason = 'bounced' | 'complained' | 'unsubscribed';
 /** An address not to send to from this source, and the event that decided it (docs/DATA.md). */
 export interface SuppressionsTable {
   source: string;
-  /** A recipient or a contact's email, trimmed and lower-cased (address-key.ts). */
+  /** A recipient or a contact's email as address_key() keys it (address-key.ts); one row per reason. */
   address: string;
   reason: SuppressionReason;
   event_id: string;

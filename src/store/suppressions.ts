@@ -32,15 +32,15 @@ const toSuppression = (r: Row): Suppression => ({
 export async function listSuppressions(store: Store, source: string): Promise<Suppression[]> {
   const { rows } = await store.pool.query<Row>(
     `SELECT source, address, reason, event_id, at FROM ${quoteSchema(store.schema)}.suppressions
-      WHERE source = $1 ORDER BY address`,
+      WHERE source = $1 ORDER BY address, reason`,
     [source],
   );
   return rows.map(toSuppression);
 }
 
 /**
- * The suppressions of `source` among `addresses`, each looked up by its key (trimmed,
- * lower-cased by the same expression as the apply statement's).
+ * The suppressions of `source` among `addresses` (every reason of each), each looked up
+ * by its key (address_key(), the apply statement's own).
  */
 export async function suppressionsAmong(
   store: Store,
@@ -49,28 +49,48 @@ export async function suppressionsAmong(
 ): Promise<Suppression[]> {
   const { rows } = await store.pool.query<Row>(
     `SELECT source, address, reason, event_id, at FROM ${quoteSchema(store.schema)}.suppressions
-      WHERE source = $1 AND address IN (SELECT ${addressKeySql('a')} FROM unnest($2::text[]) AS a)
-      ORDER BY address`,
+      WHERE source = $1 AND address IN (SELECT ${addressKeySql(quoteSchema(store.schema), 'a')} FROM unnest($2::text[]) AS a)
+      ORDER BY address, reason`,
     [source, addresses],
   );
   return rows.map(toSuppression);
 }
 
+/** What `suppressions remove` did: the rows it deleted, and the reasons that still stand. */
+export interface Removal {
+  removed: Suppression[];
+  standing: Suppression[];
+}
+
 /**
- * Deletes the suppression of `address` for `source`: an explicit decision of the
- * application's operator. Returns what was removed, or null when it was not there. A
- * new bounce, complaint or (while the contact stays unsubscribed) a newer unsubscribe
- * of the address suppresses it again; events already stored never do.
+ * Deletes the suppressions of `address` for `source` whose reason is one of `reasons`:
+ * an explicit decision of the application's operator. Returns what was removed and what
+ * still stands (read in the same statement, so the two agree). A new bounce, complaint
+ * or (while the contact stays unsubscribed) a newer unsubscribe of the address
+ * suppresses it again; events already stored never do.
  */
-export async function removeSuppression(
+export async function removeSuppressions(
   store: Store,
   source: string,
   address: string,
-): Promise<Suppression | null> {
-  const { rows } = await store.pool.query<Row>(
-    `DELETE FROM ${quoteSchema(store.schema)}.suppressions WHERE source = $1 AND address = ${addressKeySql('$2::text')}
-      RETURNING source, address, reason, event_id, at`,
-    [source, address],
+  reasons: readonly SuppressionReason[],
+): Promise<Removal> {
+  const s = quoteSchema(store.schema);
+  const { rows } = await store.pool.query<Row & { removed: boolean }>(
+    `WITH gone AS (
+       DELETE FROM ${s}.suppressions
+       WHERE source = $1 AND address = ${addressKeySql(s, '$2::text')} AND reason = ANY($3::text[])
+       RETURNING source, address, reason, event_id, at
+     )
+     SELECT source, address, reason, event_id, at, true AS removed FROM gone
+     UNION ALL
+     SELECT source, address, reason, event_id, at, false FROM ${s}.suppressions
+     WHERE source = $1 AND address = ${addressKeySql(s, '$2::text')} AND reason <> ALL($3::text[])
+     ORDER BY reason`,
+    [source, address, reasons],
   );
-  return rows[0] ? toSuppression(rows[0]) : null;
+  return {
+    removed: rows.filter((r) => r.removed).map(toSuppression),
+    standing: rows.filter((r) => !r.removed).map(toSuppression),
+  };
 }

@@ -1,20 +1,13 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { testEnv } from '../support/config.js';
-import { killChildren, runCli } from '../support/processes.js';
-import { useSimulator } from '../support/simulator.js';
-import { type Sandbox, useSandboxes } from '../sync/harness.js';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { createApplier, createStore } from '../../src/store/index.js';
+import { event, route } from '../store/migrated-store.js';
+import { TEST_DATABASE_URL } from '../support/postgres.js';
+import { runCli } from '../support/processes.js';
+import type { Sandbox } from '../sync/harness.js';
+import { useCliSandbox } from './cli-sandbox.js';
 
-const sim = useSimulator();
-const sandbox = useSandboxes();
-const PATH = process.env.PATH ?? '';
-afterAll(killChildren);
-
+const { sim, box: sandbox, env } = useCliSandbox('cli_suppressions');
 let box: Sandbox;
-const env = (extra: Record<string, string> = {}) => ({
-  PATH,
-  ...testEnv({ schema: box.schema, prefix: box.prefix, baseUrl: sim().baseUrl }),
-  ...extra,
-});
 const send = (to: string, ...more: string[]) => [
   'send',
   '--from',
@@ -29,7 +22,7 @@ const send = (to: string, ...more: string[]) => [
 ];
 
 beforeAll(async () => {
-  box = await sandbox('cli_suppressions');
+  box = sandbox();
   // What the records are made of: a bounce, a complaint, an unsubscribe, and a contact that
   // unsubscribed and came back.
   for (const to of ['bounced@example.com', 'Complained@Example.com', 'delivered@example.com']) {
@@ -71,7 +64,10 @@ describe('feedsync suppressions', () => {
       expect(Number.isNaN(Date.parse(r.at))).toBe(false);
     }
 
-    const other = await runCli(['suppressions', 'list', '--source', 'elsewhere'], env());
+    const other = await runCli(
+      ['suppressions', 'list', '--source', 'elsewhere'],
+      env({ FEED_SOURCE: 'elsewhere' }),
+    );
     expect(other.stdout).toBe('source elsewhere: no suppressed addresses\n');
   });
 
@@ -112,7 +108,7 @@ describe('feedsync suppressions', () => {
     const r = await runCli(['suppressions', 'remove', ' Bounced@Example.com'], env({ LOG_LEVEL: 'info' }));
     expect(r.code, r.stderr).toBe(0);
     expect(r.stdout).toMatch(
-      /^removed bounced@example\.com from the suppressions of source default \(it was bounced, by event evt_\d+ of .+\)\n$/,
+      /^removed bounced@example\.com from the suppressions of source default \(it was bounced, by event evt_\d+ of .+\)\nBounced@Example\.com is not suppressed for source default: it may be sent to\n$/,
     );
     const log = r.stderr
       .split('\n')
@@ -121,7 +117,7 @@ describe('feedsync suppressions', () => {
     expect(log).toContainEqual(
       expect.objectContaining({
         source: 'default',
-        reason: 'bounced',
+        reasons: ['bounced'],
         msg: expect.stringContaining('removed'),
       }),
     );
@@ -129,7 +125,10 @@ describe('feedsync suppressions', () => {
 
     const again = await runCli(['suppressions', 'remove', 'bounced@example.com'], env());
     expect(again.code).toBe(0);
-    expect(again.stdout).toBe('bounced@example.com is not suppressed for source default: nothing removed\n');
+    expect(again.stdout).toBe(
+      'bounced@example.com has no bounced or complained suppression for source default: nothing removed\n' +
+        'bounced@example.com is not suppressed for source default: it may be sent to\n',
+    );
     const list = await runCli(['suppressions', 'list', '--json'], env());
     expect((JSON.parse(list.stdout) as { address: string }[]).map((s) => s.address)).toEqual([
       'complained@example.com',
@@ -137,11 +136,90 @@ describe('feedsync suppressions', () => {
     ]);
   });
 
+  it('lifting a bounce leaves the unsubscribe of the contact standing: send still refuses', async () => {
+    const ivan = 'bounced+ivan@example.com';
+    sim().emitContactEvent('contact.unsubscribed', ivan);
+    // Sent before the records know of the unsubscribe: the simulator bounces it.
+    const first = await runCli(send(ivan, '--allow-suppressed'), env());
+    expect(first.code, first.stderr).toBe(0);
+    const sync = await runCli(['sync', '--once'], env());
+    expect(sync.code, sync.stderr).toBe(0);
+
+    const removed = await runCli(['suppressions', 'remove', ivan], env());
+    expect(removed.code, removed.stderr).toBe(0);
+    expect(removed.stdout).toMatch(/^removed bounced\+ivan@example\.com .*\(it was bounced, /);
+    expect(removed.stdout).toMatch(
+      /is still suppressed for source default: unsubscribed \(event evt_\d+ of [^;]+; the contact's own latest state; lift with --reason unsubscribed --override-unsubscribe\)\n$/,
+    );
+    const sent = sim().stats().emails_sent;
+    const refused = await runCli(send(ivan), env());
+    expect(refused.code).toBe(2);
+    expect(refused.stderr).toContain('(unsubscribed ');
+    expect(sim().stats().emails_sent).toBe(sent);
+
+    const refusedLift = await runCli(['suppressions', 'remove', ivan, '--reason', 'unsubscribed'], env());
+    expect(refusedLift.code).toBe(2);
+    expect(refusedLift.stderr).toContain("the contact's own latest state");
+    const lifted = await runCli(
+      ['suppressions', 'remove', ivan, '--reason', 'unsubscribed', '--override-unsubscribe'],
+      env(),
+    );
+    expect(lifted.code, lifted.stderr).toBe(0);
+    expect(lifted.stdout).toMatch(
+      /it was unsubscribed, .*\n.* is not suppressed for source default: it may be sent to\n$/,
+    );
+    const allowed = await runCli(send(ivan), env());
+    expect(allowed.code, allowed.stderr).toBe(0);
+  });
+
+  it('send refuses an address whatever white space, format characters or normal form the events gave it', async () => {
+    const store = createStore({ url: TEST_DATABASE_URL, schema: box.schema });
+    try {
+      const at = new Date().toISOString();
+      const bounce = (id: string, to: string) =>
+        event(id, 'email.bounced', at, { email_id: `m-${id}`, to: [to] });
+      const result = await createApplier(store, route).apply({
+        source: 'default',
+        receivedVia: 'webhook',
+        events: [
+          bounce('nb1', 'erin@example.com\u00a0'),
+          bounce('nb2', 'frank@example.com\u200b'),
+          bounce('nb3', 'gre\u0301g@example.com'),
+          event('nb4', 'contact.subscribed', '2099-01-01T00:00:00.000Z', { email: 'hank@example.com' }),
+          event('nb5', 'contact.unsubscribed', at, { email: 'hank@example.com' }),
+        ],
+        quarantine: [],
+      });
+      expect(result.status).toBe('applied');
+    } finally {
+      await store.close();
+    }
+    const sent = sim().stats().emails_sent;
+    for (const to of [
+      'erin@example.com',
+      'frank@example.com',
+      'gr\u00e9g@example.com',
+      'gre\u0301g@example.com',
+      'hank@example.com',
+    ]) {
+      const r = await runCli(send(to), env());
+      expect(r.code, `${to}: ${r.stderr}`).toBe(2);
+      expect(r.stderr).toContain('nothing was sent: suppressed for source default');
+    }
+    expect(sim().stats().emails_sent).toBe(sent);
+  });
+
   it.each([
     ['no address', ['suppressions', 'remove'], 'missing required argument'],
     ['not an address', ['suppressions', 'remove', 'nobody'], 'not an email address'],
     ['a source name Postgres cannot carry', ['suppressions', 'list', '--source', 'a\u0001b'], 'source'],
     ['no subcommand', ['suppressions'], 'Usage: feedsync suppressions'],
+    ['an unknown reason', ['suppressions', 'remove', 'a@example.com', '--reason', 'spam'], 'none of bounced'],
+    [
+      'an unsubscribe lifted without the flag',
+      ['suppressions', 'remove', 'a@example.com', '--reason', 'unsubscribed'],
+      '--override-unsubscribe',
+    ],
     ['an unknown flag', ['suppressions', 'list', '--all'], "unknown option '--all'"],
   ])('%s: exit 2 with a message', async (_name, args, message) => {
     const r = await runCli(args, env());

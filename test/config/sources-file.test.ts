@@ -139,7 +139,11 @@ describe('FEED_SOURCES_FILE', () => {
     });
     expect(configForSource(c, 'acme').feed).toMatchObject({ source: 'acme', apiKey: KEY_A, types: null });
     expect(() => configForSource(c, 'nobody')).toThrow(
-      /source "nobody" is not in FEED_SOURCES_FILE \(acme, globex\)/,
+      /source "nobody" is not in FEED_SOURCES_FILE \(acme, globex\)$/,
+    );
+    // A typo names the near entry.
+    expect(() => configForSource(c, 'globx')).toThrow(
+      'source "globx" is not in FEED_SOURCES_FILE (acme, globex); did you mean "globex"?',
     );
     // Without a file, any name reads with FEED_*, as before.
     const solo = loadConfig({ FEED_API_KEY: KEY_A }, readFile);

@@ -114,7 +114,7 @@ describe('the dashboard’s endpoints', () => {
     await contact('contact.unsubscribed', 'gone@example.test');
     await contact('contact.unsubscribed', 'back@example.test');
     await contact('contact.subscribed', 'back@example.test');
-    // An unsubscribe after the bounce: the bounce outranks it.
+    // An unsubscribe after the bounce: both reasons stand, each on its own row.
     await contact('contact.unsubscribed', 'bounced@example.test');
     const res = await get(`/_sim/accounts/${id}/records`);
     expect(res.status).toBe(200);
@@ -122,6 +122,7 @@ describe('the dashboard’s endpoints', () => {
       rows.map((r) => [r[key], r[value]]);
     expect(pairs(res.body.suppressions, 'address', 'reason')).toEqual([
       ['bounced@example.test', 'bounced'],
+      ['bounced@example.test', 'unsubscribed'],
       ['complained@example.test', 'complained'],
       ['gone@example.test', 'unsubscribed'],
     ]);

@@ -193,6 +193,56 @@ describe('migrate', () => {
     ]);
   });
 
+  it('0012 re-keys contact_status and suppressions, merging spellings, and stands every unsubscribe again', async () => {
+    const folder = await mkdtemp(join(tmpdir(), 'feedsync-migrations-'));
+    temps.push(folder);
+    const before = ALL.filter((name) => name < '0012');
+    for (const name of before)
+      await copyFile(join(root, `migrations/${name}.sql`), join(folder, `${name}.sql`));
+    const store = newStore(freshSchema('mig_send_guard'));
+    const s = store.schema;
+    await migrate(store, { folder: pathToFileURL(`${folder}/`) });
+    // As the old statement left them: keys trimmed of ASCII only, one suppression per
+    // address (its highest reason), a subscribe dated 2099 standing over a real unsubscribe.
+    await store.pool.query(
+      `INSERT INTO ${s}.contact_status (source, email, status, last_event_id, last_event_at) VALUES
+        ('d', 'ivan@example.com', 'unsubscribed', 'u1', '2024-01-01'),
+        ('d', 'erin@example.com\u00a0', 'subscribed', 's1', '2024-01-02'),
+        ('d', 'erin@example.com', 'unsubscribed', 'u2', '2024-01-03'),
+        ('d', 'kay@example.com', 'subscribed', 'f1', '2099-01-01')`,
+    );
+    await store.pool.query(
+      `INSERT INTO ${s}.events (source, id, type, created_at, data, received_via) VALUES
+        ('d', 'f1', 'contact.subscribed', '2099-01-01', '{"email": "kay@example.com"}', 'feed'),
+        ('d', 'u3', 'contact.unsubscribed', '2024-01-04', '{"email": "Kay@example.com"}', 'feed')`,
+    );
+    await store.pool.query(
+      `INSERT INTO ${s}.suppressions (source, address, reason, event_id, at) VALUES
+        ('d', 'ivan@example.com', 'bounced', 'b1', '2024-01-05'),
+        ('d', 'gre\u0301g@example.com', 'bounced', 'b2', '2024-01-06'),
+        ('d', 'gr\u00e9g@example.com', 'bounced', 'b3', '2024-01-07')`,
+    );
+    expect((await migrate(store)).applied).toContain('0012_send_guard');
+    const { rows: contacts } = await store.pool.query(
+      `SELECT email, status, last_event_id FROM ${s}.contact_status ORDER BY email`,
+    );
+    expect(contacts).toEqual([
+      { email: 'erin@example.com', status: 'unsubscribed', last_event_id: 'u2' },
+      { email: 'ivan@example.com', status: 'unsubscribed', last_event_id: 'u1' },
+      { email: 'kay@example.com', status: 'unsubscribed', last_event_id: 'u3' },
+    ]);
+    const { rows: suppressions } = await store.pool.query(
+      `SELECT address, reason, event_id FROM ${s}.suppressions ORDER BY address, reason`,
+    );
+    expect(suppressions).toEqual([
+      { address: 'erin@example.com', reason: 'unsubscribed', event_id: 'u2' },
+      { address: 'gr\u00e9g@example.com', reason: 'bounced', event_id: 'b2' },
+      { address: 'ivan@example.com', reason: 'bounced', event_id: 'b1' },
+      { address: 'ivan@example.com', reason: 'unsubscribed', event_id: 'u1' },
+      { address: 'kay@example.com', reason: 'unsubscribed', event_id: 'u3' },
+    ]);
+  });
+
   it('refuses a schema name that is not a plain lowercase identifier', () => {
     expect(() => createStore({ url: TEST_DATABASE_URL, schema: 'Bad"; DROP' })).toThrow(/identifier/);
   });

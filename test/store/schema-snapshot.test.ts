@@ -61,6 +61,7 @@ const COLUMNS: { [T in keyof Database]-?: { [C in keyof Database[T]]-?: true } }
     status: true,
     last_event_id: true,
     last_event_at: true,
+    ranked_at: true,
     updated_at: true,
   },
   suppressions: { source: true, address: true, reason: true, event_id: true, at: true, updated_at: true },

@@ -164,8 +164,14 @@ describe('sync --once over a sources file', () => {
     expect(await storedCount(box.store, 'acct-1')).toBe(backlogOf(1));
     const unknown = await runCli(['cursor', 'reset', '--source', 'acct-7'], env, 60_000);
     expect(unknown.code).toBe(2);
-    expect(unknown.stderr).toMatch(/source "acct-7" is not in FEED_SOURCES_FILE/);
+    expect(unknown.stderr).toMatch(
+      /source "acct-7" is not in FEED_SOURCES_FILE \(acct-0, acct-1, acct-2\); did you mean "acct-0"\?/,
+    );
     expect(await cursorOf(box.store, 'acct-7')).toBeNull();
+    // Without --source, FEED_SOURCE (default) is none of the file's: the line says to pass one.
+    const unnamed = await runCli(['cursor', 'show'], env, 60_000);
+    expect(unnamed.code).toBe(2);
+    expect(unnamed.stderr).toContain('FEED_SOURCE "default" is not in FEED_SOURCES_FILE: pass --source');
     for (const args of [['cursor', 'show'], ['status'], ['sync', '--once'], ['requeue', '--since', '1h']]) {
       const refused = await runCli([...args, '--source', 'acct-7'], env, 60_000);
       expect(refused.code, `${args.join(' ')}: ${refused.stderr}`).toBe(2);

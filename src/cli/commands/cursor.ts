@@ -1,16 +1,17 @@
 import { Command } from 'commander';
 import { logRetries } from '../../api/retry.js';
-import { type Config, configForSource } from '../../config/config.js';
+import type { Config } from '../../config/config.js';
 import { ConfigError, FeedsyncError } from '../../errors.js';
 import { unknownEventReason } from '../../feed/known-event.js';
 import { shellQuote } from '../../shell-quote.js';
 import type { Store } from '../../store/db.js';
 import { action } from '../context.js';
+import { knownSourceConfig } from '../known-source.js';
 import { withStore } from '../with-store.js';
 
 const sourceOption = [
   '--source <source>',
-  'the cursor key: FEED_SOURCE, or a source of FEED_SOURCES_FILE (default FEED_SOURCE)',
+  'the cursor key: FEED_SOURCE, a source of FEED_SOURCES_FILE, or one with a stored cursor (default FEED_SOURCE)',
 ] as const;
 
 export function cursorCommand(): Command {
@@ -30,7 +31,7 @@ export function cursorCommand(): Command {
       action(async ({ config, logger }, opts: { source?: string; json?: boolean }) => {
         const { getCursor } = await import('../../store/cursor.js');
         // An unknown source is a usage error (exit 2), as for set and reset.
-        const { source } = configForSource(config, opts.source ?? config.feed.source).feed;
+        const { source } = (await knownSourceConfig(config, logger, opts.source)).feed;
         const row = await withStore(config, logger, (store) => getCursor(store, source));
         if (opts.json)
           process.stdout.write(`${JSON.stringify(row ?? { source, afterId: null, types: null })}\n`);
@@ -62,7 +63,7 @@ export function cursorCommand(): Command {
         const { setCursor } = await import('../../store/cursor.js');
         const { feedReaderFor } = await import('../../compose/parts.js');
         const { assertEventWithinRetention } = await import('../../store/retention-guard.js');
-        const own = configForSource(config, opts.source ?? config.feed.source);
+        const own = await knownSourceConfig(config, logger, opts.source);
         const { source } = own.feed;
         if (eventId.trim() === '') {
           throw new ConfigError(
@@ -110,7 +111,7 @@ export function cursorCommand(): Command {
     .action(
       action(async ({ config, logger }, opts: { source?: string }) => {
         const { setCursor } = await import('../../store/cursor.js');
-        const { source, types } = configForSource(config, opts.source ?? config.feed.source).feed;
+        const { source, types } = (await knownSourceConfig(config, logger, opts.source)).feed;
         await withStore(config, logger, (store) =>
           underLease(config, store, source, (token) => setCursor(store, source, null, types, token)),
         );

@@ -8,6 +8,7 @@ import { requeueCommand } from './requeue.js';
 import { sendCommand } from './send.js';
 import { serveWebhooksCommand } from './serve-webhooks.js';
 import { simulatorCommand } from './simulator.js';
+import { sourcesCommand } from './sources.js';
 import { statusCommand } from './status.js';
 import { suppressionsCommand } from './suppressions.js';
 import { syncCommand } from './sync.js';
@@ -30,6 +31,7 @@ export function registerCommands(program: Command): void {
     webhooksCommand,
     sendCommand,
     suppressionsCommand,
+    sourcesCommand,
     simulatorCommand,
     requeueCommand,
     doctorCommand,

@@ -1,6 +1,6 @@
 import { Command } from 'commander';
-import { configForSource } from '../../config/config.js';
 import { action } from '../context.js';
+import { knownSourceConfig } from '../known-source.js';
 import { progressReporter } from '../progress.js';
 import { shutdownSignal } from '../shutdown.js';
 
@@ -14,7 +14,10 @@ export function reconcileCommand(): Command {
       'read after this event id (default: the start of the feed); with EVENTS_RETENTION_DAYS set, ' +
         'required, and a stored event inside the retention',
     )
-    .option('--source <source>', 'FEED_SOURCE, or a source of FEED_SOURCES_FILE (default FEED_SOURCE)')
+    .option(
+      '--source <source>',
+      'FEED_SOURCE, a source of FEED_SOURCES_FILE, or one with a stored cursor (default FEED_SOURCE)',
+    )
     .addHelpText(
       'after',
       '\nOn a terminal a progress line (pages, events, events/s) is redrawn on stderr.\n' +
@@ -26,7 +29,7 @@ export function reconcileCommand(): Command {
         const { createSync } = await import('../../sync/sync.js');
         const shutdown = shutdownSignal(logger);
         const progress = progressReporter();
-        const sync = createSync(configForSource(config, opts.source ?? config.feed.source), {
+        const sync = createSync(await knownSourceConfig(config, logger, opts.source), {
           logger,
           hooks: { onCommit: progress.onCommit },
         });

@@ -1,10 +1,12 @@
 import { Command } from 'commander';
-import { type Config, configForSource } from '../../config/config.js';
+import type { Config } from '../../config/config.js';
 import { ConfigError } from '../../errors.js';
+import type { Logger } from '../../logger.js';
 import type { Publisher } from '../../queue/publisher.js';
 import type { RequeueResult } from '../../queue/requeue.js';
 import { parseSince } from '../../queue/since.js';
 import { action } from '../context.js';
+import { knownSourceConfig } from '../known-source.js';
 import { withStore } from '../with-store.js';
 
 interface RequeueFlags {
@@ -61,7 +63,7 @@ export function requeueCommand(): Command {
           if (opts.failed) return await retryFailed(config, publisher, opts);
           const { requeue } = await import('../../queue/requeue.js');
           const since = parseSince(checkDuration(opts.since ?? ''));
-          const sources = sourcesOf(config, opts.source);
+          const sources = await sourcesOf(config, logger, opts.source);
           if (sources.length > 1 && 'eventId' in since) {
             throw new ConfigError(
               `requeue --since <event-id>: an event id is one source's; add --source (FEED_SOURCES_FILE has ${sources.length})`,
@@ -109,9 +111,9 @@ interface SourceResult {
  * The sources to re-drive: the one named (an unknown one is a usage error, exit 2, as for
  * cursor and reconcile), else every source of FEED_SOURCES_FILE, else FEED_SOURCE.
  */
-function sourcesOf(config: Config, named: string | undefined): string[] {
+async function sourcesOf(config: Config, logger: Logger, named: string | undefined): Promise<string[]> {
   if (named === undefined && config.sourcesFile !== null) return config.sources.map((s) => s.source);
-  return [configForSource(config, named ?? config.feed.source).feed.source];
+  return [(await knownSourceConfig(config, logger, named)).feed.source];
 }
 
 /** One source as before; over a file, the sources that had something, then the totals. */

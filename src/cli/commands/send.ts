@@ -3,11 +3,12 @@ import { readFile } from 'node:fs/promises';
 import { Command } from 'commander';
 import { isAddress, isFromField } from '../../api/address.js';
 import { logRetries } from '../../api/retry.js';
-import { type Config, configForSource, requireService } from '../../config/config.js';
+import { type Config, requireService } from '../../config/config.js';
 import { ApiError, ConfigError, FeedsyncError } from '../../errors.js';
 import type { Logger } from '../../logger.js';
 import { action } from '../context.js';
 import { describeFailure } from '../failure.js';
+import { knownSourceConfig } from '../known-source.js';
 import { withStore } from '../with-store.js';
 
 interface SendFlags {
@@ -52,7 +53,7 @@ export function sendCommand(): Command {
     .option('--json', 'print {"id", "idempotency_key"} as JSON')
     .option(
       '--source <source>',
-      'the account to send through and whose suppressions apply: FEED_SOURCE, or a source of FEED_SOURCES_FILE (its base URL and key) (default FEED_SOURCE)',
+      'the account to send through and whose suppressions apply: FEED_SOURCE, a source of FEED_SOURCES_FILE, or one with a stored cursor (its base URL and key) (default FEED_SOURCE)',
     )
     .option(
       '--allow-suppressed',
@@ -105,7 +106,7 @@ export function sendCommand(): Command {
         const key = flags.idempotencyKey ?? randomUUID();
         if (key.length === 0 || key.length > 256)
           throw usage('send: --idempotency-key must be 1 to 256 characters');
-        const own = configForSource(config, flags.source ?? config.feed.source);
+        const own = await knownSourceConfig(config, logger, flags.source);
         // Asked before the key is printed: without the service, nothing was tried.
         requireService(own);
         if (!flags.allowSuppressed) {

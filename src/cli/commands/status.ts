@@ -1,6 +1,7 @@
 import { Command, Option } from 'commander';
 import { onlySource } from '../../config/config.js';
 import { action } from '../context.js';
+import { knownSourceConfig } from '../known-source.js';
 import { withStore } from '../with-store.js';
 
 export function statusCommand(): Command {
@@ -10,7 +11,10 @@ export function statusCommand(): Command {
         'success, events stored, lease, outbox backlog, quarantine; queue counts.',
     )
     .option('--json', 'print JSON')
-    .option('--source <source>', 'this source alone: FEED_SOURCE, or a source of FEED_SOURCES_FILE')
+    .option(
+      '--source <source>',
+      'this source alone: FEED_SOURCE, a source of FEED_SOURCES_FILE, or one with a stored cursor',
+    )
     .addOption(
       new Option('--failing', 'list only the sources whose last turn failed').conflicts([
         'lagging',
@@ -39,6 +43,7 @@ export function statusCommand(): Command {
         ) => {
           const { publisherFor } = await import('../../compose/parts.js');
           const { statusReport, formatStatus } = await import('../status-report.js');
+          if (opts.source !== undefined) await knownSourceConfig(config, logger, opts.source);
           const own = opts.source === undefined ? config : onlySource(config, opts.source);
           // A quick look: a Redis that does not answer in 2 s is reported, not waited for.
           const publisher = publisherFor(config, { redisTimeoutMs: 2000 });

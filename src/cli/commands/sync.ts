@@ -1,6 +1,7 @@
 import { Command, Option } from 'commander';
 import { onlySource } from '../../config/config.js';
 import { action } from '../context.js';
+import { knownSourceConfig } from '../known-source.js';
 
 export function syncCommand(): Command {
   return new Command('sync')
@@ -18,7 +19,10 @@ export function syncCommand(): Command {
       ),
     )
     .option('--migrate', 'apply pending migrations first instead of refusing to run')
-    .option('--source <source>', 'sync this source alone: FEED_SOURCE, or a source of FEED_SOURCES_FILE')
+    .option(
+      '--source <source>',
+      'sync this source alone: FEED_SOURCE, a source of FEED_SOURCES_FILE, or one with a stored cursor',
+    )
     .addHelpText(
       'after',
       "\nExit codes: 0 done (also when another worker holds a source's lease), 1 runtime failure, worth\n" +
@@ -36,6 +40,8 @@ export function syncCommand(): Command {
           opts: { once?: boolean; watch?: boolean; migrate?: boolean; source?: string },
         ) => {
           const { runSources } = await import('../run-sources.js');
+          // Refused (exit 2) before anything is stored: a typo would be a new source.
+          if (opts.source !== undefined) await knownSourceConfig(config, logger, opts.source);
           const own = opts.source === undefined ? config : onlySource(config, opts.source);
           return runSources(own, logger, { watch: opts.watch === true, migrate: opts.migrate === true });
         },
