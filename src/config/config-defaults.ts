@@ -32,6 +32,13 @@ export const CONFIG_DEFAULTS = Object.freeze({
   DATABASE_SCHEMA: 'feedsync',
   /** Milliseconds, 10 s: a new connection, TCP, TLS and start-up, takes far less; a wrong address fails soon, naming DATABASE_URL. */
   DATABASE_CONNECT_TIMEOUT_MS: 10_000,
+  /**
+   * Milliseconds, 10 s: how long feedsync waits for the answer to one statement before it
+   * drops the connection and fails the turn. A page's statement takes well under a second;
+   * a connection that stopped answering (a stuck backend, a dropped flow) must let its turn
+   * and its lease go long before SOURCE_LEASE_MS, which it must stay below.
+   */
+  DATABASE_STATEMENT_TIMEOUT_MS: 10_000,
   /** The local Redis, as a developer's machine and the tests have it. */
   REDIS_URL: 'redis://127.0.0.1:6379',
   /** BullMQ's own default prefix, so its tools find the queues without being told. */

@@ -77,6 +77,12 @@ export interface Config {
      * CONFIG_DEFAULTS.DATABASE_CONNECT_TIMEOUT_MS.
      */
     readonly connectTimeoutMs: number;
+    /**
+     * DATABASE_STATEMENT_TIMEOUT_MS: how long one statement may wait for its answer, in ms,
+     * before its connection is dropped and the statement fails; below SOURCE_LEASE_MS.
+     * Default: CONFIG_DEFAULTS.DATABASE_STATEMENT_TIMEOUT_MS, or just under a shorter lease.
+     */
+    readonly statementTimeoutMs: number;
   };
   /**
    * REDIS_URL (default: CONFIG_DEFAULTS.REDIS_URL; several seed nodes comma-separated),
@@ -137,6 +143,12 @@ export type Env = Record<string, string | undefined>;
 // zod/mini: the same checks as zod's full API, and the bundle takes only the ones
 // used here (the full API costs a run about 70 ms and 7 MB at start-up). Every
 // message is our own: the environment holds text, and zod/mini carries no wording.
+/**
+ * The longest delay Node's timers keep: a larger one fires after 1 ms (and from 2^32 a
+ * RangeError), so a duration beyond it would end a run at once or never let a lease go.
+ */
+export const MAX_TIMER_MS = 2_147_483_647;
+
 const int = (min: number, max = Number.MAX_SAFE_INTEGER) =>
   z.pipe(
     z.pipe(z.string().check(z.regex(/^\d+$/, 'must be a whole number')), z.transform(Number)),
@@ -145,6 +157,19 @@ const int = (min: number, max = Number.MAX_SAFE_INTEGER) =>
       .check(
         z.minimum(min, `must be at least ${min}`),
         z.maximum(max, max === Number.MAX_SAFE_INTEGER ? 'is too large' : `must be at most ${max}`),
+      ),
+  );
+/** A duration in ms that a timer will wait: at most MAX_TIMER_MS, said so. */
+const ms = (min: number) =>
+  z.pipe(
+    int(min),
+    z
+      .number()
+      .check(
+        z.maximum(
+          MAX_TIMER_MS,
+          `must be at most ${MAX_TIMER_MS} (about 24.8 days, the longest timer Node keeps)`,
+        ),
       ),
   );
 const oneOf = <const T extends readonly [string, ...string[]]>(values: T) =>
@@ -172,13 +197,14 @@ const fields = {
   FEED_TYPES: z.optional(z.string()),
   FEED_PAGE_LIMIT: z._default(int(1, 10_000), CONFIG_DEFAULTS.FEED_PAGE_LIMIT),
   FEED_LIST_FIELD: z.optional(nonEmpty),
-  FEED_MAX_RETRY_WAIT_MS: z._default(int(0), CONFIG_DEFAULTS.FEED_MAX_RETRY_WAIT_MS),
+  FEED_MAX_RETRY_WAIT_MS: z._default(ms(0), CONFIG_DEFAULTS.FEED_MAX_RETRY_WAIT_MS),
   FEED_MAX_RETRIES: z._default(int(0, 100), CONFIG_DEFAULTS.FEED_MAX_RETRIES),
-  FEED_TIMEOUT_MS: z._default(int(1), CONFIG_DEFAULTS.FEED_TIMEOUT_MS),
+  FEED_TIMEOUT_MS: z._default(ms(1), CONFIG_DEFAULTS.FEED_TIMEOUT_MS),
   FEED_MAX_RESPONSE_BYTES: z._default(int(1024), CONFIG_DEFAULTS.FEED_MAX_RESPONSE_BYTES),
   DATABASE_URL: z._default(z.string(), CONFIG_DEFAULTS.DATABASE_URL),
   DATABASE_SCHEMA: z._default(identifier, CONFIG_DEFAULTS.DATABASE_SCHEMA),
   DATABASE_CONNECT_TIMEOUT_MS: z._default(int(1, 600_000), CONFIG_DEFAULTS.DATABASE_CONNECT_TIMEOUT_MS),
+  DATABASE_STATEMENT_TIMEOUT_MS: z.optional(int(100, 3_600_000)),
   REDIS_URL: z._default(z.string(), CONFIG_DEFAULTS.REDIS_URL),
   REDIS_CLUSTER: z.optional(
     z.pipe(
@@ -196,8 +222,8 @@ const fields = {
   JOB_ATTEMPTS: z._default(int(1, 1_000), CONFIG_DEFAULTS.JOB_ATTEMPTS),
   JOB_BACKOFF_MS: z._default(int(0, 86_400_000), CONFIG_DEFAULTS.JOB_BACKOFF_MS),
   EVENTS_RETENTION_DAYS: z.optional(int(1, 36_500)),
-  SYNC_INTERVAL_MS: z._default(int(1), CONFIG_DEFAULTS.SYNC_INTERVAL_MS),
-  SYNC_ONCE_MAX_MS: z._default(int(1), CONFIG_DEFAULTS.SYNC_ONCE_MAX_MS),
+  SYNC_INTERVAL_MS: z._default(ms(1), CONFIG_DEFAULTS.SYNC_INTERVAL_MS),
+  SYNC_ONCE_MAX_MS: z._default(ms(1), CONFIG_DEFAULTS.SYNC_ONCE_MAX_MS),
   SYNC_CONCURRENCY: z._default(int(1, 256), CONFIG_DEFAULTS.SYNC_CONCURRENCY),
   SOURCE_LEASE_MS: z._default(int(1000, 3_600_000), CONFIG_DEFAULTS.SOURCE_LEASE_MS),
   FEED_SOURCES_FILE: z.optional(z.string()),
@@ -242,6 +268,14 @@ export function loadConfig(
     if (problem) throw new ConfigError(`FEED_BASE_URL: ${problem}`);
   }
   checkUrl('DATABASE_URL', v.DATABASE_URL, ['postgres:', 'postgresql:']);
+  // A stuck statement must fail its turn, and so give the lease back, before the lease runs out.
+  const statementTimeoutMs =
+    v.DATABASE_STATEMENT_TIMEOUT_MS ??
+    Math.min(CONFIG_DEFAULTS.DATABASE_STATEMENT_TIMEOUT_MS, v.SOURCE_LEASE_MS - 1);
+  if (statementTimeoutMs >= v.SOURCE_LEASE_MS)
+    throw new ConfigError(
+      `DATABASE_STATEMENT_TIMEOUT_MS: must be below SOURCE_LEASE_MS (${v.SOURCE_LEASE_MS}), so that a stuck statement lets its lease go`,
+    );
   const { redis, queues } = queueSettings(v);
 
   const sourceProblem = sourceNameProblem(v.FEED_SOURCE);
@@ -280,6 +314,7 @@ export function loadConfig(
       url: v.DATABASE_URL,
       schema: v.DATABASE_SCHEMA,
       connectTimeoutMs: v.DATABASE_CONNECT_TIMEOUT_MS,
+      statementTimeoutMs,
     },
     redis,
     queues: {

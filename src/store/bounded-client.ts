@@ -14,16 +14,24 @@ const SAID_BY_SYSTEM = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOST
  * pg waits for ever on an address where nothing answers, or where another service
  * does (Redis waits for a line end that Postgres's start-up message never sends).
  *
+ * Each statement must be answered within `statementTimeoutMs`, or it fails and the
+ * connection is dropped (pg-pool destroys a client released with an error).
+ *
  * The deadline is the Client's own (`connectionTimeoutMillis`), not the pool's: the
  * pool's would also fail a statement that waits for a free connection of a busy pool.
  */
-export function boundedClient(url: string, timeoutMs: number): typeof pg.Client {
+export function boundedClient(url: string, timeoutMs: number, statementTimeoutMs: number): typeof pg.Client {
   const where = hostOf(url);
   return class BoundedClient extends pg.Client {
     constructor(config?: string | pg.ClientConfig) {
       super({
         ...(typeof config === 'string' ? { connectionString: config } : config),
         connectionTimeoutMillis: timeoutMs,
+        // The client's own deadline, not statement_timeout: it also ends the wait on a
+        // flow that stopped (a paused server, a partition), where the server never
+        // answers, and it passes a transaction pooler, which refuses startup options.
+        // The pool then drops the connection: its answer may still come, late.
+        query_timeout: statementTimeoutMs,
       });
     }
 

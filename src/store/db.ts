@@ -197,6 +197,8 @@ export interface StoreOptions {
   applicationName?: string;
   /** DATABASE_CONNECT_TIMEOUT_MS: how long one new connection may take, start-up included. Default: the configuration's. */
   connectTimeoutMs?: number;
+  /** DATABASE_STATEMENT_TIMEOUT_MS: how long one statement may wait for its answer. Default: the configuration's. */
+  statementTimeoutMs?: number;
   /** Where errors of idle pooled connections are reported (they never crash the process). */
   logger?: Logger;
 }
@@ -216,7 +218,11 @@ export function createStore(opts: StoreOptions): Store {
     connectionString: opts.url,
     max: opts.max ?? STORE_DEFAULTS.max,
     application_name: opts.applicationName ?? STORE_DEFAULTS.applicationName,
-    Client: boundedClient(opts.url, opts.connectTimeoutMs ?? CONFIG_DEFAULTS.DATABASE_CONNECT_TIMEOUT_MS),
+    Client: boundedClient(
+      opts.url,
+      opts.connectTimeoutMs ?? CONFIG_DEFAULTS.DATABASE_CONNECT_TIMEOUT_MS,
+      opts.statementTimeoutMs ?? CONFIG_DEFAULTS.DATABASE_STATEMENT_TIMEOUT_MS,
+    ),
     // A lock holder must notice a dead peer even when it sends nothing for a while.
     keepAlive: true,
     keepAliveInitialDelayMillis: 10_000,

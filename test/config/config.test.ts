@@ -38,6 +38,7 @@ describe('loadConfig', () => {
       url: 'postgres://postgres@127.0.0.1:5432/postgres',
       schema: 'feedsync',
       connectTimeoutMs: 10_000,
+      statementTimeoutMs: 10_000,
     });
     expect(c.syncOnceMaxMs).toBe(900_000);
     expect(c.redis.url).toBe('redis://127.0.0.1:6379');
@@ -67,6 +68,31 @@ describe('loadConfig', () => {
     expect(() => loadConfig({ SYNC_ONCE_MAX_MS: 'soon' }, readFile)).toThrow(
       'SYNC_ONCE_MAX_MS: must be a whole number',
     );
+  });
+
+  it("refuses a duration past Node's longest timer, naming the variable, instead of a timer that fires at once", () => {
+    for (const name of [
+      'SYNC_ONCE_MAX_MS',
+      'SYNC_INTERVAL_MS',
+      'FEED_TIMEOUT_MS',
+      'FEED_MAX_RETRY_WAIT_MS',
+    ]) {
+      expect(loadConfig({ [name]: '2147483647' }, readFile)).toBeTruthy();
+      for (const value of ['2147483648', '4294967296', '99999999999999']) {
+        expect(() => loadConfig({ [name]: value }, readFile)).toThrow(`${name}: must be at most 2147483647`);
+      }
+    }
+  });
+
+  it('reads the statement deadline, which must stay below the lease', () => {
+    expect(loadConfig({}, readFile).database.statementTimeoutMs).toBe(10_000);
+    const c = loadConfig({ DATABASE_STATEMENT_TIMEOUT_MS: '2000', SOURCE_LEASE_MS: '5000' }, readFile);
+    expect(c.database.statementTimeoutMs).toBe(2_000);
+    expect(() => loadConfig({ DATABASE_STATEMENT_TIMEOUT_MS: '30000' }, readFile)).toThrow(
+      'DATABASE_STATEMENT_TIMEOUT_MS: must be below SOURCE_LEASE_MS (30000)',
+    );
+    // Unset, it stays just under a lease shorter than its default.
+    expect(loadConfig({ SOURCE_LEASE_MS: '1000' }, readFile).database.statementTimeoutMs).toBe(999);
   });
 
   it('reads the job retries and the events retention', () => {

@@ -9,6 +9,11 @@ export interface StallingProxy {
   readonly port: number;
   /** Stops forwarding in both directions; the sockets stay open. */
   stall(): void;
+  /**
+   * Stops forwarding on the connections open now, as a stuck backend or a dropped flow
+   * does to one session; connections made later pass as usual.
+   */
+  freezeOpen(): void;
   /** Forwards again, what waited first. */
   resume(): void;
   close(): Promise<void>;
@@ -19,9 +24,10 @@ export async function startStallingProxy(target: { host: string; port: number })
   /** Writes held back while stalled, in order, by the socket they go to. */
   const held: { to: Socket; data: Buffer }[] = [];
   let stalled = false;
+  const frozen = new Set<Socket>();
   const forward = (from: Socket, to: Socket): void => {
     from.on('data', (data: Buffer) => {
-      if (stalled) held.push({ to, data });
+      if (stalled || frozen.has(from)) held.push({ to, data });
       else to.write(data);
     });
   };
@@ -33,6 +39,8 @@ export async function startStallingProxy(target: { host: string; port: number })
     const end = (): void => {
       sockets.delete(client);
       sockets.delete(upstream);
+      frozen.delete(client);
+      frozen.delete(upstream);
       client.destroy();
       upstream.destroy();
     };
@@ -47,8 +55,12 @@ export async function startStallingProxy(target: { host: string; port: number })
     stall() {
       stalled = true;
     },
+    freezeOpen() {
+      for (const s of sockets) frozen.add(s);
+    },
     resume() {
       stalled = false;
+      frozen.clear();
       for (const { to, data } of held.splice(0)) if (!to.destroyed) to.write(data);
     },
     async close() {
