@@ -27,7 +27,14 @@ export function startTracing(settings: TracingSettings): () => Promise<void> {
       resourceFromAttributes({ 'service.name': settings.serviceName }),
     ),
     sampler: samplerOf(settings),
-    spanProcessors: [new BatchSpanProcessor(new OTLPTraceExporter({ url: settings.url }))],
+    // Every export ends within FLUSH_MS (OTEL_EXPORTER_OTLP_TIMEOUT is capped at it): a
+    // request still open to a collector that accepts and never answers would otherwise
+    // keep the process alive past the stop below, for the exporter's own 10 s or more.
+    spanProcessors: [
+      new BatchSpanProcessor(new OTLPTraceExporter({ url: settings.url, timeoutMillis: FLUSH_MS }), {
+        exportTimeoutMillis: FLUSH_MS,
+      }),
+    ],
   });
   provider.register();
   return async () => {

@@ -1,3 +1,4 @@
+import { type AddressInfo, createServer, type Socket } from 'node:net';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig, secretsOf } from '../../src/config/config.js';
@@ -37,6 +38,37 @@ afterAll(async () => {
 const byName = (spans: ExportedSpan[], name: string) => spans.filter((s) => s.name === name);
 
 describe('traces', () => {
+  it('a collector that accepts and never answers delays no exit past the 5 s flush, whatever OTEL_EXPORTER_OTLP_TIMEOUT says', async () => {
+    const sockets = new Set<Socket>();
+    const blackHole = createServer((socket) => {
+      sockets.add(socket);
+      socket.on('error', () => {});
+    });
+    await new Promise<void>((resolve) => blackHole.listen(0, '127.0.0.1', resolve));
+    try {
+      const box = await sandbox('traces_black_hole');
+      const env = testEnv(
+        { schema: box.schema, prefix: box.prefix, baseUrl: sim().baseUrl },
+        {
+          OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${(blackHole.address() as AddressInfo).port}`,
+          OTEL_EXPORTER_OTLP_TIMEOUT: '60000',
+          OTEL_TRACES_SAMPLER: 'always_on',
+        },
+      );
+      const started = performance.now();
+      const run = await runCli(['sync', '--once'], env, 60_000);
+      const tookMs = performance.now() - started;
+      expect(run.code, run.stderr).toBe(0);
+      // The spans were offered: the collector was reached, and held.
+      expect(sockets.size).toBeGreaterThan(0);
+      // The run itself takes a few seconds at most here; without the cap it exits after the 60 s export timeout.
+      expect(tookMs).toBeLessThan(30_000);
+    } finally {
+      for (const s of sockets) s.destroy();
+      await new Promise<void>((resolve) => blackHole.close(() => resolve()));
+    }
+  });
+
   it('a synced backlog: every stored event is handled in a span linked to the commit that stored it', async () => {
     const box = await sandbox('traces');
     const env = testEnv(
