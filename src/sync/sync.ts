@@ -141,6 +141,7 @@ export interface SourceSyncDeps {
   applier: Applier;
   /** A reader of the source's feed for one turn (or one reconcile), closed at its end. */
   openFeed: () => FeedReader;
+  /** Bound to the source already (`logger.child({ source })`): the runs' lines name it once. */
   logger: Logger;
   hooks?: SyncHooks;
   autoMigrate?: boolean;
@@ -166,6 +167,8 @@ export function createSync(config: Config, opts: SyncOptions = {}): Sync {
   );
   const { store, relay } = parts;
   const { fetchPage } = opts;
+  // As the worker's turns have it: every line of the source's runs names it once.
+  const sourceLogger = logger.child({ source: config.feed.source });
   const source = createSourceSync({
     settings: sourceSettings(config),
     store,
@@ -173,8 +176,8 @@ export function createSync(config: Config, opts: SyncOptions = {}): Sync {
     applier: applierFor(config, store),
     openFeed: fetchPage
       ? () => ({ fetchPage, close: async () => {} })
-      : feedOf(config, logger, hooks, opts.retryDeps),
-    logger,
+      : feedOf(config, sourceLogger, hooks, opts.retryDeps),
+    logger: sourceLogger,
     hooks,
     ...(opts.autoMigrate === undefined ? {} : { autoMigrate: opts.autoMigrate }),
   });
@@ -239,7 +242,7 @@ export function createSourceSync(deps: SourceSyncDeps): SourceSync {
     await checkSchema();
     const lease = await takeLease(store, source, settings.lease);
     if (!lease) {
-      log.info({ source }, 'another worker holds the lease of this source; nothing to do');
+      log.info('another worker holds the lease of this source; nothing to do');
       return { ...emptyRun(), status: 'locked', drained: true, durationMs: performance.now() - started };
     }
     let failed = true;
@@ -348,7 +351,11 @@ export function createSourceSync(deps: SourceSyncDeps): SourceSync {
     }
     if (result.status === 'lease-lost') {
       log.warn(
-        { source, token: lease.token, reason: String(lease.signal.reason) },
+        {
+          token: lease.token,
+          reason:
+            lease.signal.reason instanceof Error ? lease.signal.reason.message : 'its renewal found it taken',
+        },
         'this worker lost the lease of the source (it was frozen, or cut off from Postgres, for longer than ' +
           'SOURCE_LEASE_MS); nothing more of this turn was committed, and the new holder goes on from the cursor',
       );
@@ -357,7 +364,7 @@ export function createSourceSync(deps: SourceSyncDeps): SourceSync {
       // This run held the lease, so a worker that also takes it cannot have done it.
       const moved = await getCursor(store, source);
       log.info(
-        { source, cursor: moved?.afterId ?? null, movedAt: moved?.updatedAt },
+        { cursor: moved?.afterId ?? null, movedAt: moved?.updatedAt },
         'the cursor was moved outside this run (by "feedsync cursor set" or "cursor reset", or by a worker ' +
           'of a version before leases, during a rolling update); this run stopped, its last batch rolled ' +
           'back, and the next run reads from the cursor as it is now',

@@ -28,6 +28,11 @@ describe('a source whose lease a killed run still holds', () => {
       )
       .find((l) => l.outcome === 'locked');
     expect(line).toMatchObject({ holder: 'gone-host/4242', leaseExpiresAt: expect.any(String) });
+    // Each line names its source once, and no field holds a value that was never there.
+    for (const raw of once.stdout.split('\n').filter((l) => l.startsWith('{'))) {
+      expect(raw.match(/"source":/g)?.length ?? 0, raw).toBeLessThanOrEqual(1);
+      expect(raw, raw).not.toContain('"undefined"');
+    }
     expect(line?.msg).toContain(
       `gone-host/4242 holds the lease of this source until ${line?.leaseExpiresAt}`,
     );
