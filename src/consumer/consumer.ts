@@ -6,8 +6,10 @@ import { FeedsyncError } from '../errors.js';
 import { createLogger, type Logger } from '../logger.js';
 import { connectForWorkers, type WorkerConnection } from '../redis/worker-connection.js';
 import { inSpan, linksFrom, SpanKind } from '../tracing/tracing.js';
+import { CONSUMER_DEFAULTS } from './defaults.js';
 import { type FeedsyncEvent, type FeedsyncEventType, readEvent, withoutAddresses } from './events.js';
 import { checkInbox, inboxTable, migrateInbox, withInbox } from './inbox.js';
+import { consumerName, milliseconds, retentionHours, wholeNumber } from './options.js';
 import { startPruning } from './pruning.js';
 
 // BullMQ is loaded when a consumer runs, as the publisher loads it: a bundle does not follow createRequire.
@@ -56,6 +58,24 @@ export interface ConsumerOptions {
    * again after a stall finds its inbox row, so a higher count costs nothing but time).
    */
   stalls?: Pick<WorkerOptions, 'lockDuration' | 'stalledInterval' | 'maxStalledCount'>;
+  /**
+   * Milliseconds a job's transaction (its inbox row and the handler) may last: past it,
+   * the transaction is rolled back, its connection ended, and the job fails with its
+   * retries (CONSUMER_HANDLER_TIMEOUT). Its statements run under the same statement_timeout.
+   * Default 30000.
+   */
+  handlerTimeoutMs?: number;
+  /**
+   * Milliseconds a statement of a job's transaction (the handler's too), a prune or
+   * migrate() waits for a lock (Postgres's lock_timeout); past it, the statement fails:
+   * the job is retried, migrate() throws CONSUMER_LOCKED. Default 5000.
+   */
+  lockTimeoutMs?: number;
+  /**
+   * Milliseconds close() waits for the jobs in hand; past it, their transactions are
+   * rolled back and the jobs come back after their lock (`lockDuration`). Default 25000.
+   */
+  closeTimeoutMs?: number;
   /** A pino logger. Default: JSON lines on stdout at LOG_LEVEL. No line holds an address. */
   logger?: Logger;
   /** The environment read for what is not given. Default `process.env`, read when createConsumer is called. */
@@ -63,7 +83,11 @@ export interface ConsumerOptions {
 }
 
 export interface Consumer {
-  /** Creates the inbox table in `schema` if missing. Safe to run from every replica at once. */
+  /**
+   * Creates the inbox table in `schema` if missing. Safe to run from every replica at
+   * once; when the table exists it takes no lock, so a replica starting never waits for,
+   * nor holds up, the others' jobs.
+   */
   migrate(): Promise<void>;
   /**
    * Consumes both queues until close(); resolves then. Rejects at once when the inbox
@@ -71,13 +95,12 @@ export interface Consumer {
    * later outages are waited out (BullMQ reconnects).
    */
   run(): Promise<void>;
-  /** Stops taking jobs, lets the jobs in hand finish and commit, stops pruning. Does not end the pool. */
+  /**
+   * Stops taking jobs, lets the jobs in hand finish and commit (for `closeTimeoutMs` at
+   * most; then they are rolled back), stops pruning. Does not end the pool.
+   */
   close(): Promise<void>;
 }
-
-/** The shortest time an inbox row is kept: how long BullMQ keeps a completed job (feedsync's default). */
-const MIN_RETENTION_HOURS = 7 * 24;
-const CONNECT_TIMEOUT_MS = 10_000;
 
 /**
  * A consumer of feedsync's jobs that applies each event once: for every job, one
@@ -88,34 +111,35 @@ const CONNECT_TIMEOUT_MS = 10_000;
  * The consumer has no way to send mail.
  */
 export function createConsumer(opts: ConsumerOptions): Consumer {
-  if (typeof opts.name !== 'string' || opts.name.length === 0 || opts.name.length > 200) {
-    throw new FeedsyncError('name: must be a non-empty string of at most 200 characters', {
-      code: 'CONSUMER_BAD_OPTION',
-      exitCode: 2,
-    });
-  }
-  const concurrency = opts.concurrency ?? 4;
-  if (!Number.isInteger(concurrency) || concurrency < 1) {
-    throw new FeedsyncError('concurrency: must be a whole number of at least 1', {
-      code: 'CONSUMER_BAD_OPTION',
-      exitCode: 2,
-    });
-  }
-  const schema = opts.schema ?? 'public';
+  const name = consumerName(opts.name);
+  const concurrency = wholeNumber('concurrency', opts.concurrency ?? CONSUMER_DEFAULTS.concurrency, 1, 1_000);
+  const schema = opts.schema ?? CONSUMER_DEFAULTS.schema;
   inboxTable(schema);
+  const limits = {
+    timeoutMs: milliseconds('handlerTimeoutMs', opts.handlerTimeoutMs ?? CONSUMER_DEFAULTS.handlerTimeoutMs),
+    lockTimeoutMs: milliseconds('lockTimeoutMs', opts.lockTimeoutMs ?? CONSUMER_DEFAULTS.lockTimeoutMs),
+  };
+  const closeTimeoutMs = milliseconds(
+    'closeTimeoutMs',
+    opts.closeTimeoutMs ?? CONSUMER_DEFAULTS.closeTimeoutMs,
+  );
   const settings = loadConsumerSettings(opts.env);
   const prefix = opts.queues?.prefix ?? settings.queues.prefix;
   const queueNames = [
     opts.queues?.emailEvents ?? settings.queues.emailEvents,
     opts.queues?.contactEvents ?? settings.queues.contactEvents,
   ];
-  const retentionHours =
-    opts.retentionHours ?? Math.max(MIN_RETENTION_HOURS, settings.queues.outboxRetentionHours);
+  const keepHours = retentionHours(
+    opts.retentionHours ??
+      Math.max(CONSUMER_DEFAULTS.minRetentionHours, settings.queues.outboxRetentionHours),
+  );
   const logger = (opts.logger ?? createLogger({ level: settings.logLevel })).child({
     module: 'consumer',
-    consumer: opts.name,
+    consumer: name,
   });
-  const { pool, handlers, name } = opts;
+  const { pool, handlers } = opts;
+  // Aborted when close() has waited closeTimeoutMs: the transactions in hand are cut off.
+  const cutOff = new AbortController();
 
   let started = false;
   let workers: Worker[] = [];
@@ -160,7 +184,11 @@ export function createConsumer(opts: ConsumerOptions): Consumer {
       | ((e: FeedsyncEvent, db: PoolClient) => Promise<unknown>)
       | undefined;
     if (!handler) return;
-    const applied = await withInbox(pool, name, event, (db) => handler(event, db), { schema });
+    const applied = await withInbox(pool, name, event, (db) => handler(event, db), {
+      schema,
+      ...limits,
+      signal: cutOff.signal,
+    });
     onApplied(applied);
     logger.debug({ job: job.id, type: event.type, applied }, applied ? 'applied' : 'seen before');
   }
@@ -170,7 +198,10 @@ export function createConsumer(opts: ConsumerOptions): Consumer {
     await checkInbox(pool, schema);
     let connection = opts.connection;
     if (connection === undefined) {
-      made = await connectForWorkers(settings.redis, { prefix, timeoutMs: CONNECT_TIMEOUT_MS });
+      made = await connectForWorkers(settings.redis, {
+        prefix,
+        timeoutMs: CONSUMER_DEFAULTS.connectTimeoutMs,
+      });
       connection = made.client;
     }
     if (closing) {
@@ -200,7 +231,7 @@ export function createConsumer(opts: ConsumerOptions): Consumer {
       worker.on('error', (err) => logger.error({ queue, err: redacted(err) }, 'worker error'));
       return worker;
     });
-    stopPruning = startPruning({ pool, schema, name, hours: retentionHours, logger });
+    stopPruning = startPruning({ pool, schema, name, hours: keepHours, ...limits, logger });
     logger.info({ queues: queueNames, prefix, concurrency }, 'consuming');
     for (const worker of workers) {
       void worker.run().catch((err: unknown) => logger.error({ err: redacted(err) }, 'worker stopped'));
@@ -208,7 +239,7 @@ export function createConsumer(opts: ConsumerOptions): Consumer {
   }
 
   return {
-    migrate: () => migrateInbox(pool, schema),
+    migrate: () => migrateInbox(pool, schema, { lockTimeoutMs: limits.lockTimeoutMs }),
     async run() {
       if (closing) throw new FeedsyncError('this consumer is closed', { code: 'CONSUMER_CLOSED' });
       if (started) throw new FeedsyncError('this consumer runs already', { code: 'CONSUMER_RUNNING' });
@@ -227,12 +258,44 @@ export function createConsumer(opts: ConsumerOptions): Consumer {
     },
   };
 
-  /** Workers closed (their jobs in hand finished), pruning stopped, our own Redis connection ended. */
+  /**
+   * Workers closed (their jobs in hand finished, or cut off after closeTimeoutMs), pruning
+   * stopped, our own Redis connection ended.
+   */
   async function release(): Promise<void> {
-    await Promise.all(workers.map((w) => w.close()));
+    const closingWorkers = Promise.all(workers.map((w) => w.close()));
+    if (!(await settlesWithin(closingWorkers, closeTimeoutMs))) {
+      logger.warn(
+        { closeTimeoutMs },
+        'jobs still in hand at close: rolled back, they run again after their lock',
+      );
+      cutOff.abort();
+      // The jobs cut off fail at once; recording that in Redis no longer holds close() up for long.
+      await settlesWithin(closingWorkers, CUT_OFF_GRACE_MS);
+    }
     await stopPruning?.();
     made?.disconnect();
     made = null;
+  }
+}
+
+/** Milliseconds close() gives the jobs it cut off to be recorded as failed. */
+const CUT_OFF_GRACE_MS = 2_000;
+
+/** True when `promise` settles within `ms`, false when the time passes first. */
+async function settlesWithin(promise: Promise<unknown>, ms: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<false>((resolve) => {
+    timer = setTimeout(() => resolve(false), ms);
+  });
+  const settled = promise.then(
+    () => true as const,
+    () => true as const,
+  );
+  try {
+    return await Promise.race([settled, late]);
+  } finally {
+    clearTimeout(timer);
   }
 }
 

@@ -21,6 +21,8 @@ export function startPruning(opts: {
   schema: string;
   name: string;
   hours: number;
+  timeoutMs: number;
+  lockTimeoutMs: number;
   logger: Logger;
 }): () => Promise<void> {
   let stopped = false;

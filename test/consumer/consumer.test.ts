@@ -290,3 +290,170 @@ describe('createConsumer', () => {
     );
   });
 });
+
+describe('a fleet of replicas', () => {
+  beforeAll(() => migrateInbox(pool, schema));
+
+  /** A promise and the function that settles it. */
+  function signal(): { promise: Promise<void>; fire: () => void } {
+    let fire!: () => void;
+    const promise = new Promise<void>((resolve) => {
+      fire = resolve;
+    });
+    return { promise, fire };
+  }
+
+  it('a replica starting while another holds a job in its transaction stalls no replica', async () => {
+    const holding = signal();
+    const release = signal();
+    const handled: string[] = [];
+    const replica = () =>
+      createConsumer({
+        name: 'fleet',
+        pool,
+        schema,
+        env,
+        logger: captureLogger().logger,
+        handlers: {
+          'email.complained': async (event, db) => {
+            await db.query(`INSERT INTO "${schema}".effects (event_id, note) VALUES ($1, 'fleet')`, [
+              event.id,
+            ]);
+            if (event.id === 'hold') {
+              holding.fire();
+              // A handler holding its transaction (a slow HTTP call, a paused process).
+              await release.promise;
+            }
+            handled.push(event.id);
+          },
+        },
+      });
+    const [a, c] = [replica(), replica()];
+    const running = [a.run(), c.run()];
+    const b = replica();
+    try {
+      await add(email('hold', 'email.complained'));
+      await holding.promise;
+      // A third replica starts, migrating first as replicas do, while the job is held.
+      let migrated = false;
+      const migrating = b.migrate().then(() => {
+        migrated = true;
+      });
+      // Whatever its migrate() does with the inbox is under way: done, or waiting on a lock.
+      await waitFor(
+        async () =>
+          migrated ||
+          (
+            await pool.query(
+              `SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE $1`,
+              [`%"${schema}".feedsync_inbox%`],
+            )
+          ).rowCount! > 0,
+        { what: 'migrate() under way' },
+      );
+      for (let i = 0; i < 10; i++) await add(email(`f${i}`, 'email.complained'));
+      await waitFor(() => handled.filter((id) => id.startsWith('f')).length === 10, {
+        what: 'the other replicas to handle ten jobs while one is held',
+      });
+      await migrating;
+      running.push(b.run());
+      await add(email('f10', 'email.complained'));
+      await waitFor(() => handled.includes('f10'), { what: 'a job after the third replica started' });
+      expect(handled).not.toContain('hold');
+    } finally {
+      release.fire();
+      await Promise.all([a.close(), b.close(), c.close()]);
+      await Promise.all(running);
+    }
+    expect(handled).toContain('hold');
+  });
+
+  it('a handler past handlerTimeoutMs is rolled back and its job retried', async () => {
+    const { logger, text } = captureLogger({ level: 'info' });
+    let attempts = 0;
+    const consumer = createConsumer({
+      name: 'deadline',
+      pool,
+      schema,
+      env,
+      logger,
+      handlerTimeoutMs: 300,
+      handlers: {
+        'email.delivered': async (event, db) => {
+          attempts++;
+          await db.query(`INSERT INTO "${schema}".effects (event_id, note) VALUES ($1, 'deadline')`, [
+            event.id,
+          ]);
+          // The first attempt hangs for ever, its transaction open.
+          if (attempts === 1) await new Promise(() => {});
+        },
+      },
+    });
+    const running = consumer.run();
+    try {
+      await add(email('d1', 'email.delivered'));
+      await waitFor(async () => (await queues.email.getJob('default/d1'))?.isCompleted(), {
+        what: 'the job completed',
+      });
+      expect((await queues.email.getJob('default/d1'))?.attemptsMade).toBe(2);
+    } finally {
+      await consumer.close();
+      await running;
+    }
+    // The hung attempt's write went with its transaction.
+    expect((await effects()).get('d1')).toBe(1);
+    expect(await inboxRows('deadline')).toBe(1);
+    expect(text()).toContain('CONSUMER_HANDLER_TIMEOUT');
+  });
+
+  it('close() past closeTimeoutMs rolls a hung handler back and resolves', async () => {
+    const started = signal();
+    const consumer = createConsumer({
+      name: 'hung',
+      pool,
+      schema,
+      env,
+      logger: captureLogger().logger,
+      closeTimeoutMs: 200,
+      handlerTimeoutMs: 600_000,
+      handlers: {
+        'email.failed': async (event, db) => {
+          await db.query(`INSERT INTO "${schema}".effects (event_id, note) VALUES ($1, 'hung')`, [event.id]);
+          started.fire();
+          await new Promise(() => {});
+        },
+      },
+    });
+    const running = consumer.run();
+    await add(email('h1', 'email.failed'));
+    await started.promise;
+    await consumer.close();
+    await running;
+    expect((await effects()).get('h1')).toBeUndefined();
+    expect(await inboxRows('hung')).toBe(0);
+  });
+});
+
+describe('migrate()', () => {
+  it('gives up at once, saying so, when it has DDL to run and the table is locked', async () => {
+    const other = uniqueSchema('consumer_locked');
+    await migrateInbox(pool, other);
+    await pool.query(`DROP INDEX "${other}".feedsync_inbox_pruning`);
+    const holder = await pool.connect();
+    try {
+      await holder.query('BEGIN');
+      await holder.query(
+        `INSERT INTO "${other}".feedsync_inbox (consumer, source, event_id) VALUES ('x', 'y', 'z')`,
+      );
+      await expect(migrateInbox(pool, other, { lockTimeoutMs: 100 })).rejects.toMatchObject({
+        code: 'CONSUMER_LOCKED',
+        message: expect.stringMatching(/is locked by another transaction for more than 100 ms/),
+      });
+    } finally {
+      await holder.query('ROLLBACK');
+      holder.release();
+    }
+    await migrateInbox(pool, other);
+    await dropSchema(other);
+  });
+});

@@ -1,0 +1,48 @@
+import { FeedsyncError } from '../errors.js';
+import { CONSUMER_DEFAULTS } from './defaults.js';
+
+/** The longest a Node timer holds: 2^31 - 1 ms. A longer one fires at once. */
+const MAX_TIMER_MS = 2_147_483_647;
+/** Ten years: a retention beyond it is a slip of the unit. */
+const MAX_RETENTION_HOURS = 87_600;
+
+/** A FeedsyncError (CONSUMER_BAD_OPTION, exit 2) naming the option. */
+export function badOption(option: string, problem: string): FeedsyncError {
+  return new FeedsyncError(`${option}: ${problem}`, { code: 'CONSUMER_BAD_OPTION', exitCode: 2 });
+}
+
+/** `value` when it is a whole number from `min` to `max`, else a CONSUMER_BAD_OPTION error naming `option`. */
+export function wholeNumber(option: string, value: unknown, min: number, max: number, unit = ''): number {
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
+    throw badOption(option, `must be a whole number${unit} from ${min} to ${max}; got ${describe(value)}`);
+  }
+  return value;
+}
+
+/** Milliseconds a timer can hold (1 to 2^31 - 1). */
+export const milliseconds = (option: string, value: unknown): number =>
+  wholeNumber(option, value, 1, MAX_TIMER_MS, ' of milliseconds');
+
+/**
+ * Hours an inbox row is kept: never under CONSUMER_DEFAULTS.minRetentionHours, since a
+ * row pruned while BullMQ still knows the job's id lets a re-delivery be applied twice.
+ */
+export const retentionHours = (value: unknown): number =>
+  wholeNumber('retentionHours', value, CONSUMER_DEFAULTS.minRetentionHours, MAX_RETENTION_HOURS, ' of hours');
+
+/** The consumer's name: the inbox key. */
+export function consumerName(value: unknown): string {
+  if (typeof value !== 'string' || value.length === 0 || value.length > 200) {
+    throw badOption('name', 'must be a non-empty string of at most 200 characters');
+  }
+  return value;
+}
+
+/** A value as a message may show it: short, and never an object's contents. */
+function describe(value: unknown): string {
+  if (typeof value === 'number' || typeof value === 'boolean' || value === null || value === undefined) {
+    return String(value);
+  }
+  if (typeof value === 'string') return JSON.stringify(value.slice(0, 40));
+  return `a ${typeof value}`;
+}
