@@ -9,7 +9,15 @@ import { inSpan, linksFrom, SpanKind } from '../tracing/tracing.js';
 import { CONSUMER_DEFAULTS } from './defaults.js';
 import { type FeedsyncEvent, type FeedsyncEventType, readEvent, withoutAddresses } from './events.js';
 import { checkInbox, inboxTable, migrateInbox, withInbox } from './inbox.js';
-import { consumerName, milliseconds, retentionHours, wholeNumber } from './options.js';
+import {
+  checkHandlers,
+  checkPool,
+  consumerName,
+  milliseconds,
+  queueName,
+  retentionHours,
+  wholeNumber,
+} from './options.js';
 import { startPruning } from './pruning.js';
 
 // BullMQ is loaded when a consumer runs, as the publisher loads it: a bundle does not follow createRequire.
@@ -112,6 +120,8 @@ export interface Consumer {
  */
 export function createConsumer(opts: ConsumerOptions): Consumer {
   const name = consumerName(opts.name);
+  checkPool(opts.pool);
+  checkHandlers(opts.handlers);
   const concurrency = wholeNumber('concurrency', opts.concurrency ?? CONSUMER_DEFAULTS.concurrency, 1, 1_000);
   const schema = opts.schema ?? CONSUMER_DEFAULTS.schema;
   inboxTable(schema);
@@ -124,10 +134,10 @@ export function createConsumer(opts: ConsumerOptions): Consumer {
     opts.closeTimeoutMs ?? CONSUMER_DEFAULTS.closeTimeoutMs,
   );
   const settings = loadConsumerSettings(opts.env);
-  const prefix = opts.queues?.prefix ?? settings.queues.prefix;
+  const prefix = queueName('queues.prefix', opts.queues?.prefix ?? settings.queues.prefix);
   const queueNames = [
-    opts.queues?.emailEvents ?? settings.queues.emailEvents,
-    opts.queues?.contactEvents ?? settings.queues.contactEvents,
+    queueName('queues.emailEvents', opts.queues?.emailEvents ?? settings.queues.emailEvents),
+    queueName('queues.contactEvents', opts.queues?.contactEvents ?? settings.queues.contactEvents),
   ];
   const keepHours = retentionHours(
     opts.retentionHours ??

@@ -123,8 +123,23 @@ export async function withInbox(
   return inTransaction(pool, limitsOf(opts), async (db) => {
     const recorded = await db.query(sql.record(table), [name, event.source, event.id]);
     if (recorded.rowCount !== 1) return false;
-    await fn(db);
+    try {
+      await fn(db);
+    } catch (err) {
+      // A throw of a string, null or undefined fails as an Error would, or BullMQ could not fail the job.
+      throw err instanceof Error ? err : handlerThrew(err);
+    }
     return true;
+  });
+}
+
+/** What a function that threw something other than an Error fails with. */
+function handlerThrew(value: unknown): FeedsyncError {
+  const what =
+    typeof value === 'string' ? `the string ${JSON.stringify(value.slice(0, 200))}` : String(value);
+  return new FeedsyncError(`the handler threw ${what}, not an Error`, {
+    code: 'CONSUMER_HANDLER_THREW',
+    cause: value,
   });
 }
 

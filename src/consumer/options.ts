@@ -1,4 +1,5 @@
 import { FeedsyncError } from '../errors.js';
+import { CONTACT_EVENT_TYPES, EMAIL_EVENT_TYPES } from '../event-types.js';
 import { CONSUMER_DEFAULTS } from './defaults.js';
 
 /** The longest a Node timer holds: 2^31 - 1 ms. A longer one fires at once. */
@@ -34,6 +35,38 @@ export const retentionHours = (value: unknown): number =>
 export function consumerName(value: unknown): string {
   if (typeof value !== 'string' || value.length === 0 || value.length > 200) {
     throw badOption('name', 'must be a non-empty string of at most 200 characters');
+  }
+  return value;
+}
+
+const TYPES: readonly string[] = [...EMAIL_EVENT_TYPES, ...CONTACT_EVENT_TYPES];
+
+/** Handlers by type: an object whose every key is a routed type (a misspelt one would never run). */
+export function checkHandlers(value: unknown): void {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    throw badOption('handlers', 'must be an object of functions by event type');
+  }
+  for (const [type, fn] of Object.entries(value)) {
+    if (!TYPES.includes(type)) {
+      throw badOption('handlers', `${describe(type)} is not a type feedsync routes (${TYPES.join(', ')})`);
+    }
+    if (fn !== undefined && typeof fn !== 'function')
+      throw badOption(`handlers['${type}']`, 'must be a function');
+  }
+}
+
+/** Something used as a pg Pool: it connects and queries. */
+export function checkPool(value: unknown): void {
+  const pool = value as { connect?: unknown; query?: unknown } | null | undefined;
+  if (typeof pool?.connect !== 'function' || typeof pool.query !== 'function') {
+    throw badOption('pool', "must be a pg Pool (the application's own)");
+  }
+}
+
+/** A queue name or prefix, as feedsync's own QUEUE_* variables are checked. */
+export function queueName(option: string, value: unknown): string {
+  if (typeof value !== 'string' || !/^[^:\s]+$/.test(value)) {
+    throw badOption(option, `must be non-empty, without ":" or spaces; got ${describe(value)}`);
   }
   return value;
 }

@@ -2,7 +2,14 @@ import { Queue } from 'bullmq';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { pruneInbox } from '../../src/consumer/inbox.js';
-import { createConsumer, type FeedsyncEvent, migrateInbox, withInbox } from '../../src/consumer/index.js';
+import {
+  type ConsumerOptions,
+  createConsumer,
+  type FeedsyncEvent,
+  migrateInbox,
+  withInbox,
+} from '../../src/consumer/index.js';
+import { startPruning } from '../../src/consumer/pruning.js';
 import { jobIdFor, jobOptionsFor } from '../../src/queue/routes.js';
 import { captureLogger } from '../support/logs.js';
 import { dropSchema, TEST_DATABASE_URL, uniqueSchema } from '../support/postgres.js';
@@ -455,5 +462,114 @@ describe('migrate()', () => {
     }
     await migrateInbox(pool, other);
     await dropSchema(other);
+  });
+});
+
+describe('pruning and options', () => {
+  beforeAll(() => migrateInbox(pool, schema));
+
+  it('a pruning round deletes batch after batch until no row is older than the retention', async () => {
+    await pool.query(
+      `INSERT INTO "${schema}".feedsync_inbox (consumer, source, event_id, processed_at)
+       SELECT 'busy', 'default', 'old' || i, now() - interval '8 days' - i * interval '1 second'
+         FROM generate_series(1, 2550) i`,
+    );
+    await pool.query(
+      `INSERT INTO "${schema}".feedsync_inbox (consumer, source, event_id)
+       SELECT 'busy', 'default', 'new' || i FROM generate_series(1, 50) i`,
+    );
+    const { logger, text } = captureLogger({ level: 'info' });
+    const stop = startPruning({
+      pool,
+      schema,
+      name: 'busy',
+      hours: 168,
+      timeoutMs: 10_000,
+      lockTimeoutMs: 1_000,
+      logger,
+      // 26 batches: more than a round of the old fixed cap (20) held.
+      batch: 100,
+      firstAfterMs: 0,
+    });
+    try {
+      await waitFor(() => text().includes('inbox pruned'), { what: 'a pruning round' });
+    } finally {
+      await stop();
+    }
+    expect(await inboxRows('busy')).toBe(50);
+    expect(JSON.parse(text().trim().split('\n').at(-1)!)).toMatchObject({ deleted: 2550, batches: 26 });
+  });
+
+  it.each([
+    [{ retentionHours: -1 }, /^retentionHours: must be a whole number of hours from 168 to 87600; got -1$/],
+    [{ retentionHours: 24 }, /^retentionHours: .* got 24$/],
+    [{ retentionHours: 200.5 }, /^retentionHours: /],
+    [{ retentionHours: Number.NaN }, /^retentionHours: .* got NaN$/],
+    [{ concurrency: 0 }, /^concurrency: /],
+    [
+      { handlerTimeoutMs: 2 ** 31 },
+      /^handlerTimeoutMs: must be a whole number of milliseconds from 1 to 2147483647/,
+    ],
+    [{ lockTimeoutMs: 0 }, /^lockTimeoutMs: /],
+    [{ closeTimeoutMs: -5 }, /^closeTimeoutMs: /],
+    [
+      { handlers: { 'email.bounce': async () => {} } },
+      /^handlers: "email.bounce" is not a type feedsync routes/,
+    ],
+    [{ handlers: { 'email.bounced': 'no' } }, /^handlers\['email.bounced'\]: must be a function$/],
+    [{ handlers: null }, /^handlers: must be an object/],
+    [{ pool: {} }, /^pool: must be a pg Pool/],
+    [{ queues: { prefix: 'a:b' } }, /^queues.prefix: must be non-empty, without ":" or spaces; got "a:b"$/],
+    [{ queues: { emailEvents: '' } }, /^queues.emailEvents: /],
+  ])('createConsumer refuses %o with CONSUMER_BAD_OPTION', (bad, message) => {
+    const opts = { name: 'x', pool, handlers: {}, schema, env, ...bad } as unknown as ConsumerOptions;
+    expect(() => createConsumer(opts)).toThrow(
+      expect.objectContaining({ code: 'CONSUMER_BAD_OPTION', message: expect.stringMatching(message) }),
+    );
+  });
+
+  it('a handler that throws a string, null or undefined fails its job, which is retried', async () => {
+    const { logger, text } = captureLogger({ level: 'info' });
+    const thrown: Record<string, unknown> = { t1: 'not an error', t2: null, t3: undefined };
+    const tries = new Map<string, number>();
+    const consumer = createConsumer({
+      name: 'throws',
+      pool,
+      schema,
+      env,
+      logger,
+      handlers: {
+        'contact.subscribed': async (event, db) => {
+          tries.set(event.id, (tries.get(event.id) ?? 0) + 1);
+          await db.query(`INSERT INTO "${schema}".effects (event_id, note) VALUES ($1, 'throws')`, [
+            event.id,
+          ]);
+          if (tries.get(event.id) === 1) throw thrown[event.id];
+        },
+      },
+    });
+    const running = consumer.run();
+    try {
+      for (const id of Object.keys(thrown)) {
+        await add(
+          { source: 'default', id, type: 'contact.subscribed', created_at: 'x', data: {} } as FeedsyncEvent,
+          queues.contact,
+        );
+      }
+      for (const id of Object.keys(thrown)) {
+        await waitFor(async () => (await queues.contact.getJob(`default/${id}`))?.isCompleted(), {
+          what: `job ${id}`,
+        });
+        expect((await queues.contact.getJob(`default/${id}`))?.attemptsMade).toBe(2);
+        expect((await effects()).get(id)).toBe(1);
+      }
+    } finally {
+      await consumer.close();
+      await running;
+    }
+    const log = text();
+    expect(log).toContain('the handler threw the string \\"not an error\\", not an Error');
+    expect(log).toContain('the handler threw null, not an Error');
+    expect(log).toContain('the handler threw undefined, not an Error');
   });
 });
