@@ -1,7 +1,8 @@
 import { createRequire } from 'node:module';
 import type { ConnectionOptions, Job, Worker, WorkerOptions } from 'bullmq';
 import type { Pool, PoolClient } from 'pg';
-import { type Env, loadConsumerSettings } from '../config/config.js';
+import { type Env, loadConsumerSettings, VARIABLES } from '../config/config.js';
+import { unknownVariables, warnOnce } from '../config/unknown-variables.js';
 import { FeedsyncError } from '../errors.js';
 import { createLogger, type Logger } from '../logger.js';
 import { connectForWorkers, type WorkerConnection } from '../redis/worker-connection.js';
@@ -19,6 +20,7 @@ import {
   wholeNumber,
 } from './options.js';
 import { startPruning } from './pruning.js';
+import { redisUnreachable } from './redis-failure.js';
 
 // BullMQ is loaded when a consumer runs, as the publisher loads it: a bundle does not follow createRequire.
 const require = createRequire(import.meta.url);
@@ -80,6 +82,11 @@ export interface ConsumerOptions {
    */
   lockTimeoutMs?: number;
   /**
+   * Milliseconds run() waits to reach Redis (when it makes the connection itself); past
+   * it, run() rejects with REDIS_TIMEOUT naming the address. Default 10000.
+   */
+  connectTimeoutMs?: number;
+  /**
    * Milliseconds close() waits for the jobs in hand; past it, their transactions are
    * rolled back and the jobs come back after their lock (`lockDuration`). Default 25000.
    */
@@ -99,7 +106,8 @@ export interface Consumer {
   migrate(): Promise<void>;
   /**
    * Consumes both queues until close(); resolves then. Rejects at once when the inbox
-   * table is missing (CONSUMER_NOT_MIGRATED) or Redis cannot be reached at start;
+   * table is missing (CONSUMER_NOT_MIGRATED) or Redis cannot be reached at start (a
+   * RedisError naming the variable and the address, REDIS_ERROR or REDIS_TIMEOUT);
    * later outages are waited out (BullMQ reconnects).
    */
   run(): Promise<void>;
@@ -129,6 +137,10 @@ export function createConsumer(opts: ConsumerOptions): Consumer {
     timeoutMs: milliseconds('handlerTimeoutMs', opts.handlerTimeoutMs ?? CONSUMER_DEFAULTS.handlerTimeoutMs),
     lockTimeoutMs: milliseconds('lockTimeoutMs', opts.lockTimeoutMs ?? CONSUMER_DEFAULTS.lockTimeoutMs),
   };
+  const connectTimeoutMs = milliseconds(
+    'connectTimeoutMs',
+    opts.connectTimeoutMs ?? CONSUMER_DEFAULTS.connectTimeoutMs,
+  );
   const closeTimeoutMs = milliseconds(
     'closeTimeoutMs',
     opts.closeTimeoutMs ?? CONSUMER_DEFAULTS.closeTimeoutMs,
@@ -147,6 +159,7 @@ export function createConsumer(opts: ConsumerOptions): Consumer {
     module: 'consumer',
     consumer: name,
   });
+  warnOnce(unknownVariables(opts.env ?? process.env, VARIABLES), (warning) => logger.warn(warning));
   const { pool, handlers } = opts;
   // Aborted when close() has waited closeTimeoutMs: the transactions in hand are cut off.
   const cutOff = new AbortController();
@@ -208,10 +221,11 @@ export function createConsumer(opts: ConsumerOptions): Consumer {
     await checkInbox(pool, schema);
     let connection = opts.connection;
     if (connection === undefined) {
-      made = await connectForWorkers(settings.redis, {
-        prefix,
-        timeoutMs: CONSUMER_DEFAULTS.connectTimeoutMs,
-      });
+      made = await connectForWorkers(settings.redis, { prefix, timeoutMs: connectTimeoutMs }).catch(
+        (err: unknown) => {
+          throw redisUnreachable(settings.redis, err, connectTimeoutMs);
+        },
+      );
       connection = made.client;
     }
     if (closing) {

@@ -1,3 +1,4 @@
+import { createServer, type Socket } from 'node:net';
 import { Queue } from 'bullmq';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -13,7 +14,7 @@ import { startPruning } from '../../src/consumer/pruning.js';
 import { jobIdFor, jobOptionsFor } from '../../src/queue/routes.js';
 import { captureLogger } from '../support/logs.js';
 import { dropSchema, TEST_DATABASE_URL, uniqueSchema } from '../support/postgres.js';
-import { waitFor } from '../support/processes.js';
+import { freePort, waitFor } from '../support/processes.js';
 import { deletePrefix, TEST_REDIS_URL, uniquePrefix } from '../support/redis.js';
 
 const schema = uniqueSchema('consumer');
@@ -571,5 +572,73 @@ describe('pruning and options', () => {
     expect(log).toContain('the handler threw the string \\"not an error\\", not an Error');
     expect(log).toContain('the handler threw null, not an Error');
     expect(log).toContain('the handler threw undefined, not an Error');
+  });
+});
+
+describe('errors at start', () => {
+  it('run() with Redis down rejects with one line naming REDIS_URL and the address', async () => {
+    const port = await freePort();
+    const consumer = createConsumer({
+      name: 'down',
+      pool,
+      schema,
+      handlers: {},
+      logger: captureLogger().logger,
+      env: { ...env, REDIS_URL: `redis://127.0.0.1:${port}` },
+    });
+    await migrateInbox(pool, schema);
+    await expect(consumer.run()).rejects.toMatchObject({
+      name: 'RedisError',
+      code: 'REDIS_ERROR',
+      message: `REDIS_URL: cannot reach Redis at 127.0.0.1:${port} (ECONNREFUSED)`,
+    });
+  });
+
+  it('run() against a listener that never answers rejects with REDIS_TIMEOUT naming the address', async () => {
+    const sockets = new Set<Socket>();
+    const silent = createServer((socket) => {
+      sockets.add(socket);
+    });
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+    const { port } = silent.address() as { port: number };
+    try {
+      const consumer = createConsumer({
+        name: 'silent',
+        pool,
+        schema,
+        handlers: {},
+        logger: captureLogger().logger,
+        connectTimeoutMs: 300,
+        env: { ...env, REDIS_URL: `redis://127.0.0.1:${port}` },
+      });
+      await migrateInbox(pool, schema);
+      await expect(consumer.run()).rejects.toMatchObject({
+        code: 'REDIS_TIMEOUT',
+        message: `REDIS_URL: Redis at 127.0.0.1:${port} did not answer within 300 ms`,
+      });
+    } finally {
+      for (const socket of sockets) socket.destroy();
+      await new Promise((resolve) => silent.close(resolve));
+    }
+  });
+
+  it('warns of a misspelt variable in its environment, once', () => {
+    const { logger, text } = captureLogger({ level: 'info' });
+    for (let i = 0; i < 2; i++) {
+      createConsumer({
+        name: 'typo',
+        pool,
+        schema,
+        handlers: {},
+        logger,
+        env: { ...env, QUEUE_PREFX: 'mine' },
+      });
+    }
+    const lines = text().trim().split('\n');
+    expect(lines).toHaveLength(1);
+    expect(JSON.parse(lines[0]!)).toMatchObject({
+      level: 40,
+      msg: 'QUEUE_PREFX is not a variable feedsync reads, so it is ignored; did you mean QUEUE_PREFIX?',
+    });
   });
 });

@@ -9,13 +9,15 @@ import { jobOptionsFor } from '../../src/queue/routes.js';
 import { createSync, type Sync } from '../../src/sync/sync.js';
 import { testConfig } from '../support/config.js';
 import { dropSchema, TEST_DATABASE_URL, uniqueSchema } from '../support/postgres.js';
-import { runNode, spawnNode, waitFor } from '../support/processes.js';
+import { freePort, runNode, spawnNode, waitFor } from '../support/processes.js';
 import { deletePrefix, TEST_REDIS_URL, uniquePrefix } from '../support/redis.js';
 import { useSimulator } from '../support/simulator.js';
 
 const EXAMPLE = new URL('../../examples/consumer/', import.meta.url).pathname;
 const schema = uniqueSchema('consumer_feed');
 const appSchema = uniqueSchema('consumer_app');
+/** The example's schema in the run against a Redis that is down: made before Redis is tried. */
+const downSchema = uniqueSchema('consumer_down');
 const prefix = uniquePrefix('consumer');
 // Two cycles of the backlog: 20 emails, two bounced and two complained.
 const sim = useSimulator({ backlog: 42 });
@@ -36,6 +38,7 @@ afterAll(async () => {
   await db.end();
   await dropSchema(schema);
   await dropSchema(appSchema);
+  await dropSchema(downSchema);
   await deletePrefix(prefix);
   rmSync(`${EXAMPLE}dist`, { recursive: true, force: true });
 });
@@ -177,5 +180,23 @@ describe('examples/consumer', () => {
       `APP_SCHEMA: schema ${schema} already holds tables that this example did not make; name a new or an empty one`,
     ]);
     expect(await count(`pg_tables WHERE schemaname = '${schema}'`)).toBe(before);
+  }, 90_000);
+
+  it('with Redis down, exits 1 with one line naming REDIS_URL and the address, no stack trace', async () => {
+    const port = await freePort();
+    const run = await runNode(
+      [`${EXAMPLE}dist/consumer.js`],
+      {
+        REDIS_URL: `redis://127.0.0.1:${port}`,
+        QUEUE_PREFIX: prefix,
+        APP_DATABASE_URL: TEST_DATABASE_URL,
+        APP_SCHEMA: downSchema,
+      },
+      60_000,
+    );
+    expect(run.code).toBe(1);
+    expect(run.stderr.trim().split('\n')).toEqual([
+      `consumer: REDIS_URL: cannot reach Redis at 127.0.0.1:${port} (ECONNREFUSED)`,
+    ]);
   }, 90_000);
 });
