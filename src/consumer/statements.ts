@@ -13,6 +13,7 @@
  *                  once do not collide on the catalog (it ends with the transaction)
  *   schemaExists / createSchema / createTable / createIndex   migrate()'s DDL
  *   beginLimited   BEGIN with the transaction's deadlines (SET LOCAL: they end with it)
+ *   commit / rollback
  *   record         the inbox row of an event, or nothing when it is there already
  *   prune          up to a batch of a consumer's rows older than some hours, oldest first
  */
@@ -50,6 +51,9 @@ export const beginLimited = (limits: { lockTimeoutMs: number; timeoutMs: number 
   `BEGIN; SET LOCAL lock_timeout = ${limits.lockTimeoutMs};` +
   ` SET LOCAL statement_timeout = ${limits.timeoutMs};` +
   ` SET LOCAL idle_in_transaction_session_timeout = ${limits.timeoutMs}`;
+
+export const commit = 'COMMIT';
+export const rollback = 'ROLLBACK';
 
 /** $1 consumer, $2 source, $3 event id; one row affected when the event is new. */
 export const record = (table: string): string =>

@@ -1,6 +1,6 @@
 import type { Pool, PoolClient } from 'pg';
 import { FeedsyncError } from '../errors.js';
-import { beginLimited } from './statements.js';
+import { beginLimited, commit, rollback } from './statements.js';
 
 /** What bounds one of the consumer's transactions. */
 export interface TransactionLimits {
@@ -60,11 +60,11 @@ export async function inTransaction<T>(
     // Cut off, `fn` fails later on the ended connection: nobody waits for it then.
     work.catch(() => {});
     const result = await Promise.race([work, cutOff]);
-    await Promise.race([db.query('COMMIT'), cutOff]);
+    await Promise.race([db.query(commit), cutOff]);
     return result;
   } catch (err) {
     if (broken === undefined) {
-      await db.query('ROLLBACK').catch((rollbackFailed: Error) => {
+      await db.query(rollback).catch((rollbackFailed: Error) => {
         broken = rollbackFailed;
       });
     }
