@@ -51,6 +51,10 @@ it('finds a statement where one is written', () => {
     'await pool.query<{ n: number }>(`select count(*)`);',
     'db.selectFrom("events")',
   ];
-  for (const line of lines) expect(SQL_SIGNS.some((sign) => sign.test(line)), line).toBe(true);
+  for (const line of lines)
+    expect(
+      SQL_SIGNS.some((sign) => sign.test(line)),
+      line,
+    ).toBe(true);
   expect(SQL_SIGNS.some((sign) => sign.test("out(`look around: psql -c 'SELECT * FROM x'`)"))).toBe(false);
 });
