@@ -25,9 +25,15 @@ const RECIPIENTS = [
  * process, some mail sent through it, then a sync into the configured Postgres
  * (schema feedsync_demo, or DATABASE_SCHEMA when set, made afresh) and Redis
  * (prefix feedsync-demo, or QUEUE_PREFIX). It says what it drops first, and drops
- * only a schema and keys it made itself.
+ * only a schema and keys it made itself. With `leaveJobs`, its own consumer does not run:
+ * the jobs wait in the queues for one of the user's (examples/consumer).
  */
-export async function runDemo(base: Config, logger: Logger, out: (line: string) => void): Promise<number> {
+export async function runDemo(
+  base: Config,
+  logger: Logger,
+  out: (line: string) => void,
+  opts: { leaveJobs?: boolean } = {},
+): Promise<number> {
   const schema = base.given.includes('DATABASE_SCHEMA') ? base.database.schema : DEMO_SCHEMA;
   const prefix = base.given.includes('QUEUE_PREFIX') ? base.queues.prefix : DEMO_PREFIX;
   const apiKey = 'demo_test_0000000000';
@@ -94,25 +100,34 @@ export async function runDemo(base: Config, logger: Logger, out: (line: string) 
     for (const queue of [config.queues.emailEvents, config.queues.contactEvents]) {
       out(`   ${prefix}:${queue}  ${JSON.stringify(await publisher.counts(queue))}`);
     }
-    const consumed = await consumeDemoJobs({
-      store,
-      prefix,
-      queues: [config.queues.emailEvents, config.queues.contactEvents],
-      publisher,
-      logger,
-    });
-    const once = [...consumed.applied.values()].reduce((a, b) => a + b, 0);
-    out(
-      `6. a consumer (createConsumer, feedsync/consumer) took ${consumed.completed} jobs and applied ${once} ` +
-        `events once each to its own table ${schema}.app_events (inbox: ${schema}.feedsync_inbox):`,
-    );
-    for (const [type, n] of consumed.applied) out(`   ${type.padEnd(21)} ${n}`);
+    let consumedOnce = true;
+    if (opts.leaveJobs) {
+      out(
+        `6. the jobs are left in the queues for a consumer of your own: QUEUE_PREFIX=${prefix} ` +
+          'node examples/consumer/dist/consumer.js (examples/consumer/README.md)',
+      );
+    } else {
+      const consumed = await consumeDemoJobs({
+        store,
+        prefix,
+        queues: [config.queues.emailEvents, config.queues.contactEvents],
+        publisher,
+        logger,
+      });
+      const once = [...consumed.applied.values()].reduce((a, b) => a + b, 0);
+      out(
+        `6. a consumer (createConsumer, feedsync/consumer) took ${consumed.completed} jobs and applied ${once} ` +
+          `events once each to its own table ${schema}.app_events (inbox: ${schema}.feedsync_inbox):`,
+      );
+      for (const [type, n] of consumed.applied) out(`   ${type.padEnd(21)} ${n}`);
+      consumedOnce = once === consumed.completed;
+    }
     const after = sim.stats().emails_sent;
     out(
       `7. emails sent by the service: ${sent} before the sync, ${after} after: ${after === sent ? 'no mail was sent again' : 'MAIL WAS SENT AGAIN'}`,
     );
     out(`   look around: psql -h 127.0.0.1 -U postgres -c 'SELECT * FROM ${schema}.events'`);
-    return after === sent && first.drained && once === consumed.completed ? 0 : 1;
+    return after === sent && first.drained && consumedOnce ? 0 : 1;
   } finally {
     await sync.close();
     await sim.close();
