@@ -26,6 +26,13 @@ export async function inTransaction<T>(
 ): Promise<T> {
   const db = await pool.connect();
   let broken: Error | undefined;
+  // A session the server ends (idle_in_transaction_session_timeout after a pause, an
+  // operator's pg_terminate_backend) errors on the client it checked out: without a
+  // listener that would end the process. The statement in flight fails on its own.
+  const onError = (err: Error): void => {
+    broken ??= err;
+  };
+  db.on('error', onError);
   let timer: NodeJS.Timeout | undefined;
   let onAbort: (() => void) | undefined;
   const cutOff = new Promise<never>((_, reject) => {
@@ -72,6 +79,7 @@ export async function inTransaction<T>(
   } finally {
     clearTimeout(timer);
     if (onAbort) limits.signal?.removeEventListener('abort', onAbort);
+    db.off('error', onError);
     db.release(broken);
   }
 }
