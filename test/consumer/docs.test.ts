@@ -2,6 +2,7 @@ import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { Queue } from 'bullmq';
 import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
+import { CONSUMER_DEFAULTS } from '../../src/consumer/defaults.js';
 import { dropSchema, TEST_DATABASE_URL, uniqueSchema } from '../support/postgres.js';
 import { runNode, spawnNode, waitFor } from '../support/processes.js';
 import { deletePrefix, TEST_REDIS_URL, uniquePrefix } from '../support/redis.js';
@@ -65,6 +66,24 @@ const sent = (id: string) => ({
 });
 
 describe('docs/CONSUMER.md', () => {
+  it("states the consumer's defaults as CONSUMER_DEFAULTS holds them", () => {
+    const stated = (option: string): string | undefined =>
+      new RegExp(`^\\| \`${option}\` \\| ([^|]+) \\|`, 'm').exec(DOC)?.[1]?.trim();
+    for (const option of [
+      'concurrency',
+      'handlerTimeoutMs',
+      'lockTimeoutMs',
+      'connectTimeoutMs',
+      'closeTimeoutMs',
+    ] as const) {
+      expect(stated(option), option).toBe(String(CONSUMER_DEFAULTS[option]));
+    }
+    expect(stated('schema')).toBe(`\`${CONSUMER_DEFAULTS.schema}\``);
+    expect(stated('retentionHours')).toBe(
+      `max(${CONSUMER_DEFAULTS.minRetentionHours}, \`OUTBOX_RETENTION_HOURS\`)`,
+    );
+  });
+
   it('compiles its tested files and runs withInbox in a Worker of its own, once per event', async () => {
     const files = snippets();
     expect([...files.keys()].sort()).toEqual(['tracing.ts', 'with-inbox.ts']);
