@@ -102,6 +102,8 @@ describe('docs/CONSUMER.md', () => {
           sourceMap: false,
         },
         include: ['*.ts'],
+        // The project's own exclude names this folder: not inherited here.
+        exclude: [],
       }),
     );
     const tsc = await runNode(
@@ -148,9 +150,8 @@ describe('docs/CONSUMER.md', () => {
       await waitFor(async () => (await queue.getJob('default/t1'))?.isCompleted(), { what: 'the job' });
     } finally {
       consumer.signal('SIGTERM');
-      const exit = await consumer.waitExit(20_000);
+      const exit = await consumer.waitExit(20_000).finally(() => receiver.close());
       expect(exit.code, exit.stderr).toBe(0);
-      await receiver.close();
     }
     expect(receiver.spans.filter((s) => s.name === 'handle job')).toEqual([
       expect.objectContaining({

@@ -426,7 +426,7 @@ describe('the consumer applies each event once under faults', () => {
           'complete, then resumes the frozen one and stops all three. Effects go to a table without a unique key.',
       },
       async (rec) => {
-        rec.injectedWhat = 'frozen replicas';
+        rec.injectedWhat = 'SIGSTOP mid-transaction';
         const world = await fed('consumer_frozen');
         const hangId = world.events[Math.floor(world.events.length / 3)]!;
         const timeout = { HANDLER_TIMEOUT_MS: String(HANDLER_TIMEOUT_MS) };
