@@ -1,24 +1,16 @@
 import { createRequire } from 'node:module';
-import type { ConnectionOptions, Job, Worker, WorkerOptions } from 'bullmq';
+import type { ConnectionOptions, Worker, WorkerOptions } from 'bullmq';
 import type { Pool, PoolClient } from 'pg';
 import { type Env, loadConsumerSettings, VARIABLES } from '../config/config.js';
 import { unknownVariables, warnOnce } from '../config/unknown-variables.js';
 import { FeedsyncError } from '../errors.js';
 import { createLogger, type Logger } from '../logger.js';
 import { connectForWorkers, type WorkerConnection } from '../redis/worker-connection.js';
-import { inSpan, linksFrom, SpanKind } from '../tracing/tracing.js';
 import { CONSUMER_DEFAULTS } from './defaults.js';
-import { type FeedsyncEvent, type FeedsyncEventType, readEvent, withoutAddresses } from './events.js';
-import { checkInbox, inboxTable, migrateInbox, withInbox } from './inbox.js';
-import {
-  checkHandlers,
-  checkPool,
-  consumerName,
-  milliseconds,
-  queueName,
-  retentionHours,
-  wholeNumber,
-} from './options.js';
+import { type FeedsyncEvent, type FeedsyncEventType, withoutAddresses } from './events.js';
+import { checkInbox, inboxTable, migrateInbox } from './inbox.js';
+import { jobProcessor } from './job.js';
+import { queueName, retentionHours, settled } from './options.js';
 import { startPruning } from './pruning.js';
 import { redisUnreachable } from './redis-failure.js';
 
@@ -127,24 +119,8 @@ export interface Consumer {
  * The consumer has no way to send mail.
  */
 export function createConsumer(opts: ConsumerOptions): Consumer {
-  const name = consumerName(opts.name);
-  checkPool(opts.pool);
-  checkHandlers(opts.handlers);
-  const concurrency = wholeNumber('concurrency', opts.concurrency ?? CONSUMER_DEFAULTS.concurrency, 1, 1_000);
-  const schema = opts.schema ?? CONSUMER_DEFAULTS.schema;
+  const { name, concurrency, schema, limits, connectTimeoutMs, closeTimeoutMs } = settled(opts);
   inboxTable(schema);
-  const limits = {
-    timeoutMs: milliseconds('handlerTimeoutMs', opts.handlerTimeoutMs ?? CONSUMER_DEFAULTS.handlerTimeoutMs),
-    lockTimeoutMs: milliseconds('lockTimeoutMs', opts.lockTimeoutMs ?? CONSUMER_DEFAULTS.lockTimeoutMs),
-  };
-  const connectTimeoutMs = milliseconds(
-    'connectTimeoutMs',
-    opts.connectTimeoutMs ?? CONSUMER_DEFAULTS.connectTimeoutMs,
-  );
-  const closeTimeoutMs = milliseconds(
-    'closeTimeoutMs',
-    opts.closeTimeoutMs ?? CONSUMER_DEFAULTS.closeTimeoutMs,
-  );
   const settings = loadConsumerSettings(opts.env);
   const prefix = queueName('queues.prefix', opts.queues?.prefix ?? settings.queues.prefix);
   const queueNames = [
@@ -174,48 +150,6 @@ export function createConsumer(opts: ConsumerOptions): Consumer {
     closed = resolve;
   });
 
-  /**
-   * A job in a span of its own trace, linked (not parented) to the commit that stored its
-   * event when the job carries that commit's context: a batch of a thousand events does
-   * not become one trace of a thousand jobs.
-   */
-  function processJob(job: Job): Promise<void> {
-    return inSpan(
-      'handle job',
-      {
-        'messaging.system': 'bullmq',
-        'messaging.destination.name': job.queueName,
-        'feedsync.consumer': name,
-        'feedsync.event.type': job.name,
-        'feedsync.job.attempt': job.attemptsMade + 1,
-      },
-      (span) => handleJob(job, (applied) => span.setAttribute('feedsync.job.applied', applied)),
-      { kind: SpanKind.CONSUMER, links: linksFrom(job.opts.telemetry?.metadata) },
-    );
-  }
-
-  async function handleJob(job: Job, onApplied: (applied: boolean) => void): Promise<void> {
-    const { UnrecoverableError } = require('bullmq') as typeof import('bullmq');
-    let event: FeedsyncEvent;
-    try {
-      event = readEvent(job.data, job.id ?? '?');
-    } catch (err) {
-      // No retry can mend the job's data: failed at once, kept by BullMQ for a look.
-      throw new UnrecoverableError((err as Error).message);
-    }
-    const handler = handlers[event.type] as
-      | ((e: FeedsyncEvent, db: PoolClient) => Promise<unknown>)
-      | undefined;
-    if (!handler) return;
-    const applied = await withInbox(pool, name, event, (db) => handler(event, db), {
-      schema,
-      ...limits,
-      signal: cutOff.signal,
-    });
-    onApplied(applied);
-    logger.debug({ job: job.id, type: event.type, applied }, applied ? 'applied' : 'seen before');
-  }
-
   async function start(): Promise<void> {
     const { Worker: BullWorker } = require('bullmq') as typeof import('bullmq');
     await checkInbox(pool, schema);
@@ -234,8 +168,16 @@ export function createConsumer(opts: ConsumerOptions): Consumer {
       made = null;
       return;
     }
+    const processor = jobProcessor({
+      pool,
+      name,
+      schema,
+      handlers,
+      limits: { ...limits, signal: cutOff.signal },
+      logger,
+    });
     workers = queueNames.map((queue) => {
-      const worker = new BullWorker(queue, processJob, {
+      const worker = new BullWorker(queue, processor, {
         ...opts.stalls,
         connection,
         prefix,

@@ -71,6 +71,37 @@ export function queueName(option: string, value: unknown): string {
   return value;
 }
 
+/** The options of createConsumer that do not depend on the environment, as given. */
+export interface GivenOptions {
+  readonly name: unknown;
+  readonly pool: unknown;
+  readonly handlers: unknown;
+  readonly concurrency?: number | undefined;
+  readonly schema?: string | undefined;
+  readonly handlerTimeoutMs?: number | undefined;
+  readonly lockTimeoutMs?: number | undefined;
+  readonly connectTimeoutMs?: number | undefined;
+  readonly closeTimeoutMs?: number | undefined;
+}
+
+/** Those options checked (but the schema), with their defaults; a CONSUMER_BAD_OPTION error naming the first that is wrong. */
+export function settled(opts: GivenOptions) {
+  const name = consumerName(opts.name);
+  checkPool(opts.pool);
+  checkHandlers(opts.handlers);
+  const ms = (option: 'handlerTimeoutMs' | 'lockTimeoutMs' | 'connectTimeoutMs' | 'closeTimeoutMs') =>
+    milliseconds(option, opts[option] ?? CONSUMER_DEFAULTS[option]);
+  return {
+    name,
+    // Checked as an identifier by inboxTable(), where the table's name is made.
+    schema: opts.schema ?? CONSUMER_DEFAULTS.schema,
+    concurrency: wholeNumber('concurrency', opts.concurrency ?? CONSUMER_DEFAULTS.concurrency, 1, 1_000),
+    limits: { timeoutMs: ms('handlerTimeoutMs'), lockTimeoutMs: ms('lockTimeoutMs') },
+    connectTimeoutMs: ms('connectTimeoutMs'),
+    closeTimeoutMs: ms('closeTimeoutMs'),
+  };
+}
+
 /** A value as a message may show it: short, and never an object's contents. */
 function describe(value: unknown): string {
   if (typeof value === 'number' || typeof value === 'boolean' || value === null || value === undefined) {
