@@ -17,7 +17,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { createConsumer, EMAIL_STATUS_RANK, type EventOfType } from 'feedsync/consumer';
+import { createConsumer, EMAIL_STATUS_RANK, type EventOfType, FeedsyncError } from 'feedsync/consumer';
 import pg from 'pg';
 
 const settings = {
@@ -36,8 +36,6 @@ const pool = new pg.Pool({
   connectionString: settings.databaseUrl,
   options: `-c search_path=${settings.schema}`,
 });
-await claimSchema();
-await pool.query(readFileSync(schemaFile(), 'utf8'));
 
 type EmailEvent = EventOfType<
   'email.sent' | 'email.delivered' | 'email.bounced' | 'email.complained' | 'email.failed'
@@ -98,27 +96,45 @@ async function subscription(
   console.log(`${event.source}/${event.id} ${event.type}: recorded`);
 }
 
-const consumer = createConsumer({
-  name: 'example',
-  pool,
-  schema: settings.schema,
-  handlers: {
-    'email.sent': recordMessage,
-    'email.delivered': recordMessage,
-    'email.failed': recordMessage,
-    'email.bounced': suppress,
-    'email.complained': suppress,
-    'contact.subscribed': subscription,
-    'contact.unsubscribed': subscription,
-  },
-});
-await consumer.migrate();
-console.log(`consuming feedsync's queues into ${target()}`);
+/** Makes the tables, then consumes until SIGTERM or Ctrl-C. */
+async function main(): Promise<void> {
+  await claimSchema();
+  await pool.query(readFileSync(schemaFile(), 'utf8'));
+  const consumer = createConsumer({
+    name: 'example',
+    pool,
+    schema: settings.schema,
+    handlers: {
+      'email.sent': recordMessage,
+      'email.delivered': recordMessage,
+      'email.failed': recordMessage,
+      'email.bounced': suppress,
+      'email.complained': suppress,
+      'contact.subscribed': subscription,
+      'contact.unsubscribed': subscription,
+    },
+  });
+  await consumer.migrate();
+  console.log(`consuming feedsync's queues into ${target()}`);
+  // SIGTERM or Ctrl-C: the jobs in hand finish and commit, then the process leaves.
+  for (const signal of ['SIGTERM', 'SIGINT'] as const) process.once(signal, () => void consumer.close());
+  await consumer.run();
+}
 
-// SIGTERM or Ctrl-C: the jobs in hand finish and commit, then the process leaves.
-for (const signal of ['SIGTERM', 'SIGINT'] as const) process.once(signal, () => void consumer.close());
-await consumer.run();
-await pool.end();
+try {
+  await main();
+} catch (err) {
+  // Redis or Postgres down, a bad setting: one line saying which, not a stack trace.
+  const message = err instanceof Error ? err.message : String(err);
+  console.error(
+    err instanceof FeedsyncError
+      ? `consumer: ${message}`
+      : `consumer: Postgres at ${target()} (APP_DATABASE_URL): ${message}`,
+  );
+  process.exitCode = err instanceof FeedsyncError ? err.exitCode : 1;
+} finally {
+  await pool.end();
+}
 
 /**
  * Creates the schema and marks it, or takes an empty one, or one marked before. A schema

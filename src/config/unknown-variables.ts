@@ -1,5 +1,4 @@
 import { editDistance } from '../edit-distance.js';
-import { type Config, VARIABLES } from './config.js';
 
 /**
  * A warning for each variable of the environment that looks like one of feedsync's own
@@ -35,10 +34,23 @@ export function unknownVariables(
   return warnings.sort();
 }
 
-/** The warnings for this environment and the config loaded from it. */
-export function variableWarnings(env: Record<string, string | undefined>, config: Config): string[] {
-  const keys = config.sources.flatMap((s) => (s.apiKey ? [s.apiKey] : []));
-  return unknownVariables(env, VARIABLES, keys);
+/** The warnings given so far: each is given once per process, however often the config is loaded. */
+const given = new Set<string>();
+
+/**
+ * Gives each of `warnings` through `write` unless it was given before in this process.
+ * Default `write`: a process warning (code FEEDSYNC_UNKNOWN_VARIABLE), which Node prints
+ * on stderr once and an application can take with `process.on('warning')`.
+ */
+export function warnOnce(
+  warnings: readonly string[],
+  write: (warning: string) => void = (w) => process.emitWarning(w, { code: 'FEEDSYNC_UNKNOWN_VARIABLE' }),
+): void {
+  for (const warning of warnings) {
+    if (given.has(warning)) continue;
+    given.add(warning);
+    write(warning);
+  }
 }
 
 /** The known name nearest to `name`, when it is near enough to be what was meant. */

@@ -1,14 +1,18 @@
 import { createRequire } from 'node:module';
-import type { ConnectionOptions, Job, Worker, WorkerOptions } from 'bullmq';
+import type { ConnectionOptions, Worker, WorkerOptions } from 'bullmq';
 import type { Pool, PoolClient } from 'pg';
-import { type Env, loadConsumerSettings } from '../config/config.js';
+import { type Env, loadConsumerSettings, VARIABLES } from '../config/config.js';
+import { unknownVariables, warnOnce } from '../config/unknown-variables.js';
 import { FeedsyncError } from '../errors.js';
 import { createLogger, type Logger } from '../logger.js';
 import { connectForWorkers, type WorkerConnection } from '../redis/worker-connection.js';
-import { inSpan, linksFrom, SpanKind } from '../tracing/tracing.js';
-import { type FeedsyncEvent, type FeedsyncEventType, readEvent, withoutAddresses } from './events.js';
-import { checkInbox, inboxTable, migrateInbox, withInbox } from './inbox.js';
+import { CONSUMER_DEFAULTS } from './defaults.js';
+import { type FeedsyncEvent, type FeedsyncEventType, withoutAddresses } from './events.js';
+import { checkInbox, inboxTable, migrateInbox } from './inbox.js';
+import { jobProcessor } from './job.js';
+import { queueName, retentionHours, settled } from './options.js';
 import { startPruning } from './pruning.js';
+import { redisUnreachable } from './redis-failure.js';
 
 // BullMQ is loaded when a consumer runs, as the publisher loads it: a bundle does not follow createRequire.
 const require = createRequire(import.meta.url);
@@ -56,6 +60,29 @@ export interface ConsumerOptions {
    * again after a stall finds its inbox row, so a higher count costs nothing but time).
    */
   stalls?: Pick<WorkerOptions, 'lockDuration' | 'stalledInterval' | 'maxStalledCount'>;
+  /**
+   * Milliseconds a job's transaction (its inbox row and the handler) may last: past it,
+   * the transaction is rolled back, its connection ended, and the job fails with its
+   * retries (CONSUMER_HANDLER_TIMEOUT). Its statements run under the same statement_timeout.
+   * Default 30000.
+   */
+  handlerTimeoutMs?: number;
+  /**
+   * Milliseconds a statement of a job's transaction (the handler's too), a prune or
+   * migrate() waits for a lock (Postgres's lock_timeout); past it, the statement fails:
+   * the job is retried, migrate() throws CONSUMER_LOCKED. Default 5000.
+   */
+  lockTimeoutMs?: number;
+  /**
+   * Milliseconds run() waits to reach Redis (when it makes the connection itself); past
+   * it, run() rejects with REDIS_TIMEOUT naming the address. Default 10000.
+   */
+  connectTimeoutMs?: number;
+  /**
+   * Milliseconds close() waits for the jobs in hand; past it, their transactions are
+   * rolled back and the jobs come back after their lock (`lockDuration`). Default 25000.
+   */
+  closeTimeoutMs?: number;
   /** A pino logger. Default: JSON lines on stdout at LOG_LEVEL. No line holds an address. */
   logger?: Logger;
   /** The environment read for what is not given. Default `process.env`, read when createConsumer is called. */
@@ -63,21 +90,25 @@ export interface ConsumerOptions {
 }
 
 export interface Consumer {
-  /** Creates the inbox table in `schema` if missing. Safe to run from every replica at once. */
+  /**
+   * Creates the inbox table in `schema` if missing. Safe to run from every replica at
+   * once; when the table exists it takes no lock, so a replica starting never waits for,
+   * nor holds up, the others' jobs.
+   */
   migrate(): Promise<void>;
   /**
    * Consumes both queues until close(); resolves then. Rejects at once when the inbox
-   * table is missing (CONSUMER_NOT_MIGRATED) or Redis cannot be reached at start;
+   * table is missing (CONSUMER_NOT_MIGRATED) or Redis cannot be reached at start (a
+   * RedisError naming the variable and the address, REDIS_ERROR or REDIS_TIMEOUT);
    * later outages are waited out (BullMQ reconnects).
    */
   run(): Promise<void>;
-  /** Stops taking jobs, lets the jobs in hand finish and commit, stops pruning. Does not end the pool. */
+  /**
+   * Stops taking jobs, lets the jobs in hand finish and commit (for `closeTimeoutMs` at
+   * most; then they are rolled back), stops pruning. Does not end the pool.
+   */
   close(): Promise<void>;
 }
-
-/** The shortest time an inbox row is kept: how long BullMQ keeps a completed job (feedsync's default). */
-const MIN_RETENTION_HOURS = 7 * 24;
-const CONNECT_TIMEOUT_MS = 10_000;
 
 /**
  * A consumer of feedsync's jobs that applies each event once: for every job, one
@@ -88,34 +119,26 @@ const CONNECT_TIMEOUT_MS = 10_000;
  * The consumer has no way to send mail.
  */
 export function createConsumer(opts: ConsumerOptions): Consumer {
-  if (typeof opts.name !== 'string' || opts.name.length === 0 || opts.name.length > 200) {
-    throw new FeedsyncError('name: must be a non-empty string of at most 200 characters', {
-      code: 'CONSUMER_BAD_OPTION',
-      exitCode: 2,
-    });
-  }
-  const concurrency = opts.concurrency ?? 4;
-  if (!Number.isInteger(concurrency) || concurrency < 1) {
-    throw new FeedsyncError('concurrency: must be a whole number of at least 1', {
-      code: 'CONSUMER_BAD_OPTION',
-      exitCode: 2,
-    });
-  }
-  const schema = opts.schema ?? 'public';
+  const { name, concurrency, schema, limits, connectTimeoutMs, closeTimeoutMs } = settled(opts);
   inboxTable(schema);
   const settings = loadConsumerSettings(opts.env);
-  const prefix = opts.queues?.prefix ?? settings.queues.prefix;
+  const prefix = queueName('queues.prefix', opts.queues?.prefix ?? settings.queues.prefix);
   const queueNames = [
-    opts.queues?.emailEvents ?? settings.queues.emailEvents,
-    opts.queues?.contactEvents ?? settings.queues.contactEvents,
+    queueName('queues.emailEvents', opts.queues?.emailEvents ?? settings.queues.emailEvents),
+    queueName('queues.contactEvents', opts.queues?.contactEvents ?? settings.queues.contactEvents),
   ];
-  const retentionHours =
-    opts.retentionHours ?? Math.max(MIN_RETENTION_HOURS, settings.queues.outboxRetentionHours);
+  const keepHours = retentionHours(
+    opts.retentionHours ??
+      Math.max(CONSUMER_DEFAULTS.minRetentionHours, settings.queues.outboxRetentionHours),
+  );
   const logger = (opts.logger ?? createLogger({ level: settings.logLevel })).child({
     module: 'consumer',
-    consumer: opts.name,
+    consumer: name,
   });
-  const { pool, handlers, name } = opts;
+  warnOnce(unknownVariables(opts.env ?? process.env, VARIABLES), (warning) => logger.warn(warning));
+  const { pool, handlers } = opts;
+  // Aborted when close() has waited closeTimeoutMs: the transactions in hand are cut off.
+  const cutOff = new AbortController();
 
   let started = false;
   let workers: Worker[] = [];
@@ -127,50 +150,16 @@ export function createConsumer(opts: ConsumerOptions): Consumer {
     closed = resolve;
   });
 
-  /**
-   * A job in a span of its own trace, linked (not parented) to the commit that stored its
-   * event when the job carries that commit's context: a batch of a thousand events does
-   * not become one trace of a thousand jobs.
-   */
-  function processJob(job: Job): Promise<void> {
-    return inSpan(
-      'handle job',
-      {
-        'messaging.system': 'bullmq',
-        'messaging.destination.name': job.queueName,
-        'feedsync.consumer': name,
-        'feedsync.event.type': job.name,
-        'feedsync.job.attempt': job.attemptsMade + 1,
-      },
-      (span) => handleJob(job, (applied) => span.setAttribute('feedsync.job.applied', applied)),
-      { kind: SpanKind.CONSUMER, links: linksFrom(job.opts.telemetry?.metadata) },
-    );
-  }
-
-  async function handleJob(job: Job, onApplied: (applied: boolean) => void): Promise<void> {
-    const { UnrecoverableError } = require('bullmq') as typeof import('bullmq');
-    let event: FeedsyncEvent;
-    try {
-      event = readEvent(job.data, job.id ?? '?');
-    } catch (err) {
-      // No retry can mend the job's data: failed at once, kept by BullMQ for a look.
-      throw new UnrecoverableError((err as Error).message);
-    }
-    const handler = handlers[event.type] as
-      | ((e: FeedsyncEvent, db: PoolClient) => Promise<unknown>)
-      | undefined;
-    if (!handler) return;
-    const applied = await withInbox(pool, name, event, (db) => handler(event, db), { schema });
-    onApplied(applied);
-    logger.debug({ job: job.id, type: event.type, applied }, applied ? 'applied' : 'seen before');
-  }
-
   async function start(): Promise<void> {
     const { Worker: BullWorker } = require('bullmq') as typeof import('bullmq');
     await checkInbox(pool, schema);
     let connection = opts.connection;
     if (connection === undefined) {
-      made = await connectForWorkers(settings.redis, { prefix, timeoutMs: CONNECT_TIMEOUT_MS });
+      made = await connectForWorkers(settings.redis, { prefix, timeoutMs: connectTimeoutMs }).catch(
+        (err: unknown) => {
+          throw redisUnreachable(settings.redis, err, connectTimeoutMs);
+        },
+      );
       connection = made.client;
     }
     if (closing) {
@@ -179,8 +168,16 @@ export function createConsumer(opts: ConsumerOptions): Consumer {
       made = null;
       return;
     }
+    const processor = jobProcessor({
+      pool,
+      name,
+      schema,
+      handlers,
+      limits: { ...limits, signal: cutOff.signal },
+      logger,
+    });
     workers = queueNames.map((queue) => {
-      const worker = new BullWorker(queue, processJob, {
+      const worker = new BullWorker(queue, processor, {
         ...opts.stalls,
         connection,
         prefix,
@@ -200,7 +197,7 @@ export function createConsumer(opts: ConsumerOptions): Consumer {
       worker.on('error', (err) => logger.error({ queue, err: redacted(err) }, 'worker error'));
       return worker;
     });
-    stopPruning = startPruning({ pool, schema, name, hours: retentionHours, logger });
+    stopPruning = startPruning({ pool, schema, name, hours: keepHours, ...limits, logger });
     logger.info({ queues: queueNames, prefix, concurrency }, 'consuming');
     for (const worker of workers) {
       void worker.run().catch((err: unknown) => logger.error({ err: redacted(err) }, 'worker stopped'));
@@ -208,7 +205,7 @@ export function createConsumer(opts: ConsumerOptions): Consumer {
   }
 
   return {
-    migrate: () => migrateInbox(pool, schema),
+    migrate: () => migrateInbox(pool, schema, { lockTimeoutMs: limits.lockTimeoutMs }),
     async run() {
       if (closing) throw new FeedsyncError('this consumer is closed', { code: 'CONSUMER_CLOSED' });
       if (started) throw new FeedsyncError('this consumer runs already', { code: 'CONSUMER_RUNNING' });
@@ -227,12 +224,44 @@ export function createConsumer(opts: ConsumerOptions): Consumer {
     },
   };
 
-  /** Workers closed (their jobs in hand finished), pruning stopped, our own Redis connection ended. */
+  /**
+   * Workers closed (their jobs in hand finished, or cut off after closeTimeoutMs), pruning
+   * stopped, our own Redis connection ended.
+   */
   async function release(): Promise<void> {
-    await Promise.all(workers.map((w) => w.close()));
+    const closingWorkers = Promise.all(workers.map((w) => w.close()));
+    if (!(await settlesWithin(closingWorkers, closeTimeoutMs))) {
+      logger.warn(
+        { closeTimeoutMs },
+        'jobs still in hand at close: rolled back, they run again after their lock',
+      );
+      cutOff.abort();
+      // The jobs cut off fail at once; recording that in Redis no longer holds close() up for long.
+      await settlesWithin(closingWorkers, CUT_OFF_GRACE_MS);
+    }
     await stopPruning?.();
     made?.disconnect();
     made = null;
+  }
+}
+
+/** Milliseconds close() gives the jobs it cut off to be recorded as failed. */
+const CUT_OFF_GRACE_MS = 2_000;
+
+/** True when `promise` settles within `ms`, false when the time passes first. */
+async function settlesWithin(promise: Promise<unknown>, ms: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<false>((resolve) => {
+    timer = setTimeout(() => resolve(false), ms);
+  });
+  const settled = promise.then(
+    () => true as const,
+    () => true as const,
+  );
+  try {
+    return await Promise.race([settled, late]);
+  } finally {
+    clearTimeout(timer);
   }
 }
 

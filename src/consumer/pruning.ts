@@ -1,38 +1,44 @@
 import type { Pool } from 'pg';
 import type { Logger } from '../logger.js';
+import { CONSUMER_DEFAULTS } from './defaults.js';
 import { withoutAddresses } from './events.js';
 import { pruneInbox } from './inbox.js';
 
-/** Rows a prune statement deletes at most: a short statement that never holds many locks. */
-const BATCH = 1_000;
-/** Batches a round deletes at most, back to back; the rest waits for the next round. */
-const BATCHES_PER_ROUND = 20;
-/** A round every hour; the first soon after start, so a consumer restarted often still prunes. */
-const EVERY_MS = 3_600_000;
-const FIRST_AFTER_MS = 60_000;
-
-/**
- * Prunes the consumer's inbox rows older than `hours` on a timer, in bounded batches,
- * until the returned stop() (which waits for a round in flight). The timer does not
- * keep the process alive; a failed round is logged and the next one tries again.
- */
-export function startPruning(opts: {
+export interface PruningOptions {
   pool: Pool;
   schema: string;
   name: string;
+  /** Rows older than this are deleted. */
   hours: number;
+  /** Bound each batch's transaction, as a job's. */
+  timeoutMs: number;
+  lockTimeoutMs: number;
   logger: Logger;
-}): () => Promise<void> {
+  /** Rows a batch deletes at most. Default CONSUMER_DEFAULTS.pruneBatch. */
+  batch?: number;
+  /** Milliseconds from start to the first round. Default CONSUMER_DEFAULTS.pruneFirstAfterMs. */
+  firstAfterMs?: number;
+}
+
+/**
+ * Prunes the consumer's inbox rows older than `hours` on a timer until the returned
+ * stop() (which waits for a round in flight). A round deletes batch after batch, each a
+ * short transaction, until none is left that old: however many rows a day the queues
+ * carry, a round ends with the table holding only what retention keeps. The timer does
+ * not keep the process alive; a failed round is logged and the next one tries again.
+ */
+export function startPruning(opts: PruningOptions): () => Promise<void> {
+  const batch = opts.batch ?? CONSUMER_DEFAULTS.pruneBatch;
   let stopped = false;
   let round: Promise<void> = Promise.resolve();
   const prune = async (): Promise<void> => {
     let deleted = 0;
-    for (let i = 0; i < BATCHES_PER_ROUND && !stopped; i++) {
-      const n = await pruneInbox(opts.pool, { ...opts, batch: BATCH });
+    let batches = 0;
+    for (let n = batch; n === batch && !stopped; batches++) {
+      n = await pruneInbox(opts.pool, { ...opts, batch });
       deleted += n;
-      if (n < BATCH) break;
     }
-    if (deleted > 0) opts.logger.info({ deleted, olderThanHours: opts.hours }, 'inbox pruned');
+    if (deleted > 0) opts.logger.info({ deleted, batches, olderThanHours: opts.hours }, 'inbox pruned');
   };
   const tick = (): void => {
     round = prune().catch((err: unknown) =>
@@ -42,10 +48,10 @@ export function startPruning(opts: {
       ),
     );
     void round.then(() => {
-      if (!stopped) timer = setTimeout(tick, EVERY_MS).unref();
+      if (!stopped) timer = setTimeout(tick, CONSUMER_DEFAULTS.pruneEveryMs).unref();
     });
   };
-  let timer = setTimeout(tick, FIRST_AFTER_MS).unref();
+  let timer = setTimeout(tick, opts.firstAfterMs ?? CONSUMER_DEFAULTS.pruneFirstAfterMs).unref();
   return async () => {
     stopped = true;
     clearTimeout(timer);

@@ -1,5 +1,4 @@
-import { type Config, loadConfig } from '../config/config.js';
-import { variableWarnings } from '../config/unknown-variables.js';
+import { type Config, loadConfig, variableWarnings } from '../config/config.js';
 import { redactUrl } from '../logger.js';
 import { type Check, check } from './report.js';
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { VARIABLES } from '../../src/config/config.js';
+import { loadConfig, VARIABLES } from '../../src/config/config.js';
 import { unknownVariables } from '../../src/config/unknown-variables.js';
 
 describe('variables of feedsync families that feedsync does not read', () => {
@@ -49,5 +49,25 @@ describe('variables of feedsync families that feedsync does not read', () => {
     expect(unknownVariables({ REDIS_SOMETHING_ELSE_ENTIRELY: '1' }, VARIABLES)).toEqual([
       'REDIS_SOMETHING_ELSE_ENTIRELY is not a variable feedsync reads, so it is ignored (the configuration table of the README lists them)',
     ]);
+  });
+});
+
+describe('loadConfig', () => {
+  it('warns of them through warn, once per process however often it loads', () => {
+    const warned: string[] = [];
+    const env = { QUEUE_PERFIX: 'x', LOG_LEVLE: 'debug' };
+    loadConfig(env, undefined, { warn: (w) => warned.push(w) });
+    loadConfig(env, undefined, { warn: (w) => warned.push(w) });
+    expect(warned).toEqual(unknownVariables(env, VARIABLES));
+    expect(warned).toHaveLength(2);
+  });
+
+  it('warns as a process warning when no warn is given', async () => {
+    const seen = new Promise<Error & { code?: string }>((resolve) => process.once('warning', resolve));
+    loadConfig({ REDIS_ULR: 'redis://127.0.0.1:6379' });
+    expect(await seen).toMatchObject({
+      code: 'FEEDSYNC_UNKNOWN_VARIABLE',
+      message: 'REDIS_ULR is not a variable feedsync reads, so it is ignored; did you mean REDIS_URL?',
+    });
   });
 });

@@ -1,12 +1,20 @@
+import { createServer, type Socket } from 'node:net';
 import { Queue } from 'bullmq';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { pruneInbox } from '../../src/consumer/inbox.js';
-import { createConsumer, type FeedsyncEvent, migrateInbox, withInbox } from '../../src/consumer/index.js';
+import {
+  type ConsumerOptions,
+  createConsumer,
+  type FeedsyncEvent,
+  migrateInbox,
+  withInbox,
+} from '../../src/consumer/index.js';
+import { startPruning } from '../../src/consumer/pruning.js';
 import { jobIdFor, jobOptionsFor } from '../../src/queue/routes.js';
 import { captureLogger } from '../support/logs.js';
 import { dropSchema, TEST_DATABASE_URL, uniqueSchema } from '../support/postgres.js';
-import { waitFor } from '../support/processes.js';
+import { freePort, waitFor } from '../support/processes.js';
 import { deletePrefix, TEST_REDIS_URL, uniquePrefix } from '../support/redis.js';
 
 const schema = uniqueSchema('consumer');
@@ -288,5 +296,349 @@ describe('createConsumer', () => {
     expect(() => createConsumer({ name: 'x', pool, handlers: {}, schema: 'Bad-Name', env })).toThrow(
       expect.objectContaining({ code: 'CONSUMER_BAD_OPTION' }),
     );
+  });
+});
+
+describe('a fleet of replicas', () => {
+  beforeAll(() => migrateInbox(pool, schema));
+
+  /** A promise and the function that settles it. */
+  function signal(): { promise: Promise<void>; fire: () => void } {
+    let fire!: () => void;
+    const promise = new Promise<void>((resolve) => {
+      fire = resolve;
+    });
+    return { promise, fire };
+  }
+
+  it('a replica starting while another holds a job in its transaction stalls no replica', async () => {
+    const holding = signal();
+    const release = signal();
+    const handled: string[] = [];
+    const replica = () =>
+      createConsumer({
+        name: 'fleet',
+        pool,
+        schema,
+        env,
+        logger: captureLogger().logger,
+        handlers: {
+          'email.complained': async (event, db) => {
+            await db.query(`INSERT INTO "${schema}".effects (event_id, note) VALUES ($1, 'fleet')`, [
+              event.id,
+            ]);
+            if (event.id === 'hold') {
+              holding.fire();
+              // A handler holding its transaction (a slow HTTP call, a paused process).
+              await release.promise;
+            }
+            handled.push(event.id);
+          },
+        },
+      });
+    const [a, c] = [replica(), replica()];
+    const running = [a.run(), c.run()];
+    const b = replica();
+    try {
+      await add(email('hold', 'email.complained'));
+      await holding.promise;
+      // A third replica starts, migrating first as replicas do, while the job is held.
+      let migrated = false;
+      const migrating = b.migrate().then(() => {
+        migrated = true;
+      });
+      // Whatever its migrate() does with the inbox is under way: done, or waiting on a lock.
+      await waitFor(
+        async () =>
+          migrated ||
+          (
+            await pool.query(
+              `SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE $1`,
+              [`%"${schema}".feedsync_inbox%`],
+            )
+          ).rowCount! > 0,
+        { what: 'migrate() under way' },
+      );
+      for (let i = 0; i < 10; i++) await add(email(`f${i}`, 'email.complained'));
+      await waitFor(() => handled.filter((id) => id.startsWith('f')).length === 10, {
+        what: 'the other replicas to handle ten jobs while one is held',
+      });
+      await migrating;
+      running.push(b.run());
+      await add(email('f10', 'email.complained'));
+      await waitFor(() => handled.includes('f10'), { what: 'a job after the third replica started' });
+      expect(handled).not.toContain('hold');
+    } finally {
+      release.fire();
+      await Promise.all([a.close(), b.close(), c.close()]);
+      await Promise.all(running);
+    }
+    expect(handled).toContain('hold');
+  });
+
+  it('a handler past handlerTimeoutMs is rolled back and its job retried', async () => {
+    const { logger, text } = captureLogger({ level: 'info' });
+    let attempts = 0;
+    const consumer = createConsumer({
+      name: 'deadline',
+      pool,
+      schema,
+      env,
+      logger,
+      handlerTimeoutMs: 300,
+      handlers: {
+        'email.delivered': async (event, db) => {
+          attempts++;
+          await db.query(`INSERT INTO "${schema}".effects (event_id, note) VALUES ($1, 'deadline')`, [
+            event.id,
+          ]);
+          // The first attempt hangs for ever, its transaction open.
+          if (attempts === 1) await new Promise(() => {});
+        },
+      },
+    });
+    const running = consumer.run();
+    try {
+      await add(email('d1', 'email.delivered'));
+      await waitFor(async () => (await queues.email.getJob('default/d1'))?.isCompleted(), {
+        what: 'the job completed',
+      });
+      expect((await queues.email.getJob('default/d1'))?.attemptsMade).toBe(2);
+    } finally {
+      await consumer.close();
+      await running;
+    }
+    // The hung attempt's write went with its transaction.
+    expect((await effects()).get('d1')).toBe(1);
+    expect(await inboxRows('deadline')).toBe(1);
+    expect(text()).toContain('CONSUMER_HANDLER_TIMEOUT');
+  });
+
+  it('close() past closeTimeoutMs rolls a hung handler back and resolves', async () => {
+    const started = signal();
+    const consumer = createConsumer({
+      name: 'hung',
+      pool,
+      schema,
+      env,
+      logger: captureLogger().logger,
+      closeTimeoutMs: 200,
+      handlerTimeoutMs: 600_000,
+      handlers: {
+        'email.failed': async (event, db) => {
+          await db.query(`INSERT INTO "${schema}".effects (event_id, note) VALUES ($1, 'hung')`, [event.id]);
+          started.fire();
+          await new Promise(() => {});
+        },
+      },
+    });
+    const running = consumer.run();
+    await add(email('h1', 'email.failed'));
+    await started.promise;
+    await consumer.close();
+    await running;
+    expect((await effects()).get('h1')).toBeUndefined();
+    expect(await inboxRows('hung')).toBe(0);
+  });
+});
+
+describe('migrate()', () => {
+  it('gives up at once, saying so, when it has DDL to run and the table is locked', async () => {
+    const other = uniqueSchema('consumer_locked');
+    await migrateInbox(pool, other);
+    await pool.query(`DROP INDEX "${other}".feedsync_inbox_pruning`);
+    const holder = await pool.connect();
+    try {
+      await holder.query('BEGIN');
+      await holder.query(
+        `INSERT INTO "${other}".feedsync_inbox (consumer, source, event_id) VALUES ('x', 'y', 'z')`,
+      );
+      await expect(migrateInbox(pool, other, { lockTimeoutMs: 100 })).rejects.toMatchObject({
+        code: 'CONSUMER_LOCKED',
+        message: expect.stringMatching(/is locked by another transaction for more than 100 ms/),
+      });
+    } finally {
+      await holder.query('ROLLBACK');
+      holder.release();
+    }
+    await migrateInbox(pool, other);
+    await dropSchema(other);
+  });
+});
+
+describe('pruning and options', () => {
+  beforeAll(() => migrateInbox(pool, schema));
+
+  it('a pruning round deletes batch after batch until no row is older than the retention', async () => {
+    await pool.query(
+      `INSERT INTO "${schema}".feedsync_inbox (consumer, source, event_id, processed_at)
+       SELECT 'busy', 'default', 'old' || i, now() - interval '8 days' - i * interval '1 second'
+         FROM generate_series(1, 2550) i`,
+    );
+    await pool.query(
+      `INSERT INTO "${schema}".feedsync_inbox (consumer, source, event_id)
+       SELECT 'busy', 'default', 'new' || i FROM generate_series(1, 50) i`,
+    );
+    const { logger, text } = captureLogger({ level: 'info' });
+    const stop = startPruning({
+      pool,
+      schema,
+      name: 'busy',
+      hours: 168,
+      timeoutMs: 10_000,
+      lockTimeoutMs: 1_000,
+      logger,
+      // 26 batches: more than a round of the old fixed cap (20) held.
+      batch: 100,
+      firstAfterMs: 0,
+    });
+    try {
+      await waitFor(() => text().includes('inbox pruned'), { what: 'a pruning round' });
+    } finally {
+      await stop();
+    }
+    expect(await inboxRows('busy')).toBe(50);
+    expect(JSON.parse(text().trim().split('\n').at(-1)!)).toMatchObject({ deleted: 2550, batches: 26 });
+  });
+
+  it.each([
+    [{ retentionHours: -1 }, /^retentionHours: must be a whole number of hours from 168 to 87600; got -1$/],
+    [{ retentionHours: 24 }, /^retentionHours: .* got 24$/],
+    [{ retentionHours: 200.5 }, /^retentionHours: /],
+    [{ retentionHours: Number.NaN }, /^retentionHours: .* got NaN$/],
+    [{ concurrency: 0 }, /^concurrency: /],
+    [
+      { handlerTimeoutMs: 2 ** 31 },
+      /^handlerTimeoutMs: must be a whole number of milliseconds from 1 to 2147483647/,
+    ],
+    [{ lockTimeoutMs: 0 }, /^lockTimeoutMs: /],
+    [{ closeTimeoutMs: -5 }, /^closeTimeoutMs: /],
+    [
+      { handlers: { 'email.bounce': async () => {} } },
+      /^handlers: "email.bounce" is not a type feedsync routes/,
+    ],
+    [{ handlers: { 'email.bounced': 'no' } }, /^handlers\['email.bounced'\]: must be a function$/],
+    [{ handlers: null }, /^handlers: must be an object/],
+    [{ pool: {} }, /^pool: must be a pg Pool/],
+    [{ queues: { prefix: 'a:b' } }, /^queues.prefix: must be non-empty, without ":" or spaces; got "a:b"$/],
+    [{ queues: { emailEvents: '' } }, /^queues.emailEvents: /],
+  ])('createConsumer refuses %o with CONSUMER_BAD_OPTION', (bad, message) => {
+    const opts = { name: 'x', pool, handlers: {}, schema, env, ...bad } as unknown as ConsumerOptions;
+    expect(() => createConsumer(opts)).toThrow(
+      expect.objectContaining({ code: 'CONSUMER_BAD_OPTION', message: expect.stringMatching(message) }),
+    );
+  });
+
+  it('a handler that throws a string, null or undefined fails its job, which is retried', async () => {
+    const { logger, text } = captureLogger({ level: 'info' });
+    const thrown: Record<string, unknown> = { t1: 'not an error', t2: null, t3: undefined };
+    const tries = new Map<string, number>();
+    const consumer = createConsumer({
+      name: 'throws',
+      pool,
+      schema,
+      env,
+      logger,
+      handlers: {
+        'contact.subscribed': async (event, db) => {
+          tries.set(event.id, (tries.get(event.id) ?? 0) + 1);
+          await db.query(`INSERT INTO "${schema}".effects (event_id, note) VALUES ($1, 'throws')`, [
+            event.id,
+          ]);
+          if (tries.get(event.id) === 1) throw thrown[event.id];
+        },
+      },
+    });
+    const running = consumer.run();
+    try {
+      for (const id of Object.keys(thrown)) {
+        await add(
+          { source: 'default', id, type: 'contact.subscribed', created_at: 'x', data: {} } as FeedsyncEvent,
+          queues.contact,
+        );
+      }
+      for (const id of Object.keys(thrown)) {
+        await waitFor(async () => (await queues.contact.getJob(`default/${id}`))?.isCompleted(), {
+          what: `job ${id}`,
+        });
+        expect((await queues.contact.getJob(`default/${id}`))?.attemptsMade).toBe(2);
+        expect((await effects()).get(id)).toBe(1);
+      }
+    } finally {
+      await consumer.close();
+      await running;
+    }
+    const log = text();
+    expect(log).toContain('the handler threw the string \\"not an error\\", not an Error');
+    expect(log).toContain('the handler threw null, not an Error');
+    expect(log).toContain('the handler threw undefined, not an Error');
+  });
+});
+
+describe('errors at start', () => {
+  it('run() with Redis down rejects with one line naming REDIS_URL and the address', async () => {
+    const port = await freePort();
+    const consumer = createConsumer({
+      name: 'down',
+      pool,
+      schema,
+      handlers: {},
+      logger: captureLogger().logger,
+      env: { ...env, REDIS_URL: `redis://127.0.0.1:${port}` },
+    });
+    await migrateInbox(pool, schema);
+    await expect(consumer.run()).rejects.toMatchObject({
+      name: 'RedisError',
+      code: 'REDIS_ERROR',
+      message: `REDIS_URL: cannot reach Redis at 127.0.0.1:${port} (ECONNREFUSED)`,
+    });
+  });
+
+  it('run() against a listener that never answers rejects with REDIS_TIMEOUT naming the address', async () => {
+    const sockets = new Set<Socket>();
+    const silent = createServer((socket) => {
+      sockets.add(socket);
+    });
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+    const { port } = silent.address() as { port: number };
+    try {
+      const consumer = createConsumer({
+        name: 'silent',
+        pool,
+        schema,
+        handlers: {},
+        logger: captureLogger().logger,
+        connectTimeoutMs: 300,
+        env: { ...env, REDIS_URL: `redis://127.0.0.1:${port}` },
+      });
+      await migrateInbox(pool, schema);
+      await expect(consumer.run()).rejects.toMatchObject({
+        code: 'REDIS_TIMEOUT',
+        message: `REDIS_URL: Redis at 127.0.0.1:${port} did not answer within 300 ms`,
+      });
+    } finally {
+      for (const socket of sockets) socket.destroy();
+      await new Promise((resolve) => silent.close(resolve));
+    }
+  });
+
+  it('warns of a misspelt variable in its environment, once', () => {
+    const { logger, text } = captureLogger({ level: 'info' });
+    for (let i = 0; i < 2; i++) {
+      createConsumer({
+        name: 'typo',
+        pool,
+        schema,
+        handlers: {},
+        logger,
+        env: { ...env, QUEUE_PREFX: 'mine' },
+      });
+    }
+    const lines = text().trim().split('\n');
+    expect(lines).toHaveLength(1);
+    expect(JSON.parse(lines[0]!)).toMatchObject({
+      level: 40,
+      msg: 'QUEUE_PREFX is not a variable feedsync reads, so it is ignored; did you mean QUEUE_PREFIX?',
+    });
   });
 });

@@ -1,4 +1,4 @@
-import { rmSync } from 'node:fs';
+import { readFileSync, rmSync } from 'node:fs';
 import { Queue } from 'bullmq';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -9,13 +9,18 @@ import { jobOptionsFor } from '../../src/queue/routes.js';
 import { createSync, type Sync } from '../../src/sync/sync.js';
 import { testConfig } from '../support/config.js';
 import { dropSchema, TEST_DATABASE_URL, uniqueSchema } from '../support/postgres.js';
-import { runNode, spawnNode, waitFor } from '../support/processes.js';
+import { freePort, runCli, runNode, spawnNode, waitFor } from '../support/processes.js';
 import { deletePrefix, TEST_REDIS_URL, uniquePrefix } from '../support/redis.js';
 import { useSimulator } from '../support/simulator.js';
 
 const EXAMPLE = new URL('../../examples/consumer/', import.meta.url).pathname;
 const schema = uniqueSchema('consumer_feed');
 const appSchema = uniqueSchema('consumer_app');
+/** The example's schema in the run against a Redis that is down: made before Redis is tried. */
+const downSchema = uniqueSchema('consumer_down');
+const demoSchema = uniqueSchema('consumer_demo');
+const demoPrefix = uniquePrefix('consumer-demo');
+const demoAppSchema = uniqueSchema('consumer_demo_app');
 const prefix = uniquePrefix('consumer');
 // Two cycles of the backlog: 20 emails, two bounced and two complained.
 const sim = useSimulator({ backlog: 42 });
@@ -36,6 +41,10 @@ afterAll(async () => {
   await db.end();
   await dropSchema(schema);
   await dropSchema(appSchema);
+  await dropSchema(downSchema);
+  await dropSchema(demoSchema);
+  await dropSchema(demoAppSchema);
+  await deletePrefix(demoPrefix);
   await deletePrefix(prefix);
   rmSync(`${EXAMPLE}dist`, { recursive: true, force: true });
 });
@@ -178,4 +187,71 @@ describe('examples/consumer', () => {
     ]);
     expect(await count(`pg_tables WHERE schemaname = '${schema}'`)).toBe(before);
   }, 90_000);
+
+  it('with Redis down, exits 1 with one line naming REDIS_URL and the address, no stack trace', async () => {
+    const port = await freePort();
+    const run = await runNode(
+      [`${EXAMPLE}dist/consumer.js`],
+      {
+        REDIS_URL: `redis://127.0.0.1:${port}`,
+        QUEUE_PREFIX: prefix,
+        APP_DATABASE_URL: TEST_DATABASE_URL,
+        APP_SCHEMA: downSchema,
+      },
+      60_000,
+    );
+    expect(run.code).toBe(1);
+    expect(run.stderr.trim().split('\n')).toEqual([
+      `consumer: REDIS_URL: cannot reach Redis at 127.0.0.1:${port} (ECONNREFUSED)`,
+    ]);
+  }, 90_000);
+
+  it("after `npm run demo -- --leave-jobs`, prints its README's sample output", async () => {
+    const demo = await runCli(['demo', '--leave-jobs'], {
+      PATH: process.env.PATH ?? '',
+      DATABASE_URL: TEST_DATABASE_URL,
+      REDIS_URL: TEST_REDIS_URL,
+      DATABASE_SCHEMA: demoSchema,
+      QUEUE_PREFIX: demoPrefix,
+    });
+    expect(demo.code, demo.stderr).toBe(0);
+    expect(demo.stdout).toContain(
+      `6. the jobs are left in the queues for a consumer of your own: QUEUE_PREFIX=${demoPrefix}`,
+    );
+    const sample = /## What it prints[\s\S]*?```\n([\s\S]*?)```/
+      .exec(readFileSync(`${EXAMPLE}README.md`, 'utf8'))![1]!
+      .trim()
+      .split('\n');
+    const consumer = spawnNode([`${EXAMPLE}dist/consumer.js`], {
+      REDIS_URL: TEST_REDIS_URL,
+      QUEUE_PREFIX: demoPrefix,
+      APP_DATABASE_URL: TEST_DATABASE_URL,
+      APP_SCHEMA: demoAppSchema,
+    });
+    const printed = () =>
+      consumer
+        .stdout()
+        .trim()
+        .split('\n')
+        .filter((line) => !line.startsWith('{'));
+    try {
+      await waitFor(() => printed().length === sample.length, {
+        timeoutMs: 45_000,
+        what: 'every job recorded',
+      });
+    } finally {
+      consumer.signal('SIGTERM');
+      const exit = await consumer.waitExit(20_000);
+      expect(exit.code, exit.stderr).toBe(0);
+    }
+    const [start, ...events] = printed();
+    // The README's defaults in its first line; this run's own database and schema here.
+    const db = new URL(TEST_DATABASE_URL);
+    expect(start).toBe(
+      sample[0]!
+        .replace('127.0.0.1:5432/postgres', `${db.hostname}:${db.port || '5432'}${db.pathname}`)
+        .replace('feedsync_example_consumer', demoAppSchema),
+    );
+    expect([...events].sort()).toEqual(sample.slice(1).sort());
+  }, 120_000);
 });

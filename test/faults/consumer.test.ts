@@ -407,4 +407,70 @@ describe('the consumer applies each event once under faults', () => {
       },
     );
   });
+
+  it('35. a replica frozen with a job in its transaction while another starts: no replica stalls', async () => {
+    const HANDLER_TIMEOUT_MS = 3_000;
+    await measured(
+      {
+        item: 37,
+        title: 'consumer replica frozen mid-transaction',
+        claim:
+          "A consumer replica frozen while it holds a job's transaction (a paused pod, a hung call) stalls no " +
+          'other replica: a replica starting meanwhile migrates without a lock and runs, the others go on, and ' +
+          'Postgres ends the frozen transaction after handlerTimeoutMs, so its job runs elsewhere, once.',
+        method:
+          `A real \`sync --once\` from the simulator (${BACKLOG} events) fills the queues; two consumer processes ` +
+          '(the built dist/consumer, lock 1 s) run; the handler of one chosen event hangs in its transaction on ' +
+          `the first, which the test then freezes with SIGSTOP (handlerTimeoutMs ${HANDLER_TIMEOUT_MS} ms). A ` +
+          'third replica starts (migrate() and run()) while it is frozen; the test waits for every job to ' +
+          'complete, then resumes the frozen one and stops all three. Effects go to a table without a unique key.',
+      },
+      async (rec) => {
+        rec.injectedWhat = 'SIGSTOP mid-transaction';
+        const world = await fed('consumer_frozen');
+        const hangId = world.events[Math.floor(world.events.length / 3)]!;
+        const timeout = { HANDLER_TIMEOUT_MS: String(HANDLER_TIMEOUT_MS) };
+        const frozen = spawnNode([CHILD], childEnv(world, { ...timeout, HANG_ID: hangId }));
+        const started: RunningChild[] = [];
+        let frozenAt = 0;
+        try {
+          // Alone until its handler hangs, so that the chosen event is its own.
+          await waitFor(() => frozen.stdout().includes('hanging'), {
+            timeoutMs: 60_000,
+            what: 'the handler hung',
+          });
+          started.push(spawnNode([CHILD], childEnv(world, timeout)));
+          frozen.signal('SIGSTOP');
+          frozenAt = await effectCount(world);
+          rec.injected++;
+          // The replica starting while the other is frozen: migrate(), then run().
+          started.push(spawnNode([CHILD], childEnv(world, timeout)));
+          await waitFor(allCompleted(world), { timeoutMs: 120_000, what: 'every job completed' });
+        } finally {
+          frozen.signal('SIGCONT');
+          for (const child of [frozen, ...started]) child.signal('SIGTERM');
+        }
+        const exits = await Promise.all([frozen, ...started].map((c) => c.waitExit(40_000)));
+        const effects = await effectsOf(world);
+        const jobs = await jobCounts(world.box);
+        const { rows } = await pool.query<{ n: number }>(
+          `SELECT count(*)::int AS n FROM "${world.app}".effects WHERE pid = $1`,
+          [started[1]?.process.pid],
+        );
+        rec.checked = world.events.length;
+        rec.lost = effects.lost;
+        rec.duplicated = effects.duplicated;
+        rec.figures = [
+          ['effects when the replica froze / at the end', `${frozenAt} / ${effects.rows}`],
+          ['effects by the replica started while the other was frozen', rows[0]?.n ?? 0],
+          ['jobs completed / failed', `${jobs.completed} / ${jobs.failed}`],
+          ['replicas exiting 0 on SIGTERM', exits.filter((e) => e.code === 0).length],
+        ];
+        expect(effects).toMatchObject({ lost: 0, duplicated: 0 });
+        expect(jobs).toEqual({ completed: world.events.length, failed: 0 });
+        expect(frozenAt).toBeLessThan(world.events.length);
+        expect(exits.map((e) => e.code)).toEqual([0, 0, 0]);
+      },
+    );
+  });
 });

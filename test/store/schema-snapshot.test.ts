@@ -1,5 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { migrateInbox } from '../../src/consumer/inbox.js';
 import type { Database, Store } from '../../src/store/db.js';
+import { dropSchema, uniqueSchema } from '../support/postgres.js';
 import { migratedStore } from './migrated-store.js';
 
 /**
@@ -106,7 +108,9 @@ interface TableShape {
  * the schema (tables, sequences, views, functions, types: whatever a migration might
  * make), the migrator's tables aside; `tables` the tables in detail.
  */
-async function readSchema(store: Store): Promise<{ objects: string[]; tables: TableShape[] }> {
+async function readSchema(
+  store: Pick<Store, 'pool' | 'schema'>,
+): Promise<{ objects: string[]; tables: TableShape[] }> {
   // Without the schema's name, on one line (Postgres prints a CASE over several).
   const unnamed = (text: string): string => text.replaceAll(`${store.schema}.`, '').replace(/\s+/g, ' ');
   const query = async <R extends object>(text: string, values: unknown[]): Promise<R[]> =>
@@ -167,13 +171,14 @@ async function readSchema(store: Store): Promise<{ objects: string[]; tables: Ta
 }
 
 /** The committed text: one block per table, each line indented under its table. */
-function snapshotText(schema: { objects: string[]; tables: TableShape[] }): string {
-  const lines = [
+function snapshotText(
+  schema: { objects: string[]; tables: TableShape[] },
+  header = [
     '-- The schema migrations/ makes, read from the catalog by test/store/schema-snapshot.test.ts.',
     '-- Not to be edited: after a new migration, `npx vitest run test/store/schema-snapshot.test.ts -u`.',
-    '',
-    ...schema.objects,
-  ];
+  ],
+): string {
+  const lines = [...header, '', ...schema.objects];
   for (const table of schema.tables) {
     lines.push('', `TABLE ${table.name}`);
     for (const column of table.columns) lines.push(`  ${column.line}`);
@@ -218,5 +223,23 @@ describe('the migrated schema', () => {
         .map((c) => `${t.name}.${c.line}`),
     );
     expect(identifiers.filter((line) => !line.includes('COLLATE "C"'))).toEqual([]);
+  });
+});
+
+describe("the consumer's inbox table", () => {
+  // The consumer's own data layer (src/consumer/statements.ts), made by migrate() in the
+  // application's database rather than by migrations/: held to a text of its own.
+  it('is the committed snapshot', async () => {
+    const inboxSchema = uniqueSchema('inbox_snapshot');
+    try {
+      await migrateInbox(store.pool, inboxSchema);
+      const text = snapshotText(await readSchema({ pool: store.pool, schema: inboxSchema }), [
+        "-- The table feedsync/consumer's migrate() makes, read from the catalog by test/store/schema-snapshot.test.ts.",
+        '-- Not to be edited: after a change to src/consumer/statements.ts, `npx vitest run test/store/schema-snapshot.test.ts -u`.',
+      ]);
+      await expect(text).toMatchFileSnapshot('./inbox.snapshot.txt');
+    } finally {
+      await dropSchema(inboxSchema);
+    }
   });
 });

@@ -7,6 +7,10 @@ export function demoCommand(): Command {
       'Show the main job end to end: a simulator in this process, some mail, a sync into the local Postgres ' +
         '(schema feedsync_demo, made afresh) and Redis (prefix feedsync-demo), and what landed.',
     )
+    .option(
+      '--leave-jobs',
+      "leave the jobs in the queues instead of running the demo's own consumer: work for examples/consumer",
+    )
     .addHelpText(
       'after',
       '\nThe demo drops its schema and deletes the Redis keys under its prefix before it starts, and says so.\n' +
@@ -20,11 +24,14 @@ export function demoCommand(): Command {
         '130 or 143 stopped by SIGINT or SIGTERM.',
     )
     .action(
-      action(async ({ config, logger }) => {
+      action(async ({ config, logger }, opts: { leaveJobs?: boolean }) => {
         const { runDemo } = await import('../demo.js');
         // The demo speaks through its own lines; the logger says only what went wrong.
-        return runDemo(config, logger.child({ module: 'demo' }, { level: 'warn' }), (line) =>
-          console.log(line),
+        return runDemo(
+          config,
+          logger.child({ module: 'demo' }, { level: 'warn' }),
+          (line) => console.log(line),
+          { leaveJobs: opts.leaveJobs === true },
         );
       }),
     );

@@ -40,15 +40,17 @@ export function doctorCommand(): Command {
           import('../../doctor/doctor.js'),
           import('../../doctor/sources.js'),
         ]);
+        // The report lists the warnings of the variables itself: loading gives none of its own.
+        const load = () => loadConfig(process.env, undefined, { warn: () => {} });
         // An unknown --source is a usage error (exit 2), as for every command that takes one.
-        const refused = opts.source === undefined ? null : unknownSource(loadConfig, opts.source);
+        const refused = opts.source === undefined ? null : unknownSource(load, opts.source);
         if (refused !== null) {
           process.stderr.write(`feedsync: ${refused}\n`);
           process.exitCode = 2;
           return;
         }
         const report = await runDoctor({
-          load: () => loadConfig(),
+          load,
           ...(opts.source === undefined ? {} : { source: opts.source }),
           env: process.env,
           timeoutMs: opts.timeoutMs,

@@ -8,6 +8,10 @@
 //   STALL_EVERY=n        for every n-th event (by its number), block the event loop for
 //                        STALL_MS inside the handler, after its INSERT: the job's lock is
 //                        not renewed, BullMQ hands the job to another replica meanwhile.
+//   HANG_ID=id          the handler of that event id hangs for ever after its INSERT,
+//                        inside its transaction, and prints "hanging" (a hung HTTP
+//                        call; the test may then freeze the process with SIGSTOP).
+//   HANDLER_TIMEOUT_MS   the consumer's handlerTimeoutMs.
 //
 // Also APP_DATABASE_URL, APP_SCHEMA, CONSUMER_NAME, CONCURRENCY, and feedsync's
 // REDIS_URL, QUEUE_PREFIX, LOG_LEVEL. SIGTERM closes the consumer and exits 0.
@@ -56,6 +60,10 @@ async function effect(event, db) {
     `INSERT INTO "${schema}".effects (consumer, source, event_id, pid) VALUES ($1, $2, $3, $4)`,
     [env.CONSUMER_NAME, event.source, event.id, process.pid],
   );
+  if (event.id === env.HANG_ID) {
+    console.log('hanging');
+    await new Promise(() => {});
+  }
   if (stallEvery > 0 && Number(event.id.replace(/\D/g, '')) % stallEvery === 0) {
     const until = Date.now() + stallMs;
     while (Date.now() < until) {
@@ -73,6 +81,7 @@ const consumer = createConsumer({
   handlers: Object.fromEntries(types.map((t) => [t, effect])),
   // A killed replica's jobs run again a second after; a job may stall any number of times.
   stalls: { lockDuration: 1_000, stalledInterval: 500, maxStalledCount: 1_000 },
+  ...(env.HANDLER_TIMEOUT_MS ? { handlerTimeoutMs: Number(env.HANDLER_TIMEOUT_MS) } : {}),
 });
 await consumer.migrate();
 process.once('SIGTERM', () => void consumer.close());

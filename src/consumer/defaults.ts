@@ -1,0 +1,43 @@
+/**
+ * Every default of the consumer, in one place: what `createConsumer` and `withInbox`
+ * use for an option that is not given. CONSUMER.md's options table lists the same.
+ */
+export const CONSUMER_DEFAULTS = Object.freeze({
+  /** Jobs run at once, per queue; each holds a client of the pool while it runs. */
+  concurrency: 4,
+  /** The schema of the inbox table. */
+  schema: 'public',
+  /**
+   * Hours an inbox row is kept at the least: 7 days, how long BullMQ keeps a completed
+   * job (feedsync's default), whose id guards the queue meanwhile. OUTBOX_RETENTION_HOURS
+   * raises it when it is longer (how far back `feedsync requeue --since` reaches).
+   */
+  minRetentionHours: 7 * 24,
+  /**
+   * Milliseconds a job's transaction (the inbox row and the handler) may last: past it, the
+   * transaction is rolled back (its connection ended) and the job fails with its retries.
+   * A hung handler (an HTTP call that never returns, a paused process) holds its row lock
+   * no longer than this.
+   */
+  handlerTimeoutMs: 30_000,
+  /**
+   * Milliseconds one of the consumer's statements (the inbox INSERT, a prune, migrate())
+   * waits for a lock before it gives up (Postgres's lock_timeout), so that a replica
+   * never queues behind another's long transaction and makes the others queue behind it.
+   */
+  lockTimeoutMs: 5_000,
+  /**
+   * Milliseconds close() waits for the jobs in hand to commit; past it, their
+   * transactions are rolled back and the jobs come back to another replica after their
+   * lock. Under Kubernetes' default grace of 30 s.
+   */
+  closeTimeoutMs: 25_000,
+  /** Milliseconds to reach Redis at run(). */
+  connectTimeoutMs: 10_000,
+  /** Rows one prune statement deletes at most: a short statement that never holds many locks. */
+  pruneBatch: 1_000,
+  /** Milliseconds between pruning rounds; a round deletes batch after batch until none is left. */
+  pruneEveryMs: 600_000,
+  /** Milliseconds from run() to the first pruning round, so a consumer restarted often still prunes. */
+  pruneFirstAfterMs: 60_000,
+});

@@ -1,0 +1,112 @@
+import { FeedsyncError } from '../errors.js';
+import { CONTACT_EVENT_TYPES, EMAIL_EVENT_TYPES } from '../event-types.js';
+import { CONSUMER_DEFAULTS } from './defaults.js';
+
+/** The longest a Node timer holds: 2^31 - 1 ms. A longer one fires at once. */
+const MAX_TIMER_MS = 2_147_483_647;
+/** Ten years: a retention beyond it is a slip of the unit. */
+const MAX_RETENTION_HOURS = 87_600;
+
+/** A FeedsyncError (CONSUMER_BAD_OPTION, exit 2) naming the option. */
+export function badOption(option: string, problem: string): FeedsyncError {
+  return new FeedsyncError(`${option}: ${problem}`, { code: 'CONSUMER_BAD_OPTION', exitCode: 2 });
+}
+
+/** `value` when it is a whole number from `min` to `max`, else a CONSUMER_BAD_OPTION error naming `option`. */
+export function wholeNumber(option: string, value: unknown, min: number, max: number, unit = ''): number {
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
+    throw badOption(option, `must be a whole number${unit} from ${min} to ${max}; got ${describe(value)}`);
+  }
+  return value;
+}
+
+/** Milliseconds a timer can hold (1 to 2^31 - 1). */
+export const milliseconds = (option: string, value: unknown): number =>
+  wholeNumber(option, value, 1, MAX_TIMER_MS, ' of milliseconds');
+
+/**
+ * Hours an inbox row is kept: never under CONSUMER_DEFAULTS.minRetentionHours, since a
+ * row pruned while BullMQ still knows the job's id lets a re-delivery be applied twice.
+ */
+export const retentionHours = (value: unknown): number =>
+  wholeNumber('retentionHours', value, CONSUMER_DEFAULTS.minRetentionHours, MAX_RETENTION_HOURS, ' of hours');
+
+/** The consumer's name: the inbox key. */
+export function consumerName(value: unknown): string {
+  if (typeof value !== 'string' || value.length === 0 || value.length > 200) {
+    throw badOption('name', 'must be a non-empty string of at most 200 characters');
+  }
+  return value;
+}
+
+const TYPES: readonly string[] = [...EMAIL_EVENT_TYPES, ...CONTACT_EVENT_TYPES];
+
+/** Handlers by type: an object whose every key is a routed type (a misspelt one would never run). */
+export function checkHandlers(value: unknown): void {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    throw badOption('handlers', 'must be an object of functions by event type');
+  }
+  for (const [type, fn] of Object.entries(value)) {
+    if (!TYPES.includes(type)) {
+      throw badOption('handlers', `${describe(type)} is not a type feedsync routes (${TYPES.join(', ')})`);
+    }
+    if (fn !== undefined && typeof fn !== 'function')
+      throw badOption(`handlers['${type}']`, 'must be a function');
+  }
+}
+
+/** Something used as a pg Pool: it connects and queries. */
+export function checkPool(value: unknown): void {
+  const pool = value as { connect?: unknown; query?: unknown } | null | undefined;
+  if (typeof pool?.connect !== 'function' || typeof pool.query !== 'function') {
+    throw badOption('pool', "must be a pg Pool (the application's own)");
+  }
+}
+
+/** A queue name or prefix, as feedsync's own QUEUE_* variables are checked. */
+export function queueName(option: string, value: unknown): string {
+  if (typeof value !== 'string' || !/^[^:\s]+$/.test(value)) {
+    throw badOption(option, `must be non-empty, without ":" or spaces; got ${describe(value)}`);
+  }
+  return value;
+}
+
+/** The options of createConsumer that do not depend on the environment, as given. */
+export interface GivenOptions {
+  readonly name: unknown;
+  readonly pool: unknown;
+  readonly handlers: unknown;
+  readonly concurrency?: number | undefined;
+  readonly schema?: string | undefined;
+  readonly handlerTimeoutMs?: number | undefined;
+  readonly lockTimeoutMs?: number | undefined;
+  readonly connectTimeoutMs?: number | undefined;
+  readonly closeTimeoutMs?: number | undefined;
+}
+
+/** Those options checked (but the schema), with their defaults; a CONSUMER_BAD_OPTION error naming the first that is wrong. */
+export function settled(opts: GivenOptions) {
+  const name = consumerName(opts.name);
+  checkPool(opts.pool);
+  checkHandlers(opts.handlers);
+  const ms = (option: 'handlerTimeoutMs' | 'lockTimeoutMs' | 'connectTimeoutMs' | 'closeTimeoutMs') =>
+    milliseconds(option, opts[option] ?? CONSUMER_DEFAULTS[option]);
+  return {
+    name,
+    // Checked as an identifier by inboxTable(), where the table's name is made.
+    schema: opts.schema ?? CONSUMER_DEFAULTS.schema,
+    concurrency: wholeNumber('concurrency', opts.concurrency ?? CONSUMER_DEFAULTS.concurrency, 1, 1_000),
+    limits: { timeoutMs: ms('handlerTimeoutMs'), lockTimeoutMs: ms('lockTimeoutMs') },
+    connectTimeoutMs: ms('connectTimeoutMs'),
+    closeTimeoutMs: ms('closeTimeoutMs'),
+  };
+}
+
+/** A value as a message may show it: short, and never an object's contents. */
+function describe(value: unknown): string {
+  if (typeof value === 'number' || typeof value === 'boolean' || value === null || value === undefined) {
+    return String(value);
+  }
+  if (typeof value === 'string') return JSON.stringify(value.slice(0, 40));
+  return `a ${typeof value}`;
+}
