@@ -1,4 +1,4 @@
-import { clientFor } from '../compose/parts.js';
+import { clientFor, pgQueuesOf } from '../compose/parts.js';
 import type { Config } from '../config/config.js';
 import { hostOf } from '../config/connection-url.js';
 import type { Logger } from '../logger.js';
@@ -7,11 +7,13 @@ import { demoTables, markDemoSchema } from '../store/demo.js';
 import { migrate } from '../store/migrate.js';
 import { createSync } from '../sync/sync.js';
 import { consumeDemoJobs } from './demo-consumer.js';
-import { clearDemoPrefix, dropOwnDemoSchema } from './demo-sandbox.js';
+import { clearDemoPrefix, dropOwnDemoSchema, resetDemoQueueSchema } from './demo-sandbox.js';
 
 /** Used unless DATABASE_SCHEMA / QUEUE_PREFIX name others. */
 export const DEMO_SCHEMA = 'feedsync_demo';
 export const DEMO_PREFIX = 'feedsync-demo';
+/** The queues' schema with QUEUE_BACKEND=postgres, unless QUEUE_PREFIX names another. */
+export const DEMO_QUEUE_SCHEMA = 'feedsync_demo_queues';
 const RECIPIENTS = [
   'delivered@example.com',
   'bounced@example.com',
@@ -29,7 +31,12 @@ const RECIPIENTS = [
  */
 export async function runDemo(base: Config, logger: Logger, out: (line: string) => void): Promise<number> {
   const schema = base.given.includes('DATABASE_SCHEMA') ? base.database.schema : DEMO_SCHEMA;
-  const prefix = base.given.includes('QUEUE_PREFIX') ? base.queues.prefix : DEMO_PREFIX;
+  const inPostgres = base.queues.backend === 'postgres';
+  const prefix = base.given.includes('QUEUE_PREFIX')
+    ? base.queues.prefix
+    : inPostgres
+      ? DEMO_QUEUE_SCHEMA
+      : DEMO_PREFIX;
   const apiKey = 'demo_test_0000000000';
   // The demo's key is the default account's, which emitContactEvent writes to.
   const sim = await startSimulator({ port: 0, defaultKey: apiKey });
@@ -42,14 +49,17 @@ export async function runDemo(base: Config, logger: Logger, out: (line: string) 
   const sync = createSync(config, { logger });
   const { store, publisher } = sync;
   try {
+    const queuesAt = inPostgres
+      ? `the queues' schema ${prefix} in the Postgres at ${hostOf(config.queues.databaseUrl)} (QUEUE_BACKEND=postgres: no Redis)`
+      : `the Redis keys that start with "${prefix}:" in the Redis at ${hostOf(config.redis.url)}`;
     out(
       `0. the demo starts afresh: it drops schema ${schema} in the Postgres at ${hostOf(config.database.url)} ` +
-        `and deletes the Redis keys that start with "${prefix}:" in the Redis at ${hostOf(config.redis.url)} (only if it made them itself; ` +
-        'DATABASE_SCHEMA and QUEUE_PREFIX choose other names)',
+        `and ${queuesAt} (only if it made them itself; DATABASE_SCHEMA and QUEUE_PREFIX choose other names)`,
     );
     await dropOwnDemoSchema(store);
     // The demo's queues start empty, so their counts are its own.
-    await clearDemoPrefix(config.redis, prefix);
+    if (inPostgres) await resetDemoQueueSchema(pgQueuesOf(config), DEMO_QUEUE_SCHEMA);
+    else await clearDemoPrefix(config.redis, prefix);
     out(`1. simulator listening at ${sim.baseUrl}`);
     const client = clientFor(config);
     for (const to of RECIPIENTS) {
@@ -92,11 +102,13 @@ export async function runDemo(base: Config, logger: Logger, out: (line: string) 
       out(`   ${r.address.padEnd(28)} ${r.reason.padEnd(12)} ${r.event_id}`);
     out('5. BullMQ queues (job counts):');
     for (const queue of [config.queues.emailEvents, config.queues.contactEvents]) {
-      out(`   ${prefix}:${queue}  ${JSON.stringify(await publisher.counts(queue))}`);
+      const name = inPostgres ? `${prefix}.${queue}` : `${prefix}:${queue}`;
+      out(`   ${name}  ${JSON.stringify(await publisher.counts(queue))}`);
     }
     const consumed = await consumeDemoJobs({
       store,
       prefix,
+      ...(inPostgres ? { connection: pgQueuesOf(config) } : {}),
       queues: [config.queues.emailEvents, config.queues.contactEvents],
       publisher,
       logger,

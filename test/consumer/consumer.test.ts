@@ -1,4 +1,3 @@
-import { Queue } from 'bullmq';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { pruneInbox } from '../../src/consumer/inbox.js';
@@ -7,16 +6,14 @@ import { jobIdFor, jobOptionsFor } from '../../src/queue/routes.js';
 import { captureLogger } from '../support/logs.js';
 import { dropSchema, TEST_DATABASE_URL, uniqueSchema } from '../support/postgres.js';
 import { waitFor } from '../support/processes.js';
-import { deletePrefix, TEST_REDIS_URL, uniquePrefix } from '../support/redis.js';
+import { dropQueues, queuePrefix, TEST_QUEUE_ENV, testQueue } from '../support/queues.js';
+import { TEST_REDIS_URL } from '../support/redis.js';
 
 const schema = uniqueSchema('consumer');
-const prefix = uniquePrefix('consumer');
+const prefix = await queuePrefix('consumer');
 const pool = new pg.Pool({ connectionString: TEST_DATABASE_URL, max: 12 });
-const env = { REDIS_URL: TEST_REDIS_URL, QUEUE_PREFIX: prefix };
-const queues = {
-  email: new Queue('email-events', { connection: { url: TEST_REDIS_URL }, prefix }),
-  contact: new Queue('contact-events', { connection: { url: TEST_REDIS_URL }, prefix }),
-};
+const env = { REDIS_URL: TEST_REDIS_URL, QUEUE_PREFIX: prefix, ...TEST_QUEUE_ENV };
+const queues = { email: testQueue('email-events', prefix), contact: testQueue('contact-events', prefix) };
 const options = jobOptionsFor({ jobAttempts: 3, jobBackoffMs: 10 });
 
 beforeAll(async () => {
@@ -28,7 +25,7 @@ afterAll(async () => {
   await queues.contact.close();
   await pool.end();
   await dropSchema(schema);
-  await deletePrefix(prefix);
+  await dropQueues(prefix);
 });
 
 function email(id: string, type: string, to: unknown = ['a.person@example.com']): FeedsyncEvent {
