@@ -61,7 +61,7 @@ function sandbox(label: string, redis: 'listener' | 'unset') {
 }
 
 describe.each(['listener', 'unset'] as const)('QUEUE_BACKEND=postgres, REDIS_URL %s', (redis) => {
-  it('migrate, sync --once, status, requeue --since and --failed, serve-webhooks and demo open no Redis', async () => {
+  it('migrate, sync --once, status, requeue --since and --failed, doctor, serve-webhooks and demo open no Redis', async () => {
     const box = sandbox(redis, redis);
     const outputs: string[] = [];
     const cli = async (args: string[], env = box.env) => {
@@ -80,6 +80,10 @@ describe.each(['listener', 'unset'] as const)('QUEUE_BACKEND=postgres, REDIS_URL
     const since = new Date(Date.now() - 3_600_000).toISOString();
     await cli(['requeue', '--since', since, '--json']);
     await cli(['requeue', '--failed', '--json']);
+    const doctor = await runCli(['doctor'], box.env, 60_000);
+    outputs.push(doctor.stdout, doctor.stderr);
+    expect(doctor.stdout).toMatch(/ok\s+queues-postgres/);
+    expect(doctor.stdout).toMatch(/ok\s+queues-schema/);
 
     // The receiver: ready (/readyz asks the queues' Postgres), and a delivery taken and queued.
     const webhookPort = await freePort();
