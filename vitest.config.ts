@@ -9,6 +9,10 @@ export const POSTGRES_QUEUE_FILES = [
   'test/consumer/consumer.test.ts',
   'test/sync/cli.test.ts',
   'test/sync/crash.test.ts',
+  'test/sync/once.test.ts',
+  'test/sync/embedding.test.ts',
+  'test/sync/worker.test.ts',
+  'test/queue/requeue.test.ts',
 ];
 
 export default defineConfig({

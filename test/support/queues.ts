@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { createPostgresBackend, Queue } from 'bullmq';
+import pg from 'pg';
 import { createPgPublisher } from '../../src/queue/pg-publisher.js';
 import { migrateQueues, pgQueueConnection } from '../../src/queue/pg-queues.js';
 import { createPublisher, type Publisher } from '../../src/queue/publisher.js';
@@ -35,6 +36,36 @@ export async function queuePrefix(label: string): Promise<string> {
 /** Deletes the queues under the prefix: its keys, or its schema. */
 export function dropQueues(prefix: string): Promise<void> {
   return TEST_QUEUE_BACKEND === 'redis' ? deletePrefix(prefix) : dropSchema(prefix);
+}
+
+/**
+ * Empties the queues as a Redis that lost its data would be: every key under the
+ * prefix deleted, or every table of the schema but BullMQ's migration ledger emptied.
+ */
+export async function emptyQueues(prefix: string): Promise<void> {
+  if (TEST_QUEUE_BACKEND === 'redis') return deletePrefix(prefix);
+  const client = new pg.Client({ connectionString: TEST_DATABASE_URL });
+  await client.connect();
+  try {
+    const { rows } = await client.query<{ name: string }>(
+      `SELECT format('%I.%I', schemaname, tablename) AS name FROM pg_tables
+        WHERE schemaname = $1 AND tablename <> 'migration'`,
+      [prefix],
+    );
+    await client.query(`TRUNCATE ${rows.map((r) => r.name).join(', ')}`);
+  } finally {
+    await client.end();
+  }
+}
+
+/** The ids of the jobs waiting in a queue (no worker runs in these tests, so every added job waits). */
+export async function waitingIds(name: string, prefix: string): Promise<string[]> {
+  const queue = testQueue(name, prefix);
+  try {
+    return (await queue.getWaiting(0, -1)).map((job) => job.id!);
+  } finally {
+    await queue.close();
+  }
 }
 
 /** A BullMQ Queue on this run's backend, for a test to look into; close it after. */
