@@ -4,7 +4,7 @@ import { createConsumer } from '../dist/consumer/index.js';
 import { createLogger } from '../dist/logger.js';
 import { migrateQueues } from '../dist/queue/pg-queues.js';
 import { jobIdFor, jobOptionsFor } from '../dist/queue/routes.js';
-import { release, syncOnce } from './end-to-end.mjs';
+import { syncOnce } from './end-to-end.mjs';
 import { benchSchema, DATABASE_URL, dropSchema, REDIS_URL, withPg } from './lib/env.mjs';
 import { redisPid } from './lib/machine.mjs';
 import { startSimChild } from './lib/simulator.mjs';
