@@ -50,8 +50,8 @@ export async function runDemo(base: Config, logger: Logger, out: (line: string) 
   const { store, publisher } = sync;
   try {
     const queuesAt = inPostgres
-      ? `the queues' schema ${prefix} in the Postgres at ${hostOf(config.queues.databaseUrl)} (QUEUE_BACKEND=postgres: no Redis)`
-      : `the Redis keys that start with "${prefix}:" in the Redis at ${hostOf(config.redis.url)}`;
+      ? `drops the queues' schema ${prefix} in the Postgres at ${hostOf(config.queues.databaseUrl)} (QUEUE_BACKEND=postgres: no Redis)`
+      : `deletes the Redis keys that start with "${prefix}:" in the Redis at ${hostOf(config.redis.url)}`;
     out(
       `0. the demo starts afresh: it drops schema ${schema} in the Postgres at ${hostOf(config.database.url)} ` +
         `and ${queuesAt} (only if it made them itself; DATABASE_SCHEMA and QUEUE_PREFIX choose other names)`,
