@@ -3,7 +3,7 @@ import pg from 'pg';
 import { createConsumer } from '../dist/consumer/index.js';
 import { createLogger } from '../dist/logger.js';
 import { migrateQueues } from '../dist/queue/pg-queues.js';
-import { jobIdFor, jobOptionsFor } from '../dist/queue/routes.js';
+import { fillQueue } from './consumer.mjs';
 import { syncOnce } from './end-to-end.mjs';
 import { benchSchema, DATABASE_URL, dropSchema, REDIS_URL, withPg } from './lib/env.mjs';
 import { redisPid } from './lib/machine.mjs';
@@ -113,24 +113,9 @@ async function consume(backend, jobs, round) {
     c.query(`CREATE SCHEMA "${app}"; CREATE TABLE "${app}".effects (source text, event_id text)`),
   );
   const queue = queueOn(backend, where);
-  const options = jobOptionsFor({ jobAttempts: 5, jobBackoffMs: 1000 });
   const pool = new pg.Pool({ connectionString: DATABASE_URL, max: 10 });
   try {
-    for (let from = 0; from < jobs; from += 1000) {
-      const batch = [];
-      for (let i = from; i < Math.min(jobs, from + 1000); i++) {
-        const id = `evt_${String(i).padStart(12, '0')}`;
-        const data = {
-          source: 'default',
-          id,
-          type: 'email.delivered',
-          created_at: '2026-01-01T00:00:00.000Z',
-          data: { email_id: `em_${i}`, to: [`person${i}@example.com`] },
-        };
-        batch.push({ name: data.type, data, opts: { ...options, jobId: jobIdFor('default', id) } });
-      }
-      await queue.addBulk(batch);
-    }
+    await fillQueue(queue, jobs);
     const env =
       backend === 'postgres'
         ? { QUEUE_BACKEND: 'postgres', QUEUE_DATABASE_URL: DATABASE_URL, QUEUE_PREFIX: where }

@@ -3,7 +3,7 @@ import type { PostgresQueueBackend, Queue } from 'bullmq';
 import { FeedsyncError } from '../errors.js';
 import { withDeadline } from '../redis/deadline.js';
 import { assertQueueSchema, type PgQueueSettings, pgQueueConnection, toQueueError } from './pg-queues.js';
-import { bulkJobsOf, type Publisher, RETRY_PAGE } from './publisher.js';
+import { bulkJobsOf, JOB_STATES, type Publisher, retryAllFailed } from './publisher.js';
 import type { JobOptions } from './routes.js';
 
 // BullMQ is loaded on first use: a run with nothing to publish starts without it.
@@ -129,33 +129,14 @@ export function createPgPublisher(opts: PgPublisherOptions): Publisher {
         }
         return found;
       }),
-    retryFailed: async (name) => {
-      const retried: string[] = [];
-      let left = await withQueue(name, (queue) => queue.getFailedCount());
-      while (left > 0) {
-        const page = await withQueue(name, async (queue) => {
-          const jobs = await queue.getFailed(0, Math.min(left, RETRY_PAGE) - 1);
-          for (const job of jobs) {
-            await job.retry('failed', { resetAttemptsMade: true, resetAttemptsStarted: true });
-          }
-          return jobs.map((job) => job.id!);
-        });
-        if (page.length === 0) break;
-        retried.push(...page);
-        left -= page.length;
-      }
-      return retried;
-    },
+    retryFailed: (name) => retryAllFailed((fn) => withQueue(name, fn)),
     ping: () =>
       withQueue(opts.queues.schema, async (queue) => {
         const { pool } = (queue.backend as unknown as PostgresQueueBackend).connection;
         await pool.query('select 1');
         return true;
       }).catch(() => false),
-    counts: (name) =>
-      withQueue(name, (queue) =>
-        queue.getJobCounts('waiting', 'active', 'completed', 'failed', 'delayed', 'prioritized'),
-      ),
+    counts: (name) => withQueue(name, (queue) => queue.getJobCounts(...JOB_STATES)),
     close: () => reset(),
   };
 }

@@ -64,7 +64,7 @@ export interface PublisherOptions {
 /** Jobs per Redis pipeline (one BullMQ addBulk call). */
 const PIPELINE_JOBS = 250;
 /** Failed jobs read and retried per round. */
-export const RETRY_PAGE = 500;
+const RETRY_PAGE = 500;
 /** How long a connection keeps its resolved REDIS_WAIT_REPLICAS before it asks the master again. */
 const PLAN_TTL_MS = 60_000;
 
@@ -175,39 +175,39 @@ export function createPublisher(opts: PublisherOptions): Publisher {
         }
         return found;
       }),
-    retryFailed: async (name) => {
-      const retried: string[] = [];
-      // Bounded by the count at the start: a job that fails again meanwhile waits for the
-      // next call. A page per connection call, so that each stays inside the timeout.
-      let left = await withConnection((c, redis) => queueOf(c, redis, name).getFailedCount());
-      while (left > 0) {
-        const page = await withConnection(async (c, redis) => {
-          const jobs = await queueOf(c, redis, name).getFailed(0, Math.min(left, RETRY_PAGE) - 1);
-          for (const job of jobs) {
-            await job.retry('failed', { resetAttemptsMade: true, resetAttemptsStarted: true });
-          }
-          return jobs.map((job) => job.id!);
-        });
-        if (page.length === 0) break;
-        retried.push(...page);
-        left -= page.length;
-      }
-      return retried;
-    },
+    retryFailed: (name) => retryAllFailed((fn) => withConnection((c, redis) => fn(queueOf(c, redis, name)))),
     ping: () => withConnection(async (_, redis) => (await redis.client.ping()) === 'PONG').catch(() => false),
-    counts: (name) =>
-      withConnection((c, redis) =>
-        queueOf(c, redis, name).getJobCounts(
-          'waiting',
-          'active',
-          'completed',
-          'failed',
-          'delayed',
-          'prioritized',
-        ),
-      ),
+    counts: (name) => withConnection((c, redis) => queueOf(c, redis, name).getJobCounts(...JOB_STATES)),
     close: () => reset(),
   };
+}
+
+/** The states `counts` reports. */
+export const JOB_STATES = ['waiting', 'active', 'completed', 'failed', 'delayed', 'prioritized'] as const;
+
+/**
+ * Moves every job that failed for good back to waiting, on either backend: bounded by the
+ * count at the start (a job that fails again meanwhile waits for the next call), a page
+ * per call of `onQueue`, so that each stays inside the publisher's timeout.
+ */
+export async function retryAllFailed(
+  onQueue: <T>(fn: (queue: Queue) => Promise<T>) => Promise<T>,
+): Promise<string[]> {
+  const retried: string[] = [];
+  let left = await onQueue((queue) => queue.getFailedCount());
+  while (left > 0) {
+    const page = await onQueue(async (queue) => {
+      const jobs = await queue.getFailed(0, Math.min(left, RETRY_PAGE) - 1);
+      for (const job of jobs) {
+        await job.retry('failed', { resetAttemptsMade: true, resetAttemptsStarted: true });
+      }
+      return jobs.map((job) => job.id!);
+    });
+    if (page.length === 0) break;
+    retried.push(...page);
+    left -= page.length;
+  }
+  return retried;
 }
 
 /** Jobs as BullMQ's addBulk takes them, on either backend. */
