@@ -13,6 +13,7 @@ export const POSTGRES_QUEUE_FILES = [
   'test/sync/embedding.test.ts',
   'test/sync/worker.test.ts',
   'test/queue/requeue.test.ts',
+  'test/queue/job-retries.test.ts',
 ];
 
 export default defineConfig({

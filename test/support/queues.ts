@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { createPostgresBackend, Queue } from 'bullmq';
+import { createPostgresBackend, type Job, Queue, Worker } from 'bullmq';
 import pg from 'pg';
 import { createPgPublisher } from '../../src/queue/pg-publisher.js';
 import { migrateQueues, pgQueueConnection } from '../../src/queue/pg-queues.js';
@@ -76,6 +76,21 @@ export function testQueue(name: string, prefix: string): Queue {
     { max: 2, connectTimeoutMs: 10_000, applicationName: 'feedsync-test' },
   );
   return new Queue(name, { connection }, createPostgresBackend) as unknown as Queue;
+}
+
+/** A BullMQ Worker on this run's backend that runs `processor` for every job; close it after. */
+export function testWorker(name: string, prefix: string, processor: (job: Job) => Promise<unknown>): Worker {
+  if (TEST_QUEUE_BACKEND === 'redis') {
+    return new Worker(name, processor, {
+      connection: { url: TEST_REDIS_URL, maxRetriesPerRequest: null },
+      prefix,
+    });
+  }
+  const connection = pgQueueConnection(
+    { url: TEST_DATABASE_URL, schema: prefix },
+    { max: 4, connectTimeoutMs: 10_000, applicationName: 'feedsync-test' },
+  );
+  return new Worker(name, processor, { connection }, createPostgresBackend) as unknown as Worker;
 }
 
 /** feedsync's publisher on this run's backend, with the default job options. */
