@@ -1,10 +1,19 @@
+import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
 import { createConsumer } from '../../src/consumer/index.js';
 import { CONTACT_EVENT_TYPES, EMAIL_EVENT_TYPES } from '../../src/event-types.js';
 import { createLogger } from '../../src/logger.js';
 import { dropSchema, TEST_DATABASE_URL, uniqueSchema } from '../support/postgres.js';
-import { freePort, killChildren, runCli, runNode, SYNC_WORKER, waitFor } from '../support/processes.js';
+import {
+  freePort,
+  killChildren,
+  runCli,
+  runNode,
+  SYNC_WORKER,
+  spawnNode,
+  waitFor,
+} from '../support/processes.js';
 import { between, seeded } from '../support/random.js';
 import { TEST_API_KEY } from '../support/simulator.js';
 import { waitForWorkersGone } from '../sync/harness.js';
@@ -18,6 +27,7 @@ import { readWholeFeed, routed } from './support/served.js';
 // backend): commit, then publish, then mark; a crash between re-adds the same job ids,
 // and BullMQ's job table keeps one row per id.
 
+const CONSUMER_CHILD = fileURLToPath(new URL('./children/consumer-child.mjs', import.meta.url));
 const sandbox = useSandboxes();
 const sims = simulators();
 const pool = new pg.Pool({ connectionString: TEST_DATABASE_URL, max: 12 });
@@ -221,6 +231,79 @@ describe('the queues in Postgres', () => {
           await consumer.close();
           await running;
         }
+      },
+    );
+  });
+
+  it('40. consumer killed mid-job, queues in Postgres', async () => {
+    const KILLS = 8;
+    const SEED = 0xc0ffee40;
+    await measured(
+      {
+        item: 40,
+        title: 'consumer killed mid-job (queues in Postgres)',
+        claim:
+          'With the queues in Postgres, a consumer process killed with SIGKILL right after the commit of a ' +
+          "job's transaction, before the job completes, applies every event exactly once: the job comes " +
+          'again once its lock runs out, finds its inbox row and completes without its handler.',
+        method:
+          'A real `sync --once` from the simulator (1,500 events) fills the Postgres queues; consumer processes ' +
+          '(test/faults/children/consumer-child.mjs, the built dist/consumer, QUEUE_BACKEND=postgres) are started ' +
+          `one after another, each killing itself with SIGKILL right after the COMMIT of its k-th applied job ` +
+          `(k drawn from 1-40, seed 0x${SEED.toString(16)}), ${KILLS} times; a last run consumes the rest. ` +
+          'Each handler INSERTs its effect into a table without a unique key.',
+      },
+      async (rec) => {
+        rec.injectedWhat = 'SIGKILLs';
+        const sim = await sims.start(1_500);
+        const box = await pgBox('pg_consumer_kill');
+        const filled = await runCli(['sync', '--once'], box.env(sim.baseUrl), 120_000);
+        expect(filled.code, filled.stderr).toBe(0);
+        const app = uniqueSchema('app_pg_consumer_kill');
+        appSchemas.push(app);
+        await pool.query(`CREATE SCHEMA "${app}"`);
+        await pool.query(
+          `CREATE TABLE "${app}".effects (consumer text, source text, event_id text, pid int, at timestamptz DEFAULT now())`,
+        );
+        const events = routed(await readWholeFeed(sim.baseUrl, TEST_API_KEY)).map((e) => e.id);
+        const env = (extra: Record<string, string> = {}) => ({
+          ...box.env(null),
+          APP_DATABASE_URL: TEST_DATABASE_URL,
+          APP_SCHEMA: app,
+          CONSUMER_NAME: 'faults',
+          ...extra,
+        });
+        const completed = async () => {
+          const { rows } = await pool.query<{ n: number }>(
+            `SELECT count(*)::int AS n FROM "${box.prefix}".job WHERE state = 'completed'`,
+          );
+          return rows[0]!.n;
+        };
+        const random = seeded(SEED);
+        for (let i = 0; i < KILLS; i++) {
+          const child = spawnNode(
+            [CONSUMER_CHILD],
+            env({ KILL_AFTER_COMMIT: String(between(random, 1, 40)) }),
+          );
+          const exit = await child.waitExit(60_000);
+          expect(exit.signal, exit.stderr).toBe('SIGKILL');
+          rec.injected++;
+        }
+        const last = spawnNode([CONSUMER_CHILD], env());
+        await waitFor(async () => (await completed()) === events.length, {
+          timeoutMs: 120_000,
+          what: 'every job completed',
+        });
+        last.signal('SIGTERM');
+        expect((await last.waitExit(30_000)).code).toBe(0);
+        const { rows } = await pool.query<{ n: number; distinct: number }>(
+          `SELECT count(*)::int AS n, count(DISTINCT event_id)::int AS distinct FROM "${app}".effects`,
+        );
+        rec.checked = events.length;
+        rec.lost = events.length - rows[0]!.distinct;
+        rec.duplicated = rows[0]!.n - rows[0]!.distinct;
+        rec.figures.push(['effects written', rows[0]!.n], ['jobs completed', await completed()]);
+        expect([rec.lost, rec.duplicated]).toEqual([0, 0]);
       },
     );
   });
