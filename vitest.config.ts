@@ -14,6 +14,7 @@ export const POSTGRES_QUEUE_FILES = [
   'test/sync/worker.test.ts',
   'test/queue/requeue.test.ts',
   'test/queue/job-retries.test.ts',
+  'test/tracing/traces.test.ts',
 ];
 
 export default defineConfig({
