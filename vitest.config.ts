@@ -43,6 +43,9 @@ export default defineConfig({
           name: 'postgres-queues',
           include: POSTGRES_QUEUE_FILES,
           env: { FEEDSYNC_TEST_QUEUE_BACKEND: 'postgres' },
+          // Each CLI run there checks the queues' schema on a connection of its own: a case
+          // of many CLI runs (test/sync/cli.test.ts) takes longer on a busy machine.
+          testTimeout: 60_000,
         },
       },
     ],
