@@ -1,10 +1,24 @@
 import { defineConfig } from 'vitest/config';
 
+/**
+ * The files that run a second time with the queues in BullMQ's Postgres backend
+ * (FEEDSYNC_TEST_QUEUE_BACKEND=postgres, test/support/queues.ts): the sync, consumer and
+ * queue tests that do not concern Redis itself. Each takes its queues from the support.
+ */
+export const POSTGRES_QUEUE_FILES = [
+  'test/consumer/consumer.test.ts',
+  'test/sync/cli.test.ts',
+  'test/sync/crash.test.ts',
+  'test/sync/once.test.ts',
+  'test/sync/embedding.test.ts',
+  'test/sync/worker.test.ts',
+  'test/queue/requeue.test.ts',
+  'test/queue/job-retries.test.ts',
+  'test/tracing/traces.test.ts',
+];
+
 export default defineConfig({
   test: {
-    include: ['test/**/*.test.ts'],
-    // The fault-injection suite runs on its own: `npm run test:faults`.
-    exclude: ['test/faults/**', 'node_modules/**'],
     // Creates the database TEST_DATABASE_URL names when the server has none of that name.
     globalSetup: ['test/support/global-setup.ts'],
     // Files share one Postgres and one Redis (each in its own schema and queue
@@ -15,6 +29,28 @@ export default defineConfig({
     maxWorkers: 2,
     testTimeout: 30_000,
     hookTimeout: 30_000,
+    projects: [
+      {
+        extends: true,
+        test: {
+          name: 'redis',
+          include: ['test/**/*.test.ts'],
+          // The fault-injection suite runs on its own: `npm run test:faults`.
+          exclude: ['test/faults/**', 'node_modules/**'],
+        },
+      },
+      {
+        extends: true,
+        test: {
+          name: 'postgres-queues',
+          include: POSTGRES_QUEUE_FILES,
+          env: { FEEDSYNC_TEST_QUEUE_BACKEND: 'postgres' },
+          // Each CLI run there checks the queues' schema on a connection of its own: a case
+          // of many CLI runs (test/sync/cli.test.ts) takes longer on a busy machine.
+          testTimeout: 60_000,
+        },
+      },
+    ],
     // CI runs the README's `npm test` exactly as written and still needs a JSON report
     // to count from: it names the file here.
     ...(process.env.FEEDSYNC_TEST_REPORT

@@ -86,25 +86,30 @@ export async function consumerCost({ jobs, log }) {
 /** `jobs` email.delivered jobs as feedsync adds them. */
 async function fill(prefix, jobs) {
   const queue = new Queue(QUEUE, { connection: { url: REDIS_URL }, prefix });
-  const options = jobOptionsFor({ jobAttempts: 5, jobBackoffMs: 1000 });
   try {
-    for (let from = 0; from < jobs; from += 1000) {
-      const batch = [];
-      for (let i = from; i < Math.min(jobs, from + 1000); i++) {
-        const id = `evt_${String(i).padStart(12, '0')}`;
-        const data = {
-          source: 'default',
-          id,
-          type: 'email.delivered',
-          created_at: '2026-01-01T00:00:00.000Z',
-          data: { email_id: `em_${i}`, to: [`person${i}@example.com`] },
-        };
-        batch.push({ name: data.type, data, opts: { ...options, jobId: jobIdFor('default', id) } });
-      }
-      await queue.addBulk(batch);
-    }
+    await fillQueue(queue, jobs);
   } finally {
     await queue.close();
+  }
+}
+
+/** `jobs` email.delivered jobs as feedsync adds them (its data, ids and options), into a queue of either backend. */
+export async function fillQueue(queue, jobs) {
+  const options = jobOptionsFor({ jobAttempts: 5, jobBackoffMs: 1000 });
+  for (let from = 0; from < jobs; from += 1000) {
+    const batch = [];
+    for (let i = from; i < Math.min(jobs, from + 1000); i++) {
+      const id = `evt_${String(i).padStart(12, '0')}`;
+      const data = {
+        source: 'default',
+        id,
+        type: 'email.delivered',
+        created_at: '2026-01-01T00:00:00.000Z',
+        data: { email_id: `em_${i}`, to: [`person${i}@example.com`] },
+      };
+      batch.push({ name: data.type, data, opts: { ...options, jobId: jobIdFor('default', id) } });
+    }
+    await queue.addBulk(batch);
   }
 }
 

@@ -5,7 +5,8 @@
 // writes nothing); `--no-write` leaves the page alone; `--json FILE` also writes
 // the raw results; `--only <section>` runs one section alone: sources (bench/sources.mjs)
 // page-memory (bench/page-memory.mjs), relay-memory (bench/relay-memory.mjs), retention
-// (bench/retention.mjs), consumer (bench/consumer.mjs), apply-cost (bench/apply-cost.mjs)
+// (bench/retention.mjs), consumer (bench/consumer.mjs), apply-cost (bench/apply-cost.mjs),
+// queue-backends (bench/queue-backends.mjs: sync --once and the consumer on Redis and on Postgres)
 // or tracing (bench/tracing.mjs; `--before PATH` adds another build's
 // dist/bin/feedsync.js), which rewrite only their block of the page.
 import { writeFileSync } from 'node:fs';
@@ -21,6 +22,7 @@ import { measuredSection, writeBlock, writeMeasured } from './lib/page.mjs';
 import { startSimChild } from './lib/simulator.mjs';
 import { cpuTable, markdownTable, mb, ms, pct, rate } from './lib/table.mjs';
 import { pageMemory, pageMemoryRows } from './page-memory.mjs';
+import { queueBackendsAlone, queueBackendsRows } from './queue-backends.mjs';
 import { relayMemory, relayMemoryRows } from './relay-memory.mjs';
 import { retentionAlone, retentionRows } from './retention.mjs';
 import { measureSources, sourcesSection, sourcesSizes } from './sources.mjs';
@@ -62,6 +64,11 @@ const ALONE = {
     title: 'The apply statement with contact_status and suppressions',
     run: () => applyCost({ scale, log }),
     rows: applyCostRows,
+  },
+  'queue-backends': {
+    title: 'The queues in Redis and in Postgres, side by side',
+    run: () => queueBackendsAlone({ scale, log }),
+    rows: queueBackendsRows,
   },
   tracing: {
     title: 'Traces: CPU per event, off and on',

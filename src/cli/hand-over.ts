@@ -1,5 +1,6 @@
 import type { Config } from '../config/config.js';
 import { hostOf } from '../config/connection-url.js';
+import { FeedsyncError } from '../errors.js';
 import { describeFailure, storeOf } from './failure.js';
 import { redisAdvice } from './redis-advice.js';
 
@@ -9,6 +10,12 @@ import { redisAdvice } from './redis-advice.js';
  * Redis, so a pooler restarted or a statement_timeout stops it as surely as Redis does.
  */
 export function handOverFailure(err: unknown, config: Config): string {
+  if (err instanceof FeedsyncError && err.code.startsWith('QUEUE_')) {
+    return (
+      `the events are stored, but the queues' Postgres (QUEUE_DATABASE_URL, ${hostOf(config.queues.databaseUrl)}) ` +
+      `did not take their jobs: ${err.message}: the next run hands them over`
+    );
+  }
   if (storeOf(err, config) === 'postgres') {
     return (
       `the events are stored, but their jobs were not handed over: Postgres failed, not Redis: ` +

@@ -3,6 +3,8 @@ import type { RetryDeps } from '../api/retry.js';
 import { type Config, requireService } from '../config/config.js';
 import { createFeedClient, type FeedClientOptions, type FetchPage } from '../feed/feed-client.js';
 import type { Logger } from '../logger.js';
+import { createPgPublisher } from '../queue/pg-publisher.js';
+import { assertQueueSchema, migrateQueues, type PgQueueSettings, toQueueError } from '../queue/pg-queues.js';
 import { createPublisher, type Publisher } from '../queue/publisher.js';
 import { type Relay, type RelayOptions, startRelay } from '../queue/relay.js';
 import { jobOptionsFor } from '../queue/routes.js';
@@ -21,7 +23,7 @@ export interface PartsShape {
   poolMax?: number;
   /** `application_name` in pg_stat_activity. Default: STORE_DEFAULTS.applicationName (store/db.ts). */
   applicationName?: string;
-  /** The publisher's longest wait for Redis. Default: the publisher's own (queue/publisher.ts). */
+  /** The publisher's longest wait for the queues' store. Default: the publisher's own (queue/publisher.ts). */
   redisTimeoutMs?: number;
   /** Aborted on SIGTERM: the publisher stops reconnecting to a Redis that fails. */
   stopping?: AbortSignal;
@@ -42,6 +44,13 @@ export interface Parts {
   readonly publisher: Publisher;
   /** The outbox relay over the store and the publisher, started on first use. */
   readonly relay: Relay;
+  /**
+   * With QUEUE_BACKEND=postgres, checks the queues' schema (or migrates it, with
+   * `migrate`): a schema not migrated fails (QUEUE_NOT_MIGRATED); a queues' database
+   * that does not answer is only logged, since the events are stored all the same and the
+   * outbox drains once it answers. Nothing with Redis.
+   */
+  checkQueues(opts?: { migrate?: boolean }): Promise<void>;
   /** Stops the relay, closes the publisher, then the store: only what was made here. */
   close(): Promise<void>;
 }
@@ -74,6 +83,21 @@ export function composeParts(
       });
       return made.relay;
     },
+    async checkQueues({ migrate = false } = {}) {
+      if (config.queues.backend !== 'postgres') return;
+      const queues = pgQueuesOf(config);
+      const timeoutMs = config.database.connectTimeoutMs;
+      try {
+        if (migrate) await migrateQueues(queues, timeoutMs);
+        else await assertQueueSchema(queues, timeoutMs);
+      } catch (err) {
+        if ((err as { code?: unknown }).code === 'QUEUE_NOT_MIGRATED') throw err;
+        logger.warn(
+          { err: toQueueError(err) },
+          "the queues' Postgres does not answer: the events are stored, their jobs wait in the outbox",
+        );
+      }
+    },
     async close() {
       await made.relay?.stop();
       await made.publisher?.close();
@@ -93,15 +117,34 @@ export function storeFor(config: Config, logger: Logger, shape: PartsShape = {})
   });
 }
 
-/** A BullMQ publisher on REDIS_URL under QUEUE_PREFIX, its jobs carrying JOB_ATTEMPTS and JOB_BACKOFF_MS. */
+/**
+ * A BullMQ publisher, its jobs carrying JOB_ATTEMPTS and JOB_BACKOFF_MS: on REDIS_URL under
+ * QUEUE_PREFIX, or with QUEUE_BACKEND=postgres in QUEUE_DATABASE_URL's schema QUEUE_PREFIX
+ * (no Redis connection at all then).
+ */
 export function publisherFor(config: Config, shape: PartsShape = {}): Publisher {
+  const waits = {
+    ...(shape.redisTimeoutMs === undefined ? {} : { timeoutMs: shape.redisTimeoutMs }),
+    ...(shape.stopping === undefined ? {} : { stopping: shape.stopping }),
+  };
+  if (config.queues.backend === 'postgres') {
+    return createPgPublisher({
+      queues: pgQueuesOf(config),
+      jobOptions: jobOptionsFor(config.queues),
+      ...waits,
+    });
+  }
   return createPublisher({
     redis: config.redis,
     prefix: config.queues.prefix,
     jobOptions: jobOptionsFor(config.queues),
-    ...(shape.redisTimeoutMs === undefined ? {} : { timeoutMs: shape.redisTimeoutMs }),
-    ...(shape.stopping === undefined ? {} : { stopping: shape.stopping }),
+    ...waits,
   });
+}
+
+/** The queues' database and schema with QUEUE_BACKEND=postgres: QUEUE_DATABASE_URL and QUEUE_PREFIX. */
+export function pgQueuesOf(config: Config): PgQueueSettings {
+  return { url: config.queues.databaseUrl, schema: config.queues.prefix };
 }
 
 /**

@@ -41,6 +41,8 @@ export const CONFIG_DEFAULTS = Object.freeze({
   DATABASE_STATEMENT_TIMEOUT_MS: 10_000,
   /** The local Redis, as a developer's machine and the tests have it. */
   REDIS_URL: 'redis://127.0.0.1:6379',
+  /** Redis, the faster of the two for throughput (docs/SCALING.md says when to choose Postgres). */
+  QUEUE_BACKEND: 'redis',
   /** BullMQ's own default prefix, so its tools find the queues without being told. */
   QUEUE_PREFIX: 'bull',
   /** The queue of email.* events. */

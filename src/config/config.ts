@@ -92,7 +92,15 @@ export interface Config {
    */
   readonly redis: RedisSettings;
   readonly queues: {
-    /** QUEUE_PREFIX: BullMQ's key prefix. Default: CONFIG_DEFAULTS.QUEUE_PREFIX. */
+    /**
+     * QUEUE_BACKEND: where BullMQ keeps the queues, `redis` (REDIS_*) or `postgres`
+     * (BullMQ's Postgres backend, in the database of QUEUE_DATABASE_URL, in the schema
+     * QUEUE_PREFIX names; no Redis is then opened). Default: CONFIG_DEFAULTS.QUEUE_BACKEND.
+     */
+    readonly backend: QueueBackend;
+    /** QUEUE_DATABASE_URL: the queues' Postgres when QUEUE_BACKEND=postgres. Default: DATABASE_URL. */
+    readonly databaseUrl: string;
+    /** QUEUE_PREFIX: BullMQ's key prefix in Redis, the queues' schema in Postgres. Default: CONFIG_DEFAULTS.QUEUE_PREFIX. */
     readonly prefix: string;
     /** QUEUE_EMAIL_EVENTS. Default: CONFIG_DEFAULTS.QUEUE_EMAIL_EVENTS. */
     readonly emailEvents: string;
@@ -186,6 +194,12 @@ const host = z
       'must be an IP address or a host name',
     ),
   );
+/** Where the queues live: QUEUE_BACKEND. */
+export type QueueBackend = 'redis' | 'postgres';
+
+/** The queues' schema, as DATABASE_SCHEMA: a lowercase identifier (BullMQ's own rule allows more). */
+const QUEUE_SCHEMA = /^[a-z_][a-z0-9_]{0,62}$/;
+
 const queueName = z.string().check(z.regex(/^[^:\s]+$/, 'must be non-empty, without ":" or spaces'));
 
 const fields = {
@@ -216,6 +230,8 @@ const fields = {
   REDIS_SENTINELS: z.optional(z.string()),
   REDIS_SENTINEL_NAME: z.optional(nonEmpty),
   REDIS_WAIT_REPLICAS: z.optional(int(0, 16)),
+  QUEUE_BACKEND: z._default(oneOf(['redis', 'postgres']), CONFIG_DEFAULTS.QUEUE_BACKEND),
+  QUEUE_DATABASE_URL: z.optional(z.string()),
   QUEUE_PREFIX: z._default(queueName, CONFIG_DEFAULTS.QUEUE_PREFIX),
   QUEUE_EMAIL_EVENTS: z._default(queueName, CONFIG_DEFAULTS.QUEUE_EMAIL_EVENTS),
   QUEUE_CONTACT_EVENTS: z._default(queueName, CONFIG_DEFAULTS.QUEUE_CONTACT_EVENTS),
@@ -243,7 +259,13 @@ const fields = {
 };
 
 /** Variables whose value may come from a file named by `<NAME>_FILE` (a mounted secret). */
-const FILE_VARIANTS = ['FEED_API_KEY', 'WEBHOOK_SECRET', 'DATABASE_URL', 'REDIS_URL'] as const;
+const FILE_VARIANTS = [
+  'FEED_API_KEY',
+  'WEBHOOK_SECRET',
+  'DATABASE_URL',
+  'REDIS_URL',
+  'QUEUE_DATABASE_URL',
+] as const;
 
 /** Every variable loadConfig reads, `<NAME>_FILE` included: what a misspelt name is told apart from. */
 export const VARIABLES: readonly string[] = [
@@ -397,12 +419,15 @@ export interface ConsumerSettings {
   readonly redis: RedisSettings;
   readonly queues: Pick<
     Config['queues'],
-    'prefix' | 'emailEvents' | 'contactEvents' | 'outboxRetentionHours'
+    'backend' | 'databaseUrl' | 'prefix' | 'emailEvents' | 'contactEvents' | 'outboxRetentionHours'
   >;
   readonly logLevel: Config['logLevel'];
 }
 
-/** Parses the consumer's variables (REDIS_*, QUEUE_*, OUTBOX_RETENTION_HOURS, LOG_LEVEL) when a consumer is created. */
+/**
+ * Parses the consumer's variables (REDIS_*, QUEUE_*, DATABASE_URL as QUEUE_DATABASE_URL's
+ * default, OUTBOX_RETENTION_HOURS, LOG_LEVEL) when a consumer is created.
+ */
 export function loadConsumerSettings(
   env: Env = process.env,
   readFile = (p: string) => readFileSync(p, 'utf8'),
@@ -414,6 +439,9 @@ export function loadConsumerSettings(
       REDIS_SENTINELS: fields.REDIS_SENTINELS,
       REDIS_SENTINEL_NAME: fields.REDIS_SENTINEL_NAME,
       REDIS_WAIT_REPLICAS: fields.REDIS_WAIT_REPLICAS,
+      DATABASE_URL: fields.DATABASE_URL,
+      QUEUE_BACKEND: fields.QUEUE_BACKEND,
+      QUEUE_DATABASE_URL: fields.QUEUE_DATABASE_URL,
       QUEUE_PREFIX: fields.QUEUE_PREFIX,
       QUEUE_EMAIL_EVENTS: fields.QUEUE_EMAIL_EVENTS,
       QUEUE_CONTACT_EVENTS: fields.QUEUE_CONTACT_EVENTS,
@@ -427,12 +455,15 @@ export function loadConsumerSettings(
 }
 
 /**
- * The queues' Redis and names, read alike by the worker and a consumer. A forced
+ * The queues' store and names, read alike by the worker and a consumer. A forced
  * cluster is checked for a hash tag in the prefix now; a detected one when feedsync
- * first connects.
+ * first connects. In Postgres the prefix names a schema, so it must be an identifier.
  */
 function queueSettings(
   v: RedisEnv & {
+    DATABASE_URL: string;
+    QUEUE_BACKEND: QueueBackend;
+    QUEUE_DATABASE_URL?: string | undefined;
     QUEUE_PREFIX: string;
     QUEUE_EMAIL_EVENTS: string;
     QUEUE_CONTACT_EVENTS: string;
@@ -440,10 +471,25 @@ function queueSettings(
   },
 ): Pick<ConsumerSettings, 'redis' | 'queues'> {
   const redis = parseRedisSettings(v);
-  if (redis.cluster === true && hashTagOf(v.QUEUE_PREFIX) === null) throw missingHashTagError(v.QUEUE_PREFIX);
+  const databaseUrl = v.QUEUE_DATABASE_URL ?? v.DATABASE_URL;
+  if (v.QUEUE_BACKEND === 'postgres') {
+    checkUrl(v.QUEUE_DATABASE_URL === undefined ? 'DATABASE_URL' : 'QUEUE_DATABASE_URL', databaseUrl, [
+      'postgres:',
+      'postgresql:',
+    ]);
+    if (!QUEUE_SCHEMA.test(v.QUEUE_PREFIX)) {
+      throw new ConfigError(
+        "QUEUE_PREFIX: with QUEUE_BACKEND=postgres it names the queues' schema: must be a lowercase SQL identifier",
+      );
+    }
+  } else if (redis.cluster === true && hashTagOf(v.QUEUE_PREFIX) === null) {
+    throw missingHashTagError(v.QUEUE_PREFIX);
+  }
   return {
     redis,
     queues: {
+      backend: v.QUEUE_BACKEND,
+      databaseUrl,
       prefix: v.QUEUE_PREFIX,
       emailEvents: v.QUEUE_EMAIL_EVENTS,
       contactEvents: v.QUEUE_CONTACT_EVENTS,
@@ -502,7 +548,11 @@ export function secretsOf(config: Config): string[] {
   const secrets = [...config.webhooks.secrets];
   if (config.feed.apiKey) secrets.push(config.feed.apiKey);
   for (const s of config.sources) if (s.apiKey) secrets.push(s.apiKey);
-  secrets.push(...urlSecrets(config.database.url), ...urlSecrets(config.redis.url));
+  secrets.push(
+    ...urlSecrets(config.database.url),
+    ...urlSecrets(config.queues.databaseUrl),
+    ...urlSecrets(config.redis.url),
+  );
   if (config.tracing) secrets.push(...urlSecrets(config.tracing.url));
   for (const p of [config.redis.password, config.redis.sentinel?.password]) {
     if (p) secrets.push(p, encodeURIComponent(p));

@@ -1,10 +1,11 @@
 import { createRequire } from 'node:module';
-import type { ConnectionOptions, Worker, WorkerOptions } from 'bullmq';
+import type { ConnectionOptions, PostgresConnectionOptions, Worker, WorkerOptions } from 'bullmq';
 import type { Pool, PoolClient } from 'pg';
 import { type Env, loadConsumerSettings, VARIABLES } from '../config/config.js';
 import { unknownVariables, warnOnce } from '../config/unknown-variables.js';
 import { FeedsyncError } from '../errors.js';
 import { createLogger, type Logger } from '../logger.js';
+import { assertQueueSchema, pgQueueConnection } from '../queue/pg-queues.js';
 import { connectForWorkers, type WorkerConnection } from '../redis/worker-connection.js';
 import { CONSUMER_DEFAULTS } from './defaults.js';
 import { type FeedsyncEvent, type FeedsyncEventType, withoutAddresses } from './events.js';
@@ -41,10 +42,14 @@ export interface ConsumerOptions {
   /** The schema of the inbox table `feedsync_inbox`. Default `public`. */
   schema?: string;
   /**
-   * Redis as BullMQ takes it (an ioredis instance or options). Default: REDIS_URL,
-   * REDIS_CLUSTER, REDIS_SENTINELS and REDIS_SENTINEL_NAME, read as feedsync reads them.
+   * The queues' connection as BullMQ takes it. With Redis (QUEUE_BACKEND unset or
+   * `redis`): an ioredis instance or options; default REDIS_URL, REDIS_CLUSTER,
+   * REDIS_SENTINELS and REDIS_SENTINEL_NAME, read as feedsync reads them. With
+   * QUEUE_BACKEND=postgres: a pg pool config carrying `schema`; default
+   * QUEUE_DATABASE_URL (else DATABASE_URL) and the schema QUEUE_PREFIX, and no Redis is
+   * opened. Either way the queues are where feedsync puts them only if both agree.
    */
-  connection?: ConnectionOptions;
+  connection?: ConnectionOptions | PostgresConnectionOptions;
   /** Queue names. Default: QUEUE_PREFIX, QUEUE_EMAIL_EVENTS, QUEUE_CONTACT_EVENTS (feedsync's defaults). */
   queues?: { prefix?: string; emailEvents?: string; contactEvents?: string };
   /**
@@ -98,9 +103,10 @@ export interface Consumer {
   migrate(): Promise<void>;
   /**
    * Consumes both queues until close(); resolves then. Rejects at once when the inbox
-   * table is missing (CONSUMER_NOT_MIGRATED) or Redis cannot be reached at start (a
-   * RedisError naming the variable and the address, REDIS_ERROR or REDIS_TIMEOUT);
-   * later outages are waited out (BullMQ reconnects).
+   * table is missing (CONSUMER_NOT_MIGRATED), the queues' schema in Postgres is not
+   * migrated (QUEUE_NOT_MIGRATED), or the queues cannot be reached at start (with
+   * Redis, a RedisError naming the variable and the address, REDIS_ERROR or
+   * REDIS_TIMEOUT); later outages are waited out (BullMQ reconnects).
    */
   run(): Promise<void>;
   /**
@@ -150,18 +156,38 @@ export function createConsumer(opts: ConsumerOptions): Consumer {
     closed = resolve;
   });
 
+  /** The Workers' connection and backend: Postgres (its schema checked first) or Redis (connected once, to fail fast). */
+  async function queueConnection(): Promise<{
+    connection: ConnectionOptions | PostgresConnectionOptions;
+    backend?: typeof import('bullmq').createPostgresBackend;
+  }> {
+    if (settings.queues.backend === 'postgres') {
+      const { createPostgresBackend } = require('bullmq') as typeof import('bullmq');
+      const queues = { url: settings.queues.databaseUrl, schema: prefix };
+      if (opts.connection === undefined) await assertQueueSchema(queues, connectTimeoutMs);
+      const connection =
+        opts.connection ??
+        pgQueueConnection(queues, {
+          // Each job in hand holds a connection for its moves; the LISTEN connection is apart.
+          max: concurrency + 2,
+          connectTimeoutMs,
+          applicationName: `feedsync-consumer`,
+        });
+      return { connection, backend: createPostgresBackend };
+    }
+    if (opts.connection !== undefined) return { connection: opts.connection };
+    made = await connectForWorkers(settings.redis, { prefix, timeoutMs: connectTimeoutMs }).catch(
+      (err: unknown) => {
+        throw redisUnreachable(settings.redis, err, connectTimeoutMs);
+      },
+    );
+    return { connection: made.client };
+  }
+
   async function start(): Promise<void> {
     const { Worker: BullWorker } = require('bullmq') as typeof import('bullmq');
     await checkInbox(pool, schema);
-    let connection = opts.connection;
-    if (connection === undefined) {
-      made = await connectForWorkers(settings.redis, { prefix, timeoutMs: connectTimeoutMs }).catch(
-        (err: unknown) => {
-          throw redisUnreachable(settings.redis, err, connectTimeoutMs);
-        },
-      );
-      connection = made.client;
-    }
+    const { connection, backend } = await queueConnection();
     if (closing) {
       // close() came while Redis was being reached: nothing to start.
       made?.disconnect();
@@ -177,13 +203,15 @@ export function createConsumer(opts: ConsumerOptions): Consumer {
       logger,
     });
     workers = queueNames.map((queue) => {
-      const worker = new BullWorker(queue, processor, {
-        ...opts.stalls,
-        connection,
-        prefix,
-        concurrency,
-        autorun: false,
-      });
+      const options = { ...opts.stalls, prefix, concurrency, autorun: false };
+      const worker = backend
+        ? (new BullWorker(
+            queue,
+            processor,
+            { ...options, connection: connection as PostgresConnectionOptions },
+            backend,
+          ) as unknown as Worker)
+        : new BullWorker(queue, processor, { ...options, connection: connection as ConnectionOptions });
       worker.on('failed', (job, err) => {
         const again =
           job !== undefined &&

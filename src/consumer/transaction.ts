@@ -79,7 +79,9 @@ export async function inTransaction<T>(
   } finally {
     clearTimeout(timer);
     if (onAbort) limits.signal?.removeEventListener('abort', onAbort);
-    db.off('error', onError);
+    // A client being ended keeps its listener: the server's own ending of the session
+    // (idle_in_transaction_session_timeout) may still arrive while it closes.
+    if (broken === undefined) db.off('error', onError);
     db.release(broken);
   }
 }

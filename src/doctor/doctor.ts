@@ -2,6 +2,7 @@ import { type Config, secretsOf } from '../config/config.js';
 import { createLogger, type Logger, scrubSecrets } from '../logger.js';
 import { checkConfig } from './config-check.js';
 import { feedKnowsId, receiverCheck } from './feed-check.js';
+import { pgQueueChecks } from './pg-queue-checks.js';
 import { postgresChecks } from './postgres-checks.js';
 import { redisChecks } from './redis-checks.js';
 import type { Check, DoctorReport } from './report.js';
@@ -35,7 +36,8 @@ const SOURCE_BUDGET_TIMEOUTS = 8;
 /**
  * Checks what a deployment needs: the configuration, Postgres and the schema,
  * each source's cursor against its types and its key against its feed, Redis and its
- * maxmemory-policy, the queues, the outbox and the quarantine. Never writes.
+ * maxmemory-policy (or, with QUEUE_BACKEND=postgres, the queues' Postgres, what its
+ * connection must allow and the queues' schema), the queues, the outbox and the quarantine. Never writes.
  * Secrets never appear in the report. `ok` only when every check is ok: a check
  * that could not run is not a clean bill of health.
  */
@@ -61,7 +63,7 @@ export async function runDoctor(opts: DoctorOptions): Promise<DoctorReport> {
       ...(receiver ? {} : { unknownId: (s, id) => feedKnowsId(s.config, id, timeoutMs) }),
     }),
     receiver ? [receiverCheck(config)] : sourceFeedChecks(sources, timeoutMs, deadline),
-    redisChecks(config, timeoutMs),
+    config.queues.backend === 'postgres' ? pgQueueChecks(config, timeoutMs) : redisChecks(config, timeoutMs),
   ]);
   // Error messages from drivers are not ours: take any secret out of them all the same.
   const secrets = secretsOf(config);

@@ -71,7 +71,8 @@ function describeTarget(settings: RedisSettings): string {
   return `Sentinels ${sentinels}`;
 }
 
-async function queuesCheck(config: Config, timeoutMs: number): Promise<Check> {
+/** The job counts of both queues, read through the publisher of QUEUE_BACKEND; `see` names the check that says why not. */
+export async function queuesCheck(config: Config, timeoutMs: number, see = 'redis'): Promise<Check> {
   const publisher = publisherFor(config, { redisTimeoutMs: timeoutMs });
   try {
     const parts: string[] = [];
@@ -83,13 +84,17 @@ async function queuesCheck(config: Config, timeoutMs: number): Promise<Check> {
           .join(', ')}`,
       );
     }
-    return check('queues', 'ok', `prefix "${config.queues.prefix}"; ${parts.join('; ')}`);
+    const where =
+      config.queues.backend === 'postgres'
+        ? `schema "${config.queues.prefix}"`
+        : `prefix "${config.queues.prefix}"`;
+    return check('queues', 'ok', `${where}; ${parts.join('; ')}`);
   } catch (err) {
     return check(
       'queues',
       'fail',
       `cannot read the queues (${(err as Error).message})`,
-      'see the redis check',
+      `see the ${see} check`,
     );
   } finally {
     await publisher.close();

@@ -34,7 +34,7 @@ export interface Publisher {
    * count of attempts. Returns the ids it moved.
    */
   retryFailed(queue: string): Promise<string[]>;
-  /** Redis answers a PING. */
+  /** The queues' store answers (Redis a PING, Postgres a `select 1`). */
   ping(): Promise<boolean>;
   /** Waiting, active, completed, failed and delayed counts of a queue. */
   counts(queue: string): Promise<Record<string, number>>;
@@ -150,9 +150,7 @@ export function createPublisher(opts: PublisherOptions): Publisher {
         // keeps every command and its buffers alive until Redis answers them all (peak
         // RSS 5-10 MB higher, end to end 7-30% slower, side by side in four rounds).
         for (let i = 0; i < jobs.length; i += PIPELINE_JOBS) {
-          await queue.addBulk(
-            jobs.slice(i, i + PIPELINE_JOBS).map((j) => ({ name: j.name, data: j.data, opts: jobOpts(j) })),
-          );
+          await queue.addBulk(bulkJobsOf(jobs.slice(i, i + PIPELINE_JOBS)));
         }
         // Made again now and then: a long-lived connection (sync --watch) sees a replica added since.
         if (!c.plan || Date.now() - c.plan.at > PLAN_TTL_MS) {
@@ -177,47 +175,54 @@ export function createPublisher(opts: PublisherOptions): Publisher {
         }
         return found;
       }),
-    retryFailed: async (name) => {
-      const retried: string[] = [];
-      // Bounded by the count at the start: a job that fails again meanwhile waits for the
-      // next call. A page per connection call, so that each stays inside the timeout.
-      let left = await withConnection((c, redis) => queueOf(c, redis, name).getFailedCount());
-      while (left > 0) {
-        const page = await withConnection(async (c, redis) => {
-          const jobs = await queueOf(c, redis, name).getFailed(0, Math.min(left, RETRY_PAGE) - 1);
-          for (const job of jobs) {
-            await job.retry('failed', { resetAttemptsMade: true, resetAttemptsStarted: true });
-          }
-          return jobs.map((job) => job.id!);
-        });
-        if (page.length === 0) break;
-        retried.push(...page);
-        left -= page.length;
-      }
-      return retried;
-    },
+    retryFailed: (name) => retryAllFailed((fn) => withConnection((c, redis) => fn(queueOf(c, redis, name)))),
     ping: () => withConnection(async (_, redis) => (await redis.client.ping()) === 'PONG').catch(() => false),
-    counts: (name) =>
-      withConnection((c, redis) =>
-        queueOf(c, redis, name).getJobCounts(
-          'waiting',
-          'active',
-          'completed',
-          'failed',
-          'delayed',
-          'prioritized',
-        ),
-      ),
+    counts: (name) => withConnection((c, redis) => queueOf(c, redis, name).getJobCounts(...JOB_STATES)),
     close: () => reset(),
   };
 }
+
+/** The states `counts` reports. */
+export const JOB_STATES = ['waiting', 'active', 'completed', 'failed', 'delayed', 'prioritized'] as const;
+
+/**
+ * Moves every job that failed for good back to waiting, on either backend: bounded by the
+ * count at the start (a job that fails again meanwhile waits for the next call), a page
+ * per call of `onQueue`, so that each stays inside the publisher's timeout.
+ */
+export async function retryAllFailed(
+  onQueue: <T>(fn: (queue: Queue) => Promise<T>) => Promise<T>,
+): Promise<string[]> {
+  const retried: string[] = [];
+  let left = await onQueue((queue) => queue.getFailedCount());
+  while (left > 0) {
+    const page = await onQueue(async (queue) => {
+      const jobs = await queue.getFailed(0, Math.min(left, RETRY_PAGE) - 1);
+      for (const job of jobs) {
+        await job.retry('failed', { resetAttemptsMade: true, resetAttemptsStarted: true });
+      }
+      return jobs.map((job) => job.id!);
+    });
+    if (page.length === 0) break;
+    retried.push(...page);
+    left -= page.length;
+  }
+  return retried;
+}
+
+/** Jobs as BullMQ's addBulk takes them, on either backend. */
+export function bulkJobsOf(jobs: readonly JobToAdd[]): { name: string; data: unknown; opts: JobOpts }[] {
+  return jobs.map((j) => ({ name: j.name, data: j.data, opts: jobOpts(j) }));
+}
+
+type JobOpts = { jobId: string; telemetry?: { metadata: string } };
 
 /**
  * A job's own options: its id, and the commit's trace context in BullMQ's
  * `telemetry.metadata` (stored with the job's options, returned to a Worker as
  * `job.opts.telemetry.metadata`), so the job data stays {source, id, type, created_at, data}.
  */
-function jobOpts(job: JobToAdd): { jobId: string; telemetry?: { metadata: string } } {
+function jobOpts(job: JobToAdd): JobOpts {
   return job.trace === undefined
     ? { jobId: job.jobId }
     : { jobId: job.jobId, telemetry: { metadata: job.trace } };

@@ -10,7 +10,9 @@ const CONTACT_TYPES: ReadonlySet<string> = new Set(CONTACT_EVENT_TYPES);
  * The queue for each event type: the five email types and the two contact types.
  * Any other type (webhook.test, a future email.opened) is stored but gets no job.
  */
-export function routeFor(queues: Config['queues']): (type: string) => EventRoute | null {
+export function routeFor(
+  queues: Pick<Config['queues'], 'emailEvents' | 'contactEvents'>,
+): (type: string) => EventRoute | null {
   return (type) => {
     if (EMAIL_TYPES.has(type)) return { queue: queues.emailEvents, jobName: type };
     if (CONTACT_TYPES.has(type)) return { queue: queues.contactEvents, jobName: type };

@@ -3,7 +3,8 @@ import { quoteSchema, type Store } from './db.js';
 
 /*
  * The statements of `feedsync demo` (src/cli/demo.ts, demo-sandbox.ts, demo-consumer.ts),
- * all on the demo's schema: `store.schema`, a checked lowercase identifier.
+ * all on the demo's schema: `store.schema`, a checked lowercase identifier (or, with the
+ * queues in Postgres, the queues' schema).
  */
 
 /** Written on what the demo makes (its schema's comment, a key under its prefix): it drops no other. */
@@ -14,7 +15,9 @@ export const DEMO_MARK = 'made by feedsync demo; dropped by its next run';
  * does not), bears the demo's mark (markDemoSchema), and how many relations (tables,
  * sequences, indexes, …) it holds.
  */
-export async function demoSchemaState(store: Store): Promise<{ marked: boolean; relations: number } | null> {
+export async function demoSchemaState(
+  store: Pick<Store, 'pool' | 'schema'>,
+): Promise<{ marked: boolean; relations: number } | null> {
   const { rows } = await store.pool.query<{ mark: string | null; relations: number }>(
     `SELECT obj_description(n.oid, 'pg_namespace') AS mark,
             (SELECT count(*)::int FROM pg_class c WHERE c.relnamespace = n.oid) AS relations
@@ -26,12 +29,12 @@ export async function demoSchemaState(store: Store): Promise<{ marked: boolean; 
 }
 
 /** Drops the schema and everything in it, if it exists. */
-export async function dropDemoSchema(store: Store): Promise<void> {
+export async function dropDemoSchema(store: Pick<Store, 'pool' | 'schema'>): Promise<void> {
   await store.pool.query(`DROP SCHEMA IF EXISTS ${quoteSchema(store.schema)} CASCADE`);
 }
 
 /** Writes the demo's mark as the schema's comment, for demoSchemaState. */
-export async function markDemoSchema(store: Store): Promise<void> {
+export async function markDemoSchema(store: Pick<Store, 'pool' | 'schema'>): Promise<void> {
   await store.pool.query(`COMMENT ON SCHEMA ${quoteSchema(store.schema)} IS '${DEMO_MARK}'`);
 }
 

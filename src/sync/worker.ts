@@ -23,6 +23,7 @@ export async function runWorker(config: Config, opts: WorkerOptions): Promise<Wo
   try {
     // Once, before any turn starts, so that two turns never migrate at the same time.
     await w.syncOf(w.names[0]!).checkSchema();
+    await w.parts.checkQueues({ migrate: opts.migrate === true });
     // Rows an earlier run committed but did not publish: the relay reads them first.
     w.parts.relay.kick();
     return opts.mode === 'watch' ? await runWatchRound(w) : await runOnceRound(w);

@@ -9,12 +9,11 @@
 // Configuration comes from the usual environment variables. Exit code as the CLI's.
 
 import { ServiceClient } from '../../dist/api/client.js';
+import { publisherFor } from '../../dist/compose/parts.js';
 import { loadConfig } from '../../dist/config/config.js';
 import { exitCodeOf } from '../../dist/errors.js';
 import { createFeedClient } from '../../dist/feed/feed-client.js';
 import { createLogger } from '../../dist/logger.js';
-import { createPublisher } from '../../dist/queue/publisher.js';
-import { jobOptionsFor } from '../../dist/queue/routes.js';
 import { createSync } from '../../dist/sync/sync.js';
 
 const [point, nth] = (process.env.CRASH_AT ?? 'none:0').split(':');
@@ -28,11 +27,8 @@ const maybeCrash = (at) => {
 
 const config = loadConfig();
 const logger = createLogger({ level: config.logLevel, destination: process.stderr });
-const real = createPublisher({
-  redis: config.redis,
-  prefix: config.queues.prefix,
-  jobOptions: jobOptionsFor(config.queues),
-});
+// Redis, or with QUEUE_BACKEND=postgres the queues in Postgres, as the CLI chooses.
+const real = publisherFor(config);
 const publisher = {
   ...real,
   async addBulk(queue, jobs) {

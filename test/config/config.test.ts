@@ -43,6 +43,8 @@ describe('loadConfig', () => {
     expect(c.syncOnceMaxMs).toBe(900_000);
     expect(c.redis.url).toBe('redis://127.0.0.1:6379');
     expect(c.queues).toMatchObject({
+      backend: 'redis',
+      databaseUrl: 'postgres://postgres@127.0.0.1:5432/postgres',
       prefix: 'bull',
       emailEvents: 'email-events',
       contactEvents: 'contact-events',
@@ -57,6 +59,28 @@ describe('loadConfig', () => {
       'info',
     ]);
     expect(Object.isFrozen(c) && Object.isFrozen(c.feed)).toBe(true);
+  });
+
+  it('QUEUE_BACKEND=postgres: the queues in QUEUE_DATABASE_URL (default DATABASE_URL), in the schema QUEUE_PREFIX', () => {
+    const url = 'postgres://app:pw-queues@db.internal:5432/app';
+    const same = loadConfig({ QUEUE_BACKEND: 'postgres', DATABASE_URL: url, QUEUE_PREFIX: 'jobs' }, readFile);
+    expect(same.queues).toMatchObject({ backend: 'postgres', databaseUrl: url, prefix: 'jobs' });
+    const apart = loadConfig(
+      { QUEUE_BACKEND: 'postgres', QUEUE_DATABASE_URL: 'postgresql://q@queues.internal/q' },
+      readFile,
+    );
+    expect(apart.queues.databaseUrl).toBe('postgresql://q@queues.internal/q');
+    expect(secretsOf(same)).toContain('pw-queues');
+    expect(error({ QUEUE_BACKEND: 'mysql' }).message).toMatch(/^QUEUE_BACKEND: /);
+    // The default prefix is a schema name; a Redis prefix with a dash is not.
+    expect(error({ QUEUE_BACKEND: 'postgres', QUEUE_PREFIX: 'my-app' }).message).toMatch(
+      /^QUEUE_PREFIX: .*lowercase SQL identifier/,
+    );
+    expect(error({ QUEUE_BACKEND: 'postgres', QUEUE_DATABASE_URL: 'redis://x' }).message).toMatch(
+      /^QUEUE_DATABASE_URL: must start with postgres:/,
+    );
+    // With Redis, QUEUE_DATABASE_URL is not read for the queues, and a dash stays allowed.
+    expect(loadConfig({ QUEUE_PREFIX: 'my-app' }, readFile).queues.prefix).toBe('my-app');
   });
 
   it("reads the connect timeout and the once run's limit, and refuses a zero", () => {

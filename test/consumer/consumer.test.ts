@@ -1,5 +1,4 @@
 import { createServer, type Socket } from 'node:net';
-import { Queue } from 'bullmq';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { pruneInbox } from '../../src/consumer/inbox.js';
@@ -15,16 +14,14 @@ import { jobIdFor, jobOptionsFor } from '../../src/queue/routes.js';
 import { captureLogger } from '../support/logs.js';
 import { dropSchema, TEST_DATABASE_URL, uniqueSchema } from '../support/postgres.js';
 import { freePort, waitFor } from '../support/processes.js';
-import { deletePrefix, TEST_REDIS_URL, uniquePrefix } from '../support/redis.js';
+import { dropQueues, queuePrefix, TEST_QUEUE_ENV, testQueue } from '../support/queues.js';
+import { TEST_REDIS_URL } from '../support/redis.js';
 
 const schema = uniqueSchema('consumer');
-const prefix = uniquePrefix('consumer');
+const prefix = await queuePrefix('consumer');
 const pool = new pg.Pool({ connectionString: TEST_DATABASE_URL, max: 12 });
-const env = { REDIS_URL: TEST_REDIS_URL, QUEUE_PREFIX: prefix };
-const queues = {
-  email: new Queue('email-events', { connection: { url: TEST_REDIS_URL }, prefix }),
-  contact: new Queue('contact-events', { connection: { url: TEST_REDIS_URL }, prefix }),
-};
+const env = { REDIS_URL: TEST_REDIS_URL, QUEUE_PREFIX: prefix, ...TEST_QUEUE_ENV };
+const queues = { email: testQueue('email-events', prefix), contact: testQueue('contact-events', prefix) };
 const options = jobOptionsFor({ jobAttempts: 3, jobBackoffMs: 10 });
 
 beforeAll(async () => {
@@ -36,7 +33,7 @@ afterAll(async () => {
   await queues.contact.close();
   await pool.end();
   await dropSchema(schema);
-  await deletePrefix(prefix);
+  await dropQueues(prefix);
 });
 
 function email(id: string, type: string, to: unknown = ['a.person@example.com']): FeedsyncEvent {
@@ -584,7 +581,8 @@ describe('errors at start', () => {
       schema,
       handlers: {},
       logger: captureLogger().logger,
-      env: { ...env, REDIS_URL: `redis://127.0.0.1:${port}` },
+      // Redis's own errors, whichever backend this run's other tests use.
+      env: { ...env, QUEUE_BACKEND: 'redis', REDIS_URL: `redis://127.0.0.1:${port}` },
     });
     await migrateInbox(pool, schema);
     await expect(consumer.run()).rejects.toMatchObject({
@@ -609,7 +607,8 @@ describe('errors at start', () => {
         handlers: {},
         logger: captureLogger().logger,
         connectTimeoutMs: 300,
-        env: { ...env, REDIS_URL: `redis://127.0.0.1:${port}` },
+        // Redis's own errors, whichever backend this run's other tests use.
+        env: { ...env, QUEUE_BACKEND: 'redis', REDIS_URL: `redis://127.0.0.1:${port}` },
       });
       await migrateInbox(pool, schema);
       await expect(consumer.run()).rejects.toMatchObject({

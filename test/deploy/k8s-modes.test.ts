@@ -251,3 +251,12 @@ describe('the webhooks overlay', () => {
     expect(pod.spec?.terminationGracePeriodSeconds).toBeGreaterThanOrEqual(40);
   });
 });
+
+describe('the postgres-queues overlay', () => {
+  it('runs with the queues in Postgres and names no Redis anywhere', () => {
+    const objects = render('postgres-queues');
+    const config = one<IConfigMap>(objects, 'ConfigMap', 'feedsync-config');
+    expect(config.data).toMatchObject({ QUEUE_BACKEND: 'postgres', QUEUE_PREFIX: 'feedsync_queues' });
+    expect(JSON.stringify(objects)).not.toMatch(/redis|6379/i);
+  });
+});

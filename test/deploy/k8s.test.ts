@@ -118,7 +118,13 @@ describe.each(OVERLAYS)('the %s overlay', (overlay) => {
       const config = loadConfig({ ...configMap.data, ...env }, readFile);
       expect(config.feed.apiKey, where).toBe(secret.stringData?.['feed-api-key']);
       expect(config.database.url, where).toBe(secret.stringData?.['database-url']);
-      expect(config.redis.url, where).toBe(secret.stringData?.['redis-url']);
+      if (config.queues.backend === 'postgres') {
+        // No Redis at all: the queues are in the database of DATABASE_URL.
+        expect(secret.stringData?.['redis-url'], where).toBeUndefined();
+        expect(config.queues.databaseUrl, where).toBe(secret.stringData?.['database-url']);
+      } else {
+        expect(config.redis.url, where).toBe(secret.stringData?.['redis-url']);
+      }
       if (container.args?.[0] === 'serve-webhooks') {
         expect(config.webhooks.secrets, where).toEqual([secret.stringData?.['webhook-secret']]);
       }
@@ -151,7 +157,7 @@ describe.each(OVERLAYS)('the %s overlay', (overlay) => {
     expect(one<IServiceAccount>(objects, 'ServiceAccount').automountServiceAccountToken).toBe(false);
   });
 
-  it('has a NetworkPolicy over every pod allowing egress only to DNS, Postgres, Redis and HTTPS', () => {
+  it('has a NetworkPolicy over every pod allowing egress only to DNS, Postgres, Redis (where used) and HTTPS', () => {
     const policy = one<INetworkPolicy>(objects, 'NetworkPolicy', 'feedsync').spec!;
     expect(policy.policyTypes?.sort()).toEqual(['Egress', 'Ingress']);
     for (const { where, template } of pods) {
@@ -163,7 +169,8 @@ describe.each(OVERLAYS)('the %s overlay', (overlay) => {
       expect(rule.to, 'egress rules limit ports, to any destination').toBeUndefined();
       return (rule.ports ?? []).map((p) => `${p.port}/${p.protocol}`);
     });
-    expect(egress.sort()).toEqual(['443/TCP', '53/TCP', '53/UDP', '5432/TCP', '6379/TCP']);
+    const redis = configMap.data?.QUEUE_BACKEND === 'postgres' ? [] : ['6379/TCP'];
+    expect(egress.sort()).toEqual(['443/TCP', '53/TCP', '53/UDP', '5432/TCP', ...redis]);
   });
 
   it('runs the migrate Job once, without retrying a configuration error', () => {

@@ -204,3 +204,131 @@ it('19. through PgBouncer in transaction mode: migrate, repeated once runs, watc
     },
   );
 }, 420_000);
+
+it("42. the queues in Postgres: feedsync's statements through PgBouncer in transaction mode, the queues' connection direct", async () => {
+  const PG_REPLICAS = 2;
+  const PG_KILLS = 3;
+  await measured(
+    {
+      item: 42,
+      title: 'through PgBouncer, the queues in Postgres',
+      claim:
+        "With QUEUE_BACKEND=postgres, feedsync's own statements go through a transaction pooler while the " +
+        "queues' connection (QUEUE_DATABASE_URL) goes to Postgres directly: migrate, once runs and watch " +
+        'replicas killed with SIGKILL store and enqueue each event exactly once; `doctor` fails the queues ' +
+        'connection when QUEUE_DATABASE_URL is the pooler, saying why.',
+      method:
+        `The PgBouncer of item 19 (\`pool_mode = transaction\`); DATABASE_URL through it, QUEUE_DATABASE_URL direct, a queues' ` +
+        `schema migrated by \`feedsync migrate\` (through the pooler for feedsync's tables). \`feedsync doctor\` with ` +
+        `QUEUE_DATABASE_URL at the pooler too; a \`sync --once\` over ${SOURCES} accounts, then ${PG_REPLICAS} \`sync --watch\` ` +
+        `replicas, ${PG_KILLS} of them killed with SIGKILL and restarted while more mail comes; each account is then ` +
+        "compared with its feed, its jobs read from BullMQ's job table.",
+    },
+    async (rec) => {
+      rec.injectedWhat = 'SIGKILLs';
+      const box = await sandbox('pgbouncer_pgq', { migrate: false, queueUrl: TEST_DATABASE_URL });
+      const env: Record<string, string> = {};
+      const sources = Array.from({ length: SOURCES }, (_, i) => {
+        env[`KEY_${i}`] = keyOf(i);
+        return { source: `acct-${i}`, api_key_env: `KEY_${i}` };
+      });
+      const file = join(dir, 'sources-pgq.json');
+      writeFileSync(file, JSON.stringify({ sources }));
+      const pooled = box.env(sim.baseUrl, {
+        ...env,
+        DATABASE_URL: bouncer.url,
+        FEED_SOURCES_FILE: file,
+        FEED_PAGE_LIMIT: '20',
+        SYNC_CONCURRENCY: '3',
+        SYNC_INTERVAL_MS: '200',
+        SOURCE_LEASE_MS: String(LEASE_MS),
+        METRICS_PORT: '0',
+        LOG_LEVEL: 'info',
+      });
+      const migrated = await runCli(['migrate'], pooled, 60_000);
+      expect(migrated.code, migrated.stderr).toBe(0);
+      const doctor = await runCli(['doctor'], { ...pooled, QUEUE_DATABASE_URL: bouncer.url }, 60_000);
+      const refused = /fail\s+queues-postgres/.test(doctor.stdout);
+      expect(refused, doctor.stdout).toBe(true);
+      expect(doctor.stdout).toContain('session pooler');
+      const direct = await runCli(['doctor'], pooled, 60_000);
+      expect(direct.stdout).toMatch(/ok\s+queues-postgres/);
+
+      const mail = (round: number): void => {
+        for (let i = 0; i < SOURCES; i++) {
+          for (let n = 0; n < 5; n++) {
+            sim.account(keyOf(i)).emitContactEvent('contact.subscribed', `q${round}-${n}@example.com`);
+          }
+        }
+      };
+      mail(0);
+      const once = await runCli(['sync', '--once'], pooled, 120_000);
+      expect(once.code, once.stderr).toBe(0);
+      let started = 0;
+      const start = (): RunningChild =>
+        spawnNode([CLI, 'sync', '--watch'], { ...pooled, HOSTNAME: `pgq-${started++}` });
+      const fleet = Array.from({ length: PG_REPLICAS }, start);
+      const random = seeded(SEED + 42);
+      for (let k = 0; k < PG_KILLS; k++) {
+        await sleep(between(random, 100, 600));
+        mail(k + 1);
+        const slot = Math.floor(random() * PG_REPLICAS);
+        fleet[slot]!.signal('SIGKILL');
+        await fleet[slot]!.exited;
+        rec.injected++;
+        fleet[slot] = start();
+      }
+      try {
+        for (let i = 0; i < SOURCES; i++) {
+          const last = (await readWholeFeed(sim.baseUrl, keyOf(i))).at(-1)!.id;
+          await waitFor(
+            async () => {
+              const { rows } = await box.store.pool.query<{ after_id: string | null }>(
+                `SELECT after_id FROM "${box.schema}".cursors WHERE source = $1`,
+                [`acct-${i}`],
+              );
+              return rows[0]?.after_id === last;
+            },
+            { what: `acct-${i} caught up`, timeoutMs: 120_000 },
+          );
+        }
+        await waitFor(
+          async () => {
+            const { rows } = await box.store.pool.query<{ n: number }>(
+              `SELECT count(*)::int AS n FROM "${box.schema}".outbox WHERE published_at IS NULL`,
+            );
+            return rows[0]!.n === 0;
+          },
+          { what: 'the outbox drained', timeoutMs: 60_000 },
+        );
+      } finally {
+        for (const r of fleet) {
+          await waitFor(() => r.stdout().includes('"watching the feeds"'), {
+            what: 'a replica to start',
+            timeoutMs: 60_000,
+          }).catch(() => {});
+          r.signal('SIGTERM');
+        }
+        for (const r of fleet) await r.waitExit(30_000);
+      }
+      for (let i = 0; i < SOURCES; i++) {
+        const fate = await fateOf({
+          store: box.store,
+          prefix: box.prefix,
+          redisUrl: box.redisUrl,
+          queueUrl: box.queueUrl,
+          served: await readWholeFeed(sim.baseUrl, keyOf(i)),
+          source: `acct-${i}`,
+        });
+        expect(fate).toMatchObject({ lost: 0, duplicated: 0, strangers: 0, unpublished: 0 });
+        rec.checked += fate.served;
+        rec.lost += fate.lost;
+        rec.duplicated += fate.duplicated;
+      }
+      rec.figures = [
+        ['doctor with QUEUE_DATABASE_URL at the pooler', refused ? 'queues-postgres fails' : 'passes'],
+        ['watch replicas started', started],
+      ];
+    },
+  );
+});

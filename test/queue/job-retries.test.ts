@@ -1,15 +1,15 @@
-import { type Job, Queue, Worker } from 'bullmq';
+import type { Job, Queue, Worker } from 'bullmq';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger } from '../../src/logger.js';
 import { createSync } from '../../src/sync/sync.js';
 import { testConfig, testEnv } from '../support/config.js';
 import { dropSchema, uniqueSchema } from '../support/postgres.js';
 import { runCli, waitFor } from '../support/processes.js';
-import { deletePrefix, TEST_REDIS_URL, uniquePrefix } from '../support/redis.js';
+import { dropQueues, queuePrefix, testQueue, testWorker } from '../support/queues.js';
 import { useSimulator } from '../support/simulator.js';
 
 const schema = uniqueSchema('job_retries');
-const prefix = uniquePrefix('job-retries');
+const prefix = await queuePrefix('job-retries');
 const sim = useSimulator({ backlog: 3 });
 const EMAIL = 'email-events';
 const ATTEMPTS = 3;
@@ -20,7 +20,7 @@ const settings = { JOB_ATTEMPTS: String(ATTEMPTS), JOB_BACKOFF_MS: String(BACKOF
 let queue: Queue;
 
 beforeAll(async () => {
-  queue = new Queue(EMAIL, { connection: { url: TEST_REDIS_URL }, prefix });
+  queue = testQueue(EMAIL, prefix);
   const sync = createSync(testConfig({ schema, prefix, baseUrl: sim().baseUrl }, settings), {
     logger: createLogger({ level: 'silent' }),
     autoMigrate: true,
@@ -34,15 +34,12 @@ beforeAll(async () => {
 afterAll(async () => {
   await queue.close();
   await dropSchema(schema);
-  await deletePrefix(prefix);
+  await dropQueues(prefix);
 });
 
 /** A real BullMQ worker on the test's queue that runs `fn` for every job. */
 function worker(fn: (job: Job) => void): Worker {
-  return new Worker(EMAIL, async (job) => fn(job), {
-    connection: { url: TEST_REDIS_URL, maxRetriesPerRequest: null },
-    prefix,
-  });
+  return testWorker(EMAIL, prefix, async (job) => fn(job));
 }
 
 describe('job retries', () => {

@@ -3,11 +3,9 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { Queue } from 'bullmq';
-import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger } from '../../src/logger.js';
-import { createPublisher, type Publisher } from '../../src/queue/publisher.js';
+import type { Publisher } from '../../src/queue/publisher.js';
 import { REQUEUE_DEFAULTS, requeue } from '../../src/queue/requeue.js';
 import { parseSince } from '../../src/queue/since.js';
 import { createStore, type Store } from '../../src/store/db.js';
@@ -16,36 +14,36 @@ import { createSync } from '../../src/sync/sync.js';
 import { testConfig, testEnv } from '../support/config.js';
 import { dropSchema, TEST_DATABASE_URL, uniqueSchema } from '../support/postgres.js';
 import {
-  deletePrefix,
-  TEST_JOB_OPTIONS,
-  TEST_REDIS,
-  TEST_REDIS_URL,
-  uniquePrefix,
-} from '../support/redis.js';
+  dropQueues,
+  emptyQueues,
+  queuePrefix,
+  TEST_QUEUE_BACKEND,
+  testPublisher,
+  testQueue,
+  waitingIds,
+} from '../support/queues.js';
 import { useSimulator } from '../support/simulator.js';
 
 const run = promisify(execFile);
+/** Where the CLI says the jobs already were. */
+const IN = TEST_QUEUE_BACKEND === 'postgres' ? 'the queues' : 'Redis';
 const schema = uniqueSchema('requeue');
-const prefix = uniquePrefix('requeue');
+const prefix = await queuePrefix('requeue');
 const sim = useSimulator({ backlog: 2_500 });
 const EMAIL = 'email-events';
 const CONTACT = 'contact-events';
 let store: Store;
 let publisher: Publisher;
-let redis: Redis;
 let ids: { email: string[]; contact: string[] };
 let startedAt: Date;
 
-/** Job ids in a queue's wait list: no worker runs, so every added job waits there. */
-async function waiting(queue: string): Promise<string[]> {
-  return redis.lrange(`${prefix}:${queue}:wait`, 0, -1);
-}
+/** Job ids waiting in a queue: no worker runs, so every added job waits. */
+const waiting = (queue: string): Promise<string[]> => waitingIds(queue, prefix);
 
 beforeAll(async () => {
   store = createStore({ url: TEST_DATABASE_URL, schema });
   await migrate(store);
-  publisher = createPublisher({ redis: TEST_REDIS, prefix, jobOptions: TEST_JOB_OPTIONS });
-  redis = new Redis(TEST_REDIS_URL);
+  publisher = testPublisher(prefix);
   sim().emitContactEvent('contact.subscribed', 'new@example.com');
   startedAt = new Date(Date.now() - 1000);
   const sync = createSync(testConfig({ schema, prefix, baseUrl: sim().baseUrl }), {
@@ -63,10 +61,9 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await publisher.close();
-  redis.disconnect();
   await store.close();
   await dropSchema(schema);
-  await deletePrefix(prefix);
+  await dropQueues(prefix);
 });
 
 const sorted = (list: string[]) => [...list].sort();
@@ -75,9 +72,9 @@ describe('requeue', () => {
   it('puts every job back once, with the same ids and data, after the prefix was flushed', async () => {
     expect(ids.email).toHaveLength(2_500);
     expect(ids.contact).toEqual(['default/evt_000000002501']);
-    const q = new Queue(EMAIL, { connection: redis, prefix });
+    const q = testQueue(EMAIL, prefix);
     const before = await q.getJob('default/evt_000000000011');
-    await deletePrefix(prefix);
+    await emptyQueues(prefix);
     expect(await waiting(EMAIL)).toEqual([]);
 
     const batches: number[] = [];
@@ -120,7 +117,7 @@ describe('requeue', () => {
   });
 
   it("starts from an event's own row, in seq order", async () => {
-    await deletePrefix(prefix);
+    await emptyQueues(prefix);
     const result = await requeue(store, publisher, {
       source: 'default',
       since: { eventId: 'evt_000000002001' },
@@ -139,7 +136,7 @@ describe('requeue', () => {
        FROM "${schema}".outbox WHERE source = 'default' AND event_id = 'evt_000000002500'`,
     );
     try {
-      await deletePrefix(prefix);
+      await emptyQueues(prefix);
       const since = { eventId: 'evt_000000002500' };
       const first = await requeue(store, publisher, { source: 'default', since, retentionHours: 168 });
       expect(first).toMatchObject({ requeued: 3, added: 2, alreadyPresent: 0 });
@@ -153,7 +150,7 @@ describe('requeue', () => {
   });
 
   it('counts without adding on a dry run, and refuses an unknown event id', async () => {
-    await deletePrefix(prefix);
+    await emptyQueues(prefix);
     const dry = await requeue(store, publisher, {
       source: 'default',
       since: { eventId: 'evt_000000000101' },
@@ -216,13 +213,13 @@ describe('requeue', () => {
   });
 
   it('runs as `feedsync requeue`, printing how many rows it re-drove', async () => {
-    await deletePrefix(prefix);
+    await emptyQueues(prefix);
     const env = { ...process.env, ...testEnv({ schema, prefix }) };
     const { stdout } = await run('node', ['dist/bin/feedsync.js', 'requeue', '--since', '1h'], { env });
     expect(stdout).toMatch(/^requeued 2501 published outbox rows of source default \(/);
-    expect(stdout).toContain(': 2501 jobs added, 0 already in Redis');
+    expect(stdout).toContain(`: 2501 jobs added, 0 already in ${IN}`);
     const again = await run('node', ['dist/bin/feedsync.js', 'requeue', '--since', '1h'], { env });
-    expect(again.stdout).toContain(': 0 jobs added, 2501 already in Redis');
+    expect(again.stdout).toContain(`: 0 jobs added, 2501 already in ${IN}`);
     expect(sorted(await waiting(EMAIL))).toEqual(sorted(ids.email));
     const json = await run(
       'node',
@@ -247,7 +244,7 @@ describe('requeue', () => {
   }, 60_000);
 
   it('acts on every source of FEED_SOURCES_FILE without --source; an event id needs --source', async () => {
-    await deletePrefix(prefix);
+    await emptyQueues(prefix);
     const dir = mkdtempSync(join(tmpdir(), 'requeue-sources-'));
     try {
       const file = join(dir, 'sources.json');
@@ -261,7 +258,7 @@ describe('requeue', () => {
       );
       expect(lines.at(-1)).toBe(
         'in all: requeued 2501 published outbox rows of 3 sources of FEED_SOURCES_FILE: 2501 jobs added, ' +
-          '0 already in Redis (2 sources had no rows)',
+          `0 already in ${IN} (2 sources had no rows)`,
       );
       expect(sorted(await waiting(EMAIL))).toEqual(sorted(ids.email));
       const json = await run('node', ['dist/bin/feedsync.js', 'requeue', '--since', '1h', '--json'], { env });

@@ -1,5 +1,6 @@
 import { type Config, loadConfig } from '../../src/config/config.js';
 import { TEST_DATABASE_URL } from './postgres.js';
+import { TEST_QUEUE_ENV } from './queues.js';
 import { TEST_REDIS_URL } from './redis.js';
 import { TEST_API_KEY } from './simulator.js';
 
@@ -18,6 +19,8 @@ export function testEnv(
     // A free port: tests run in parallel, and serve-webhooks and sync --watch both serve /metrics.
     METRICS_PORT: '0',
     ...(opts.baseUrl ? { FEED_BASE_URL: opts.baseUrl } : {}),
+    // FEEDSYNC_TEST_QUEUE_BACKEND=postgres: the queues in Postgres (test/support/queues.ts).
+    ...TEST_QUEUE_ENV,
     ...extra,
   };
 }

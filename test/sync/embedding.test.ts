@@ -9,12 +9,12 @@ import { migrate } from '../../src/store/migrate.js';
 import { testEnv } from '../support/config.js';
 import { dropSchema, TEST_DATABASE_URL, uniqueSchema } from '../support/postgres.js';
 import { killChildren, runNode, spawnNode, waitFor } from '../support/processes.js';
-import { deletePrefix, uniquePrefix } from '../support/redis.js';
+import { dropQueues, queuePrefix } from '../support/queues.js';
 import { useSimulator } from '../support/simulator.js';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const schema = uniqueSchema('embedding');
-const prefix = uniquePrefix('embedding');
+const prefix = await queuePrefix('embedding');
 const dir = mkdtempSync(join(tmpdir(), 'feedsync-embedding-'));
 const OTHER_KEY = `acct_test_embedding${Math.random().toString(36).slice(2, 12)}`;
 const sim = useSimulator({ backlog: 5 });
@@ -59,7 +59,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await killChildren();
   await dropSchema(schema);
-  await deletePrefix(prefix);
+  await dropQueues(prefix);
   rmSync(dir, { recursive: true, force: true });
 });
 

@@ -9,7 +9,8 @@ import { migrate } from '../../src/store/migrate.js';
 import { captureLogger as captureLines } from '../support/logs.js';
 import { dropSchema, TEST_DATABASE_URL, uniqueSchema } from '../support/postgres.js';
 import { waitFor } from '../support/processes.js';
-import { deletePrefix, TEST_REDIS_URL, uniquePrefix } from '../support/redis.js';
+import { dropQueues, queuePrefix, TEST_QUEUE_BACKEND, testQueue } from '../support/queues.js';
+import { deletePrefix, TEST_REDIS_URL } from '../support/redis.js';
 import { TEST_API_KEY } from '../support/simulator.js';
 
 /** Queues of the default config (QUEUE_EMAIL_EVENTS, QUEUE_CONTACT_EVENTS). */
@@ -44,6 +45,10 @@ export function useSandboxes(
     for (const box of made) {
       await box.store.close();
       await dropSchema(box.schema);
+      if (TEST_QUEUE_BACKEND === 'postgres') {
+        await dropQueues(box.prefix);
+        continue;
+      }
       const redisUrl = opts.redisUrl ? opts.redisUrl() : TEST_REDIS_URL;
       if (redisUrl) await deletePrefix(box.prefix, redisUrl);
     }
@@ -52,7 +57,7 @@ export function useSandboxes(
     const schema = uniqueSchema(label);
     // Named apart from the workers' connections, which waitForWorkersGone looks for.
     const store = createStore({ url: TEST_DATABASE_URL, schema, applicationName: 'feedsync-test' });
-    const box = { schema, prefix: uniquePrefix(label.replace(/_/g, '-')), store };
+    const box = { schema, prefix: await queuePrefix(label.replace(/_/g, '-')), store };
     made.push(box);
     await migrate(store);
     return box;
@@ -102,6 +107,27 @@ export async function queuedJobIds(
   queue: string,
   redisUrl = TEST_REDIS_URL,
 ): Promise<string[]> {
+  if (TEST_QUEUE_BACKEND === 'postgres') {
+    const q = testQueue(queue, prefix);
+    try {
+      const counts = await q.getJobCounts(
+        'waiting',
+        'active',
+        'completed',
+        'failed',
+        'delayed',
+        'prioritized',
+      );
+      const ids = (await q.getWaiting(0, -1)).map((job) => job.id!);
+      expect(
+        Object.values(counts).reduce((a, b) => a + b, 0),
+        `jobs of ${queue} outside waiting`,
+      ).toBe(ids.length);
+      return ids;
+    } finally {
+      await q.close();
+    }
+  }
   const redis = new Redis(redisUrl, { lazyConnect: true, maxRetriesPerRequest: 1 });
   await redis.connect();
   const q = new Queue(queue, { connection: { url: redisUrl }, prefix });

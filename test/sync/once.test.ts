@@ -1,4 +1,3 @@
-import { Queue } from 'bullmq';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ServiceClient } from '../../src/api/client.js';
 import { createStore, type Store } from '../../src/store/db.js';
@@ -7,11 +6,11 @@ import { createSync } from '../../src/sync/sync.js';
 import { testConfig } from '../support/config.js';
 import { captureLogger } from '../support/logs.js';
 import { dropSchema, TEST_DATABASE_URL, uniqueSchema } from '../support/postgres.js';
-import { deletePrefix, TEST_REDIS_URL, uniquePrefix } from '../support/redis.js';
+import { dropQueues, queuePrefix, testQueue } from '../support/queues.js';
 import { TEST_API_KEY, useSimulator } from '../support/simulator.js';
 
 const schema = uniqueSchema('sync_once');
-const prefix = uniquePrefix('sync-once');
+const prefix = await queuePrefix('sync-once');
 const sim = useSimulator({ backlog: 950 });
 const logs = captureLogger({ secrets: [TEST_API_KEY] });
 const logger = logs.logger;
@@ -24,11 +23,11 @@ beforeAll(async () => {
 afterAll(async () => {
   await store.close();
   await dropSchema(schema);
-  await deletePrefix(prefix);
+  await dropQueues(prefix);
 });
 
 async function queueCount(name: string): Promise<number> {
-  const q = new Queue(name, { connection: { url: TEST_REDIS_URL }, prefix });
+  const q = testQueue(name, prefix);
   try {
     const c = await q.getJobCounts('waiting', 'active', 'completed', 'failed', 'delayed');
     return Object.values(c).reduce((a, b) => a + b, 0);

@@ -7,14 +7,14 @@ import type { Outcome } from '../../src/sync/scheduler.js';
 import { runWorker, type WorkerResult } from '../../src/sync/worker.js';
 import { testConfig } from '../support/config.js';
 import { dropSchema, uniqueSchema } from '../support/postgres.js';
-import { deletePrefix, uniquePrefix } from '../support/redis.js';
+import { dropQueues, queuePrefix } from '../support/queues.js';
 import { useSimulator } from '../support/simulator.js';
 
 // runWorker in this process, once, over a sources file of three accounts of one
 // simulator: two with a backlog, one whose key the service rejects.
 
 const schema = uniqueSchema('worker');
-const prefix = uniquePrefix('worker');
+const prefix = await queuePrefix('worker');
 const dir = mkdtempSync(join(tmpdir(), 'feedsync-worker-'));
 const OTHER_KEY = `acct_test_worker${Math.random().toString(36).slice(2, 12)}`;
 const sim = useSimulator({ backlog: 5 });
@@ -24,7 +24,7 @@ beforeAll(() => {
 });
 afterAll(async () => {
   await dropSchema(schema);
-  await deletePrefix(prefix);
+  await dropQueues(prefix);
   rmSync(dir, { recursive: true, force: true });
 });
 

@@ -12,6 +12,7 @@ import { testEnv } from '../support/config.js';
 import { captureLogger } from '../support/logs.js';
 import { TEST_DATABASE_URL } from '../support/postgres.js';
 import { killChildren, runCli, waitFor } from '../support/processes.js';
+import { TEST_QUEUE_ENV } from '../support/queues.js';
 import { TEST_API_KEY, useSimulator } from '../support/simulator.js';
 import { useSandboxes } from '../sync/harness.js';
 import { type ExportedSpan, type OtlpReceiver, startOtlpReceiver } from './otlp-receiver.js';
@@ -161,7 +162,7 @@ describe('traces', () => {
         'email.failed': async () => {},
       },
       concurrency: 8,
-      env: { REDIS_URL: env.REDIS_URL, QUEUE_PREFIX: box.prefix, LOG_LEVEL: 'warn' },
+      env: { REDIS_URL: env.REDIS_URL, QUEUE_PREFIX: box.prefix, LOG_LEVEL: 'warn', ...TEST_QUEUE_ENV },
     });
     await consumer.migrate();
     const running = consumer.run();

@@ -3,7 +3,9 @@ import { action } from '../context.js';
 
 export function migrateCommand(): Command {
   return new Command('migrate')
-    .description('Create or update the tables in DATABASE_SCHEMA. Safe to run while another migrate runs.')
+    .description(
+      "Create or update the tables in DATABASE_SCHEMA, and with QUEUE_BACKEND=postgres the queues' schema (QUEUE_PREFIX in QUEUE_DATABASE_URL). Safe to run while another migrate runs.",
+    )
     .addHelpText(
       'after',
       '\nPrints what it did on stdout; its log line goes to stderr.\n' +
@@ -25,6 +27,14 @@ export function migrateCommand(): Command {
             );
           } finally {
             await store.close();
+          }
+          if (config.queues.backend === 'postgres') {
+            const { pgQueuesOf } = await import('../../compose/parts.js');
+            const { migrateQueues } = await import('../../queue/pg-queues.js');
+            const queues = pgQueuesOf(config);
+            const version = await migrateQueues(queues, config.database.connectTimeoutMs);
+            logger.info({ schema: queues.schema, version }, "queues' schema up to date");
+            process.stdout.write(`queues' schema ${queues.schema} at BullMQ's migration ${version}\n`);
           }
           return 0;
         },

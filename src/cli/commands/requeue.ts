@@ -127,7 +127,7 @@ function describeAll(config: Config, dryRun: boolean, results: readonly SourceRe
   const rows = `${sum((r) => r.requeued)} published outbox rows of ${results.length} sources of FEED_SOURCES_FILE`;
   const total = dryRun
     ? `in all: would requeue ${rows}`
-    : `in all: requeued ${rows}: ${sum((r) => r.added)} jobs added, ${sum((r) => r.alreadyPresent)} already in Redis`;
+    : `in all: requeued ${rows}: ${sum((r) => r.added)} jobs added, ${sum((r) => r.alreadyPresent)} already in ${queuesName(config)}`;
   const each = results
     .filter(({ result }) => !quiet(result))
     .map(({ source, result }) => describeRequeue(config, source, dryRun, result));
@@ -175,6 +175,11 @@ async function retryFailed(config: Config, publisher: Publisher, opts: RequeueFl
   return 0;
 }
 
+/** Where the jobs are, as the lines name it. */
+function queuesName(config: Config): string {
+  return config.queues.backend === 'postgres' ? 'the queues' : 'Redis';
+}
+
 function describeRequeue(config: Config, source: string, dryRun: boolean, result: RequeueResult): string {
   const perQueue = Object.entries(result.byQueue)
     .map(([q, n]) => `${q} ${n}`)
@@ -183,7 +188,7 @@ function describeRequeue(config: Config, source: string, dryRun: boolean, result
   const lines = [
     dryRun
       ? `would requeue ${rows}, with their own job ids`
-      : `requeued ${rows}: ${result.added} jobs added, ${result.alreadyPresent} already in Redis (left as they were)`,
+      : `requeued ${rows}: ${result.added} jobs added, ${result.alreadyPresent} already in ${queuesName(config)} (left as they were)`,
   ];
   if (result.predatesRetention) {
     lines.push(

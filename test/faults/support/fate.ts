@@ -1,4 +1,5 @@
 import { Redis } from 'ioredis';
+import pg from 'pg';
 import { jobIdFor } from '../../../src/queue/routes.js';
 import type { Store } from '../../../src/store/db.js';
 import { routed, type Served } from './served.js';
@@ -30,6 +31,8 @@ export async function fateOf(opts: {
   store: Store;
   prefix: string;
   redisUrl: string;
+  /** The queues' Postgres when they live there (their schema is the prefix); null or absent: Redis. */
+  queueUrl?: string | null;
   served: readonly Served[];
   source?: string;
 }): Promise<Fate> {
@@ -46,7 +49,9 @@ export async function fateOf(opts: {
        FROM ${s}.outbox WHERE source = $1 GROUP BY event_id`,
     [source],
   );
-  const jobs = await jobIds(opts.redisUrl, opts.prefix, source);
+  const jobs = opts.queueUrl
+    ? await pgJobIds(opts.queueUrl, opts.prefix, source)
+    : await jobIds(opts.redisUrl, opts.prefix, source);
   const jobCount = new Map<string, number>();
   for (const id of jobs) jobCount.set(id, (jobCount.get(id) ?? 0) + 1);
 
@@ -82,5 +87,20 @@ export async function jobIds(redisUrl: string, prefix: string, source = 'default
     return lists.flat().filter((id) => id.startsWith(mine));
   } finally {
     redis.disconnect();
+  }
+}
+
+/** Job ids of one source in both queues of a Postgres queues' schema, in every state. */
+export async function pgJobIds(url: string, schema: string, source = 'default'): Promise<string[]> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    const { rows } = await client.query<{ id: string }>(
+      `SELECT id FROM "${schema}".job WHERE queue = ANY($1::text[]) AND starts_with(id, $2)`,
+      [QUEUES, `${encodeURIComponent(source)}/`],
+    );
+    return rows.map((r) => r.id);
+  } finally {
+    await client.end();
   }
 }

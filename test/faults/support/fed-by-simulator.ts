@@ -25,5 +25,11 @@ export function simulators(): {
 /** The fate of everything the simulator served, in a sandbox's store and queues. */
 export async function fateOfFeed(box: Sandbox, sim: Simulator): Promise<Fate> {
   const served = await readWholeFeed(sim.baseUrl, TEST_API_KEY);
-  return fateOf({ store: box.store, prefix: box.prefix, redisUrl: box.redisUrl, served });
+  return fateOf({
+    store: box.store,
+    prefix: box.prefix,
+    redisUrl: box.redisUrl,
+    queueUrl: box.queueUrl,
+    served,
+  });
 }

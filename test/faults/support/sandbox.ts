@@ -1,5 +1,6 @@
 import { afterAll } from 'vitest';
 import { clearPrefix } from '../../../src/queue/clear-prefix.js';
+import { migrateQueues } from '../../../src/queue/pg-queues.js';
 import { createStore, type Store } from '../../../src/store/db.js';
 import { migrate } from '../../../src/store/migrate.js';
 import { dropSchema, TEST_DATABASE_URL, uniqueSchema } from '../../support/postgres.js';
@@ -13,6 +14,8 @@ export interface Sandbox {
   store: Store;
   databaseUrl: string;
   redisUrl: string;
+  /** With the queues in Postgres (QUEUE_BACKEND=postgres): their database; null with Redis. */
+  queueUrl: string | null;
   /** The whole environment of a child `feedsync` process on this sandbox (nothing inherited). */
   env(baseUrl: string | null, extra?: Record<string, string>): Record<string, string>;
 }
@@ -22,6 +25,11 @@ export interface SandboxOptions {
   redisUrl?: string;
   /** Leave the schema empty (the test migrates, or checks an unmigrated one). */
   migrate?: boolean;
+  /**
+   * The queues in Postgres: in this database (QUEUE_DATABASE_URL), in a schema of the
+   * case's own that is the prefix, migrated. Default: Redis.
+   */
+  queueUrl?: string;
 }
 
 /**
@@ -34,7 +42,8 @@ export function useSandboxes(): (label: string, opts?: SandboxOptions) => Promis
     for (const box of made) {
       await box.store.close().catch(() => {});
       await dropSchema(box.schema, box.databaseUrl).catch(() => {});
-      await deleteKeys(box.prefix, box.redisUrl).catch(() => {});
+      if (box.queueUrl) await dropSchema(box.prefix, box.queueUrl).catch(() => {});
+      else await deleteKeys(box.prefix, box.redisUrl).catch(() => {});
     }
   });
   return async (label, opts = {}) => {
@@ -42,13 +51,15 @@ export function useSandboxes(): (label: string, opts?: SandboxOptions) => Promis
     const databaseUrl = opts.databaseUrl ?? TEST_DATABASE_URL;
     const redisUrl = opts.redisUrl ?? TEST_REDIS_URL;
     const store = createStore({ url: databaseUrl, schema });
-    const prefix = uniquePrefix(`f-${label.replace(/_/g, '-')}`);
+    const queueUrl = opts.queueUrl ?? null;
+    const prefix = queueUrl ? uniqueSchema(`fq_${label}`) : uniquePrefix(`f-${label.replace(/_/g, '-')}`);
     const box: Sandbox = {
       schema,
       prefix,
       store,
       databaseUrl,
       redisUrl,
+      queueUrl,
       env: (baseUrl, extra = {}) => ({
         DATABASE_URL: databaseUrl,
         DATABASE_SCHEMA: schema,
@@ -56,12 +67,14 @@ export function useSandboxes(): (label: string, opts?: SandboxOptions) => Promis
         QUEUE_PREFIX: prefix,
         FEED_API_KEY: TEST_API_KEY,
         LOG_LEVEL: 'warn',
+        ...(queueUrl ? { QUEUE_BACKEND: 'postgres', QUEUE_DATABASE_URL: queueUrl } : {}),
         ...(baseUrl ? { FEED_BASE_URL: baseUrl } : {}),
         ...extra,
       }),
     };
     made.push(box);
     if (opts.migrate !== false) await migrate(store);
+    if (queueUrl) await migrateQueues({ url: queueUrl, schema: prefix }, 10_000);
     return box;
   };
 }
