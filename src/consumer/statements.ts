@@ -47,10 +47,19 @@ export const createIndex = (table: string): string =>
  * waits for a lock, how long one runs, and how long the transaction may sit idle (a
  * process paused while it holds the transaction: the server ends it). Whole milliseconds.
  */
+/**
+ * The server ends an idle transaction a little after the consumer's own deadline: the
+ * consumer ends its connection first, so the server's FATAL never reaches the
+ * application's pool (pg-pool re-emits it there, and a pool without an error listener
+ * would end the process); the server's timeout stays for a process that cannot act
+ * (frozen, paused).
+ */
+const IDLE_BACKSTOP_MS = 2_000;
+
 export const beginLimited = (limits: { lockTimeoutMs: number; timeoutMs: number }): string =>
   `BEGIN; SET LOCAL lock_timeout = ${limits.lockTimeoutMs};` +
   ` SET LOCAL statement_timeout = ${limits.timeoutMs};` +
-  ` SET LOCAL idle_in_transaction_session_timeout = ${limits.timeoutMs}`;
+  ` SET LOCAL idle_in_transaction_session_timeout = ${limits.timeoutMs + IDLE_BACKSTOP_MS}`;
 
 export const commit = 'COMMIT';
 export const rollback = 'ROLLBACK';

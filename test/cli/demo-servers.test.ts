@@ -33,9 +33,10 @@ describe('chooseDemoServers', () => {
       databaseUrl: TEST_DATABASE_URL,
       why: expect.stringMatching(/^it answers at the default address; /),
     });
+    // Its own Postgres holds the queues too: nothing but Node is needed.
     expect(await chooseDemoServers(unset(closed))).toMatchObject({
       databaseUrl: null,
-      queueBackend: 'redis',
+      queueBackend: 'postgres',
       why: expect.stringMatching(
         new RegExp(`^none answers at ${new URL(closed).host} and DATABASE_URL is unset; `),
       ),
