@@ -29,6 +29,8 @@ export interface CursorsTable {
   types: TextArray;
   updated_at: DefaultTimestamp;
   last_success_at: Timestamp<null | undefined> | null;
+  /** The kind of API key the cursor was built with (migrations/0012); null: not recorded yet. */
+  key_kind: 'test' | 'live' | null;
 }
 
 /** Per source, kept by the statements that store and prune events (migrations/0010_source_counts.sql). */
