@@ -135,11 +135,18 @@ WITH input AS (
 ), held AS (
   SELECT $11::bigint IS NULL OR EXISTS (SELECT FROM lease) AS ok
 ), clash AS (
-  -- The snapshot is the statement's: what was stored before this batch.
-  SELECT width_bucket(i.ord, $12::int[]) AS page, count(*) AS n
-  FROM input i JOIN ${s}.events e ON e.source = $1::text AND e.id = i.id
-  WHERE cardinality($12::int[]) > 0
-    AND (e.type, e.created_at, e.data) IS DISTINCT FROM (i.type, i.created_at::timestamptz, i.data)
+  -- The snapshot is the statement's: what was stored before this batch. A subquery per
+  -- event, one probe of the primary key each: a join could be planned as a scan of
+  -- every event of the source.
+  SELECT width_bucket(d.ord, $12::int[]) AS page, count(*) AS n
+  FROM (
+    SELECT i.ord, (
+      SELECT (e.type, e.created_at, e.data) IS DISTINCT FROM (i.type, i.created_at::timestamptz, i.data)
+      FROM ${s}.events e WHERE e.source = $1::text AND e.id = i.id
+    ) AS differs
+    FROM input i WHERE cardinality($12::int[]) > 0
+  ) d
+  WHERE d.differs
   GROUP BY 1
 ), alien AS (
   SELECT c.n, p.size FROM clash c
