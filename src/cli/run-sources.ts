@@ -22,7 +22,7 @@ export async function runSources(
   opts: { watch: boolean; migrate: boolean },
 ): Promise<number> {
   const log = logger.child({ module: 'cli' });
-  const shutdown = shutdownSignal(logger);
+  const shutdown = shutdownSignal(logger, process.exit, undefined, config.launchedByNpm);
   const progress = opts.watch ? null : progressReporter();
   const describe = (err: unknown): string => describeFailure(err, config);
   try {

@@ -115,6 +115,12 @@ export interface Config {
   readonly pushgatewayUrl: string | null;
   /** LOG_LEVEL. Default: CONFIG_DEFAULTS.LOG_LEVEL. */
   readonly logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
+  /**
+   * Started by npm (`npx feedsync`, `npm exec`: npm sets `npm_command`). npx ends on
+   * SIGTERM or SIGINT without passing the signal on, so a long-running command follows
+   * it: when npx is gone, it stops as on SIGTERM (src/cli/shutdown.ts).
+   */
+  readonly launchedByNpm: boolean;
   readonly webhooks: {
     /** WEBHOOK_SECRET or WEBHOOK_SECRET_FILE: comma-separated, several during a rotation. */
     readonly secrets: readonly string[];
@@ -229,6 +235,14 @@ export const VARIABLES: readonly string[] = [
  * the key files of FEED_SOURCES_FILE are not read (their entries get no key): for a
  * command that never calls the service, which would otherwise read one file a source.
  */
+/**
+ * Whether npm started this process (`npx feedsync`, `npm exec`: npm sets `npm_command`).
+ * For Config.launchedByNpm, and for `simulator`, which loads no configuration.
+ */
+export function launchedByNpm(env: Env = process.env): boolean {
+  return env.npm_command !== undefined;
+}
+
 export function loadConfig(
   env: Env = process.env,
   readFile = (p: string) => readFileSync(p, 'utf8'),
@@ -293,6 +307,7 @@ export function loadConfig(
     metricsHost: unbracket(v.METRICS_HOST),
     pushgatewayUrl: v.PUSHGATEWAY_URL ?? null,
     logLevel: v.LOG_LEVEL,
+    launchedByNpm: launchedByNpm(env),
     webhooks: {
       secrets: (v.WEBHOOK_SECRET ?? '')
         .split(',')
