@@ -455,7 +455,9 @@ export function configForSource(config: Config, source: string): Config {
   const entry = config.sources.find((s) => s.source === source);
   if (!entry && config.sourcesFile !== null) {
     const names = config.sources.map((s) => s.source).join(', ');
-    throw new ConfigError(`source "${source}" is not in FEED_SOURCES_FILE (${names}); pass --source`);
+    throw new ConfigError(
+      `source "${source}" is not in FEED_SOURCES_FILE (${names}); give --source one of them`,
+    );
   }
   const own = entry ? { baseUrl: entry.baseUrl, apiKey: entry.apiKey, types: entry.types } : {};
   return deepFreeze({ ...config, feed: { ...config.feed, ...own, source } });

@@ -226,6 +226,14 @@ export function createSourceSync(deps: SourceSyncDeps): SourceSync {
     if (schemaChecked) return;
     const state = await schemaState(store);
     if (state.pending.length > 0) {
+      if (!deps.autoMigrate && state.current === null) {
+        // Often a misspelt DATABASE_SCHEMA: migrating would make a second, empty one.
+        throw new ConfigError(
+          `the schema "${store.schema}" (DATABASE_SCHEMA) has no feedsync tables yet: check DATABASE_SCHEMA ` +
+            '(a misspelt name is a new, empty schema), or run "feedsync migrate" to create them there',
+          'SCHEMA_MISSING',
+        );
+      }
       if (!deps.autoMigrate) {
         throw new ConfigError(
           `the schema "${store.schema}" is not up to date (pending: ${state.pending.join(', ')}); run "feedsync migrate" or "feedsync sync --migrate"`,

@@ -38,7 +38,14 @@ export async function runWatchRound(w: WorkerParts): Promise<WorkerResult> {
   let claims: FleetClaims | undefined;
   let retention: RetentionLoop | undefined;
   try {
-    const started = await startFleetClaims({ store, sources: names, lease, everyMs: upkeepMs, logger });
+    const started = await startFleetClaims({
+      store,
+      sources: names,
+      fromFile: config.sourcesFile !== null,
+      lease,
+      everyMs: upkeepMs,
+      logger,
+    });
     claims = started;
     // Pruning once a minute a replica, not once a turn.
     retention = startRetentionLoop({
