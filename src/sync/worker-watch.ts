@@ -26,7 +26,9 @@ export async function runWatchRound(w: WorkerParts): Promise<WorkerResult> {
     : null;
   log.info(
     {
-      ...(health ? { host: config.metricsHost, port: health.port } : { metrics: 'not served (serveMetrics: false)' }),
+      ...(health
+        ? { host: config.metricsHost, port: health.port }
+        : { metrics: 'not served (serveMetrics: false)' }),
       intervalMs: config.syncIntervalMs,
       leaseMs: config.sourceLeaseMs,
       sources: names.length,

@@ -36,7 +36,11 @@ describe('runWorker watch with serveMetrics: false', () => {
       signal: stop.signal,
       serveMetrics: false,
       logger: captureLogger().logger,
-      hooks: { onOutcome: (o) => void (o.ok && (stored = o.result.stored)) },
+      hooks: {
+        onOutcome: (o) => {
+          if (o.ok) stored = o.result.stored;
+        },
+      },
     });
     try {
       await waitFor(() => stored === 5, { timeoutMs: 20_000, what: 'the first turn' });
