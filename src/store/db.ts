@@ -212,11 +212,17 @@ export function quoteSchema(schema: string): string {
 
 export function createStore(opts: StoreOptions): Store {
   quoteSchema(opts.schema);
+  const connectTimeoutMs = opts.connectTimeoutMs ?? CONFIG_DEFAULTS.DATABASE_CONNECT_TIMEOUT_MS;
   const pool = new pg.Pool({
     connectionString: opts.url,
     max: opts.max ?? STORE_DEFAULTS.max,
     application_name: opts.applicationName ?? STORE_DEFAULTS.applicationName,
-    Client: boundedClient(opts.url, opts.connectTimeoutMs ?? CONFIG_DEFAULTS.DATABASE_CONNECT_TIMEOUT_MS),
+    Client: boundedClient(opts.url, connectTimeoutMs, (where) =>
+      opts.logger?.warn(
+        { where },
+        `waiting for Postgres at ${where} (DATABASE_URL) to answer; giving up after ${connectTimeoutMs} ms (DATABASE_CONNECT_TIMEOUT_MS)`,
+      ),
+    ),
     // A lock holder must notice a dead peer even when it sends nothing for a while.
     keepAlive: true,
     keepAliveInitialDelayMillis: 10_000,
