@@ -1,10 +1,9 @@
 import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
-import { connect } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 import { testEnv } from '../support/config.js';
-import { freePort, waitFor } from '../support/processes.js';
+import { freePort, portOpen, waitFor } from '../support/processes.js';
 import { useSimulator } from '../support/simulator.js';
 import { useSandboxes } from '../sync/harness.js';
 
@@ -40,17 +39,6 @@ function descendants(pid: number): number[] {
   }
   const children = text.split(' ').filter(Boolean).map(Number);
   return children.flatMap((c) => [c, ...descendants(c)]);
-}
-
-function portOpen(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const socket = connect({ port, host: '127.0.0.1' });
-    socket.once('connect', () => {
-      socket.destroy();
-      resolve(true);
-    });
-    socket.once('error', () => resolve(false));
-  });
 }
 
 /** Runs `npx feedsync <args> &` as a script would; resolves with $!, npx's pid, and the stderr so far. */

@@ -1,25 +1,13 @@
-import { connect } from 'node:net';
 import { describe, expect, it } from 'vitest';
 import { runWorker } from '../../src/sync/worker.js';
 import { testConfig } from '../support/config.js';
-import { freePort, waitFor } from '../support/processes.js';
+import { freePort, portOpen, waitFor } from '../support/processes.js';
 import { useSimulator } from '../support/simulator.js';
 import { captureLogger, useSandboxes } from './harness.js';
 
 /** An embedded watch with serveMetrics: false opens no port: METRICS_PORT stays free while it runs. */
 const sim = useSimulator({ backlog: 5 });
 const sandbox = useSandboxes();
-
-function portOpen(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const socket = connect({ port, host: '127.0.0.1' });
-    socket.once('connect', () => {
-      socket.destroy();
-      resolve(true);
-    });
-    socket.once('error', () => resolve(false));
-  });
-}
 
 describe('runWorker watch with serveMetrics: false', () => {
   it('syncs without opening METRICS_PORT', async () => {
