@@ -41,7 +41,9 @@ const program = new Command('feedsync')
   .addHelpText(
     'after',
     '\nExit codes: 0 success, 1 runtime failure, 2 usage or configuration error, 3 the service rejected\n' +
-      'the key. "feedsync help <command>" (or <command> --help) says what each means for that command.',
+      'the key, 4 (sync --once) not caught up: stopped at SYNC_ONCE_MAX_MS, what it read kept, 5 (sync)\n' +
+      'another account\'s feed under a source, nothing of it stored. "feedsync help <command>" (or\n' +
+      '<command> --help) says what each means for that command.',
   )
   .showHelpAfterError()
   .exitOverride();

@@ -15,6 +15,7 @@ export type ErrorCode =
   | 'SCHEMA_MISSING'
   | 'SCHEMA_OUTDATED'
   | 'TYPES_MISMATCH'
+  | 'KEY_KIND_CHANGED'
   | 'UNKNOWN_CURSOR'
   | 'UNKNOWN_EVENT_ID'
   | 'BEFORE_RETENTION'
@@ -39,6 +40,8 @@ export type ErrorCode =
   | 'BAD_NEXT_AFTER'
   | 'CURSOR_LOOP'
   | 'CURSOR_STUCK'
+  // Another account's feed under a source (exit 5).
+  | 'FOREIGN_FEED'
   // Sources, Postgres and the outbox.
   | 'KEY_FILE'
   | 'SOURCE_HELD'

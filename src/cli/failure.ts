@@ -3,6 +3,11 @@ import { hostOf, splitUrls } from '../config/connection-url.js';
 import { ApiError, AuthError, FeedsyncError, RedisError } from '../errors.js';
 import { shellQuote } from '../shell-quote.js';
 
+/** A message as a clause of the line: "Connection is closed." reads "Connection is closed" before a colon. */
+function clause(message: string): string {
+  return message.replace(/\.+$/, '');
+}
+
 /** Connection failures of the operating system: nothing answered at that address. */
 const UNREACHABLE = new Set([
   'ECONNREFUSED',
@@ -39,7 +44,7 @@ export function describeFailure(err: unknown, config: Config | null): string {
     return `${err.message}: check FEED_BASE_URL and that the service is up (retries are logged at info)`;
   }
   if (err instanceof RedisError && !err.message.includes('REDIS_URL')) {
-    return `Redis (REDIS_URL): ${err.message}: check REDIS_URL and that the server runs`;
+    return `Redis (REDIS_URL): ${clause(err.message)}: check REDIS_URL and that the server runs`;
   }
   if (
     err instanceof FeedsyncError &&
@@ -53,7 +58,7 @@ export function describeFailure(err: unknown, config: Config | null): string {
   const e = (err ?? {}) as SystemError;
   const message = typeof e.message === 'string' && e.message ? e.message : String(err);
   if (isPostgresError(e)) {
-    return `Postgres (DATABASE_URL) refused: ${message} (SQLSTATE ${String(e.code)}): ${postgresHint(String(e.code))}`;
+    return `Postgres (DATABASE_URL) refused: ${clause(message)} (SQLSTATE ${String(e.code)}): ${postgresHint(String(e.code))}`;
   }
   if (typeof e.code === 'string' && UNREACHABLE.has(e.code) && config) {
     const where = serviceAt(config, e.port);
@@ -65,10 +70,10 @@ export function describeFailure(err: unknown, config: Config | null): string {
     }
   }
   if (isRedisError(e, message)) {
-    return `Redis (REDIS_URL) failed: ${message}: check REDIS_URL and that the server runs`;
+    return `Redis (REDIS_URL) failed: ${clause(message)}: check REDIS_URL and that the server runs`;
   }
   if (/timeout|terminated/i.test(message) && /connection/i.test(message)) {
-    return `Postgres (DATABASE_URL): ${message}: check DATABASE_URL and that the server runs`;
+    return `Postgres (DATABASE_URL): ${clause(message)}: check DATABASE_URL and that the server runs`;
   }
   return `${message} (LOG_LEVEL=debug logs the stack trace)`;
 }

@@ -2,6 +2,7 @@ import type { Config } from '../config/config.js';
 import { exitCodeOf } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { pushMetrics } from '../metrics/push.js';
+import { EXIT_FOREIGN_FEED } from '../store/foreign-feed.js';
 import { type Outcome, turnFailed } from '../sync/scheduler.js';
 import { runWorker, type WorkerResult } from '../sync/worker.js';
 import { describeFailure } from './failure.js';
@@ -21,7 +22,7 @@ export async function runSources(
   opts: { watch: boolean; migrate: boolean },
 ): Promise<number> {
   const log = logger.child({ module: 'cli' });
-  const shutdown = shutdownSignal(logger);
+  const shutdown = shutdownSignal(logger, process.exit, undefined, config.launchedByNpm);
   const progress = opts.watch ? null : progressReporter();
   const describe = (err: unknown): string => describeFailure(err, config);
   try {
@@ -61,16 +62,19 @@ async function push(config: Config, run: WorkerResult, log: Logger): Promise<voi
 
 /**
  * 0 when every source tried caught up or was leased elsewhere; 3 when only keys were
- * rejected; 2 when every failure needs an operator (configuration, a key file missing, a
- * FEED_TYPES that differs from the cursor's, a cursor the feed no longer knows), with a
- * rejected key among them at most; else 1: something a later run may get past.
+ * rejected; 5 when only feeds of another account were refused (FOREIGN_FEED); 2 when
+ * every failure needs an operator (configuration, a key file missing, a FEED_TYPES that
+ * differs from the cursor's, a key of the other kind than the cursor's, a cursor the feed
+ * no longer knows, another account's feed), with a rejected key among them at most; else
+ * 1: something a later run may get past.
  */
 export function exitCodeFor(outcomes: readonly Outcome[]): number {
   const failures = outcomes.filter(turnFailed);
   if (failures.length === 0) return 0;
   const codes = failures.map((o) => (o.ok ? 1 : exitCodeOf(o.error)));
   if (codes.every((c) => c === 3)) return 3;
-  return codes.every((c) => c === 2 || c === 3) ? 2 : 1;
+  if (codes.every((c) => c === EXIT_FOREIGN_FEED)) return EXIT_FOREIGN_FEED;
+  return codes.every((c) => c === 2 || c === 3 || c === EXIT_FOREIGN_FEED) ? 2 : 1;
 }
 
 /** On stderr, one line per failed source, and whether Redis (or Postgres) kept the outbox back. */

@@ -164,7 +164,9 @@ export function formatStatus(report: StatusReport): string {
       `  lease           ${s.lease ? `${s.lease.holder}, token ${s.lease.token}, until ${s.lease.expiresAt}` : 'free (no turn in flight)'}`,
       `  next turn       ${s.lease ? 'after the turn in flight' : (s.nextDueAt ?? 'due now')}`,
       ...(s.failuresInRow > 0
-        ? [`  failing         ${s.failuresInRow} turns in a row: ${s.lastError ?? 'unknown error'}`]
+        ? [
+            `  failing         ${s.failuresInRow} turn${s.failuresInRow === 1 ? '' : 's'} in a row: ${s.lastError ?? 'unknown error'}`,
+          ]
         : []),
       ...(s.overdue ? ['  overdue         due for over SYNC_INTERVAL_MS, not claimed by any worker'] : []),
       `  outbox backlog  ${s.outboxBacklog}`,

@@ -131,6 +131,12 @@ export interface Config {
   readonly pushgatewayUrl: string | null;
   /** LOG_LEVEL. Default: CONFIG_DEFAULTS.LOG_LEVEL. */
   readonly logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
+  /**
+   * Started by npm (`npx feedsync`, `npm exec`: npm sets `npm_command`). npx ends on
+   * SIGTERM or SIGINT without passing the signal on, so a long-running command follows
+   * it: when npx is gone, it stops as on SIGTERM (src/cli/shutdown.ts).
+   */
+  readonly launchedByNpm: boolean;
   readonly webhooks: {
     /** WEBHOOK_SECRET or WEBHOOK_SECRET_FILE: comma-separated, several during a rotation. */
     readonly secrets: readonly string[];
@@ -287,6 +293,14 @@ export function variableWarnings(env: Env, config: Config): string[] {
  * A variable that looks like one of feedsync's and is not (`QUEUE_PREFX`) is warned of,
  * once per process, through `warn` (default: a process warning).
  */
+/**
+ * Whether npm started this process (`npx feedsync`, `npm exec`: npm sets `npm_command`).
+ * For Config.launchedByNpm, and for `simulator`, which loads no configuration.
+ */
+export function launchedByNpm(env: Env = process.env): boolean {
+  return env.npm_command !== undefined;
+}
+
 export function loadConfig(
   env: Env = process.env,
   readFile = (p: string) => readFileSync(p, 'utf8'),
@@ -360,6 +374,7 @@ export function loadConfig(
     metricsHost: unbracket(v.METRICS_HOST),
     pushgatewayUrl: v.PUSHGATEWAY_URL ?? null,
     logLevel: v.LOG_LEVEL,
+    launchedByNpm: launchedByNpm(env),
     webhooks: {
       secrets: (v.WEBHOOK_SECRET ?? '')
         .split(',')
@@ -536,7 +551,7 @@ export function configForSource(config: Config, source: string): Config {
     throw new ConfigError(
       `source "${source}" is not in FEED_SOURCES_FILE (${names.slice(0, 10).join(', ')}` +
         `${names.length > 10 ? `, and ${names.length - 10} more` : ''})` +
-        `${guess === null ? '' : `; did you mean "${guess}"?`}`,
+        `${guess === null ? '' : `; did you mean "${guess}"?`}; give --source one of them`,
     );
   }
   const own = entry ? { baseUrl: entry.baseUrl, apiKey: entry.apiKey, types: entry.types } : {};

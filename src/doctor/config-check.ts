@@ -1,4 +1,5 @@
 import { type Config, loadConfig, variableWarnings } from '../config/config.js';
+import { keyKindOf } from '../config/key-kind.js';
 import { redactUrl } from '../logger.js';
 import { type Check, check } from './report.js';
 
@@ -113,7 +114,6 @@ export function describeConfig(config: Config): string {
 /** A test or live key, which says which account is in use without showing the key. */
 function keyKind(name: string, value: unknown): string {
   if (name !== 'FEED_API_KEY' || typeof value !== 'string') return '';
-  if (/^[a-z]+_test_/.test(value)) return ' (a test key)';
-  if (/^[a-z]+_live_/.test(value)) return ' (a live key)';
-  return '';
+  const kind = keyKindOf(value);
+  return kind === null ? '' : ` (a ${kind} key)`;
 }

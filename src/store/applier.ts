@@ -3,6 +3,7 @@ import { CONFIG_DEFAULTS } from '../config/config-defaults.js';
 import { carrierOf, inSpan } from '../tracing/tracing.js';
 import { applyStatement } from './apply-statement.js';
 import { quoteSchema, type Store } from './db.js';
+import type { ForeignPage } from './foreign-feed.js';
 import { type ApplyRow, applyIsolated, isSplittable, type Part, type RunPart } from './isolate.js';
 
 /** Where the outbox sends an event type; null from the router means "store only". */
@@ -23,14 +24,22 @@ export interface ApplyBatch {
   cursor?: { prev: string | null; next: string };
   /** The writer's fencing token (src/store/lease.ts): the batch commits only while the lease has it. */
   leaseToken?: string;
+  /**
+   * Where each page of a feed batch begins, as indices into `events`, ascending: a page
+   * mostly of conflicts (foreign-feed.ts) stores nothing of the batch. Absent: no check.
+   */
+  pageStarts?: readonly number[];
 }
 
 export interface ApplyResult {
   /**
    * 'cursor-conflict': another worker moved the cursor first; 'lease-lost': the lease
-   * has another holder's token now. Either way nothing of the batch was kept.
+   * has another holder's token now; 'foreign-feed': a page is mostly conflicts, another
+   * account's feed (`foreign`). Either way nothing of the batch was kept.
    */
-  status: 'applied' | 'cursor-conflict' | 'lease-lost';
+  status: 'applied' | 'cursor-conflict' | 'lease-lost' | 'foreign-feed';
+  /** With 'foreign-feed': the first such page's counts. */
+  foreign?: ForeignPage;
   /** The events stored by this batch, in feed order. */
   inserted: ServiceEvent[];
   /** Events already stored, or repeated within the batch. */
@@ -146,6 +155,7 @@ export function createApplier(
         return { ...nothingApplied(), duplicates: batch.events.length };
       }
 
+      const pageOrds = batch.pageStarts ? pageOrdinals(batch.events, batch.pageStarts, unique) : [];
       const part: Part = { events: unique, repeats, cursor: batch.cursor, raws, reasons };
       const run: RunPart = async (db, p) => {
         const values = [
@@ -161,6 +171,8 @@ export function createApplier(
           p.reasons,
           eventsJson(p.repeats),
           batch.leaseToken ?? null,
+          // The slow path's parts are checked no more: the whole batch was, unless Postgres refused it first.
+          p.events === part.events ? pageOrds : [],
         ];
         const { rows } = await db.query<ApplyRow>(text, values);
         return rows[0]!;
@@ -177,6 +189,10 @@ export function createApplier(
         for (const r of isolated.refused) unstorable.push({ id: r.event.id, reason: r.reason });
       }
       if (!row.held) return { ...nothingApplied(), status: 'lease-lost' };
+      if (row.alien_conflicts !== null && row.alien_events !== null) {
+        const foreign = { conflicts: row.alien_conflicts, events: row.alien_events };
+        return { ...nothingApplied(), status: 'foreign-feed', foreign };
+      }
       if (!row.ok) return { ...nothingApplied(), status: 'cursor-conflict' };
       const before = new Set(row.stored_before);
       const inserted = before.size === 0 ? unique : unique.filter((e) => !before.has(e.id));
@@ -275,6 +291,31 @@ export function nothingApplied(): ApplyResult {
     outboxRows: 0,
     outbox: [],
   };
+}
+
+/**
+ * Where each page begins among the events the statement gets (`unique`, a subsequence of
+ * `events`): 1-based ordinals, ascending, a page that brings none of them left out.
+ */
+function pageOrdinals(
+  events: readonly ServiceEvent[],
+  starts: readonly number[],
+  unique: readonly ServiceEvent[],
+): number[] {
+  const pageOf = new Map<ServiceEvent, number>();
+  let page = -1;
+  events.forEach((event, i) => {
+    while (page + 1 < starts.length && starts[page + 1]! <= i) page++;
+    pageOf.set(event, page);
+  });
+  const ords: number[] = [];
+  let last: number | undefined;
+  unique.forEach((event, k) => {
+    const p = pageOf.get(event);
+    if (p !== last) ords.push(k + 1);
+    last = p;
+  });
+  return ords;
 }
 
 /** The events as the statement reads them: the four envelope fields, whatever else a page carried. */

@@ -1,5 +1,6 @@
 import { EMAIL_EVENT_TYPES, EMAIL_STATUS_RANK, type EmailEventType } from '../event-types.js';
 import { addressKeySql, CONTACT_CLOCK_SKEW } from './address-key.js';
+import { FOREIGN_FEED_MIN } from './foreign-feed.js';
 
 /**
  * The page applier's single statement: a chain of data-modifying CTEs that stores a
@@ -8,8 +9,12 @@ import { addressKeySql, CONTACT_CLOCK_SKEW } from './address-key.js';
  *   lease the writer's lease row, when it names a fencing token: FOR SHARE, so that a
  *         worker taking the source over (lease.ts) skips it until this commit ends
  *   held  true when no token is named, or the lease still has the writer's token
- *   cur   compare-and-set of the cursor (feed batches only), gated on held; locks the cursor row
- *   go    held, and no cursor to move or the compare-and-set hit its row
+ *   clash per page of a feed batch ($12), its events stored before with other content
+ *   alien the first page where they are at least FOREIGN_FEED_MIN and more than half of
+ *         the page: another account's feed (foreign-feed.ts), which stores nothing
+ *   cur   compare-and-set of the cursor (feed batches only), gated on held and no alien page;
+ *         locks the cursor row
+ *   go    held, no alien page, and no cursor to move or the compare-and-set hit its row
  *   ins   events, ON CONFLICT DO NOTHING, gated on go; RETURNING the new ones
  *   mail  the new email.* events that carry a string email_id
  *   fold  one row per email, so that one upsert per email suffices (no joins: a
@@ -49,7 +54,9 @@ import { addressKeySql, CONTACT_CLOCK_SKEW } from './address-key.js';
  * moves, $6 its expected after_id, $7 the new one, $8 quarantined raw texts, $9
  * their reasons, $10 the repeats of an id within the batch, like $3 (usually
  * none), $11 the writer's fencing token (NULL: no lease to check, as for a
- * webhook delivery or reconcile, which never move a cursor). Besides whether the
+ * webhook delivery or reconcile, which never move a cursor), $12 the ordinal in $3 of
+ * the first event of each page, ascending (empty: no page is checked for conflicts, as
+ * for a webhook delivery). Besides whether the
  * lease held and the counts it returns the ids of the batch that were already
  * stored (usually none), not the thousands that were not, and the outbox rows it
  * added (seq and event id, in seq order) for the relay to publish from memory.
@@ -121,12 +128,33 @@ WITH input AS (
   FOR SHARE
 ), held AS (
   SELECT $11::bigint IS NULL OR EXISTS (SELECT FROM lease) AS ok
+), clash AS (
+  -- The snapshot is the statement's: what was stored before this batch. A subquery per
+  -- event, one probe of the primary key each: a join could be planned as a scan of
+  -- every event of the source.
+  SELECT width_bucket(d.ord, $12::int[]) AS page, count(*) AS n
+  FROM (
+    SELECT i.ord, (
+      SELECT (e.type, e.created_at, e.data) IS DISTINCT FROM (i.type, i.created_at::timestamptz, i.data)
+      FROM ${s}.events e WHERE e.source = $1::text AND e.id = i.id
+    ) AS differs
+    FROM input i WHERE cardinality($12::int[]) > 0
+  ) d
+  WHERE d.differs
+  GROUP BY 1
+), alien AS (
+  SELECT c.n, p.size FROM clash c
+  CROSS JOIN LATERAL (SELECT count(*) AS size FROM input WHERE width_bucket(ord, $12::int[]) = c.page) p
+  WHERE c.n >= ${FOREIGN_FEED_MIN} AND c.n * 2 > p.size
+  ORDER BY c.page LIMIT 1
 ), cur AS (
   UPDATE ${s}.cursors SET after_id = $7::text, updated_at = now()
-  WHERE $5::boolean AND (SELECT ok FROM held) AND source = $1::text AND after_id IS NOT DISTINCT FROM $6::text
+  WHERE $5::boolean AND (SELECT ok FROM held) AND NOT EXISTS (SELECT FROM alien)
+    AND source = $1::text AND after_id IS NOT DISTINCT FROM $6::text
   RETURNING 1
 ), go AS (
-  SELECT (SELECT ok FROM held) AND (NOT $5::boolean OR EXISTS (SELECT FROM cur)) AS ok
+  SELECT (SELECT ok FROM held) AND NOT EXISTS (SELECT FROM alien)
+    AND (NOT $5::boolean OR EXISTS (SELECT FROM cur)) AS ok
 ), ins AS (
   INSERT INTO ${s}.events AS ev (source, id, type, created_at, data, received_via)
   SELECT $1::text, id, type, created_at::timestamptz, data, $2::text FROM input
@@ -285,6 +313,7 @@ WITH input AS (
     newest_event_at = GREATEST(c.newest_event_at, excluded.newest_event_at)
 )
 SELECT (SELECT ok FROM go) AS ok, (SELECT ok FROM held) AS held,
+  (SELECT n FROM alien)::int AS alien_conflicts, (SELECT size FROM alien)::int AS alien_events,
   ARRAY(SELECT id FROM seen WHERE first) AS stored_before,
   (SELECT count(*) FROM q)::int AS quarantined,
   (SELECT coalesce(sum(added), 0) FROM newest)::int AS conflicts,

@@ -20,8 +20,20 @@ const SAID_BY_SYSTEM = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOST
  * The deadline is the Client's own (`connectionTimeoutMillis`), not the pool's: the
  * pool's would also fail a statement that waits for a free connection of a busy pool.
  */
-export function boundedClient(url: string, timeoutMs: number, statementTimeoutMs: number): typeof pg.Client {
+export function boundedClient(
+  url: string,
+  timeoutMs: number,
+  statementTimeoutMs: number,
+  /**
+   * Called with the address when a connection has waited for a while (a fifth of the
+   * deadline, 2 s at most) without Postgres's answer: what the process waits for, said
+   * before the deadline ends it. Once per Client class (a store's pool), not per connection.
+   */
+  onSlow?: (where: string) => void,
+): typeof pg.Client {
   const where = hostOf(url);
+  const noticeAfterMs = Math.min(2_000, timeoutMs / 5);
+  let told = false;
   return class BoundedClient extends pg.Client {
     constructor(config?: string | pg.ClientConfig) {
       super({
@@ -39,17 +51,31 @@ export function boundedClient(url: string, timeoutMs: number, statementTimeoutMs
     override connect(callback: ConnectCallback): void;
     override connect(callback?: ConnectCallback): Promise<pg.Client> | undefined {
       const started = performance.now();
+      const notice =
+        onSlow && !told
+          ? setTimeout(() => {
+              if (told) return;
+              told = true;
+              onSlow(where);
+            }, noticeAfterMs).unref()
+          : undefined;
       const explain = (err: Error): Error =>
         connectFailure(err, where, timeoutMs, performance.now() - started >= timeoutMs);
       if (callback) {
         // pg calls back with (err) or (null, client); the union of the two is what its types allow.
         const call = callback as (err: Error | null, client?: pg.Client) => void;
-        super.connect((err: Error | null, client?: pg.Client) => call(err ? explain(err) : null, client));
+        super.connect((err: Error | null, client?: pg.Client) => {
+          clearTimeout(notice);
+          call(err ? explain(err) : null, client);
+        });
         return undefined;
       }
-      return super.connect().catch((err: unknown) => {
-        throw explain(err instanceof Error ? err : new Error(String(err)));
-      });
+      return super
+        .connect()
+        .catch((err: unknown) => {
+          throw explain(err instanceof Error ? err : new Error(String(err)));
+        })
+        .finally(() => clearTimeout(notice));
     }
   };
 }

@@ -1,3 +1,4 @@
+import type { KeyKind } from '../config/key-kind.js';
 import { quoteSchema, type Store } from './db.js';
 
 /** One source's position in the feed. */
@@ -10,6 +11,8 @@ export interface CursorRow {
   updatedAt: Date;
   /** End of the last run that caught up, or null before the first. */
   lastSuccessAt: Date | null;
+  /** The kind of API key the cursor was built with; null: not recorded yet. */
+  keyKind: KeyKind | null;
 }
 
 interface Row {
@@ -18,6 +21,7 @@ interface Row {
   types: string[] | null;
   updated_at: Date;
   last_success_at: Date | null;
+  key_kind: KeyKind | null;
 }
 
 /** The cursors table's qualified name; the schema is a checked lowercase identifier. */
@@ -25,7 +29,7 @@ const cursors = (store: Store): string => `${quoteSchema(store.schema)}.cursors`
 
 export async function getCursor(store: Store, source: string): Promise<CursorRow | null> {
   const { rows } = await store.pool.query<Row>(
-    `SELECT source, after_id, types, updated_at, last_success_at FROM ${cursors(store)} WHERE source = $1`,
+    `SELECT source, after_id, types, updated_at, last_success_at, key_kind FROM ${cursors(store)} WHERE source = $1`,
     [source],
   );
   const row = rows[0];
@@ -36,23 +40,26 @@ export async function getCursor(store: Store, source: string): Promise<CursorRow
         types: row.types,
         updatedAt: row.updated_at,
         lastSuccessAt: row.last_success_at,
+        keyKind: row.key_kind,
       }
     : null;
 }
 
 /**
- * Creates the cursor at the start of the feed with `types` if the source has none,
- * and returns the row as stored. An existing row keeps its own types: the caller
- * compares them with its filter.
+ * Creates the cursor at the start of the feed with `types` and `keyKind` if the source
+ * has none, and returns the row as stored. An existing row keeps its own types and key
+ * kind: the caller compares them with its own.
  */
 export async function ensureCursor(
   store: Store,
   source: string,
   types: readonly string[] | null,
+  keyKind: KeyKind | null = null,
 ): Promise<CursorRow> {
   await store.pool.query(
-    `INSERT INTO ${cursors(store)} (source, after_id, types) VALUES ($1, NULL, $2) ON CONFLICT (source) DO NOTHING`,
-    [source, types],
+    `INSERT INTO ${cursors(store)} (source, after_id, types, key_kind) VALUES ($1, NULL, $2, $3)
+     ON CONFLICT (source) DO NOTHING`,
+    [source, types, keyKind],
   );
   // A separate statement: it sees a row that a concurrent run committed after ours began.
   const row = await getCursor(store, source);
@@ -85,6 +92,22 @@ export async function setCursor(
     [source, afterId, types ?? null, leaseToken ?? null],
   );
   return rowCount === 1;
+}
+
+/**
+ * Records the kind of key of a cursor that has none recorded (made before migration
+ * 0012, or reset with `--allow-key-change`); a kind already there is kept.
+ */
+export async function recordKeyKind(store: Store, source: string, keyKind: KeyKind): Promise<void> {
+  await store.pool.query(
+    `UPDATE ${cursors(store)} SET key_kind = $2 WHERE source = $1 AND key_kind IS NULL`,
+    [source, keyKind],
+  );
+}
+
+/** Forgets the kind of key of a cursor (`cursor reset --allow-key-change`): the next turn records its own. */
+export async function forgetKeyKind(store: Store, source: string): Promise<void> {
+  await store.pool.query(`UPDATE ${cursors(store)} SET key_kind = NULL WHERE source = $1`, [source]);
 }
 
 /** Whether `source` has stored the event `id`: a next_after that names one points back (src/sync/cursor-guard.ts). */

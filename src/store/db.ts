@@ -29,6 +29,8 @@ export interface CursorsTable {
   types: TextArray;
   updated_at: DefaultTimestamp;
   last_success_at: Timestamp<null | undefined> | null;
+  /** The kind of API key the cursor was built with (migrations/0012); null: not recorded yet. */
+  key_kind: 'test' | 'live' | null;
 }
 
 /** Per source, kept by the statements that store and prune events (migrations/0010_source_counts.sql). */
@@ -214,14 +216,20 @@ export function quoteSchema(schema: string): string {
 
 export function createStore(opts: StoreOptions): Store {
   quoteSchema(opts.schema);
+  const connectTimeoutMs = opts.connectTimeoutMs ?? CONFIG_DEFAULTS.DATABASE_CONNECT_TIMEOUT_MS;
   const pool = new pg.Pool({
     connectionString: opts.url,
     max: opts.max ?? STORE_DEFAULTS.max,
     application_name: opts.applicationName ?? STORE_DEFAULTS.applicationName,
     Client: boundedClient(
       opts.url,
-      opts.connectTimeoutMs ?? CONFIG_DEFAULTS.DATABASE_CONNECT_TIMEOUT_MS,
+      connectTimeoutMs,
       opts.statementTimeoutMs ?? CONFIG_DEFAULTS.DATABASE_STATEMENT_TIMEOUT_MS,
+      (where) =>
+        opts.logger?.warn(
+          { where },
+          `waiting for Postgres at ${where} (DATABASE_URL) to answer; giving up after ${connectTimeoutMs} ms (DATABASE_CONNECT_TIMEOUT_MS)`,
+        ),
     ),
     // A lock holder must notice a dead peer even when it sends nothing for a while.
     keepAlive: true,

@@ -15,6 +15,9 @@ export interface ApplyRow {
   ok: boolean;
   /** False when the writer's lease has another token now (another worker took the source). */
   held: boolean;
+  /** The first page of another account's feed (foreign-feed.ts), which stored nothing; null when none. */
+  alien_conflicts: number | null;
+  alien_events: number | null;
   /** Ids of the part that were stored before it. */
   stored_before: string[];
   quarantined: number;

@@ -1,3 +1,4 @@
+import type { KeyKind } from '../config/key-kind.js';
 import { quoteSchema, type Store } from './db.js';
 
 /**
@@ -52,6 +53,8 @@ export interface LeasedCursor {
   afterId: string | null;
   /** The type filter the cursor was built with; null: every type. */
   types: string[] | null;
+  /** The kind of API key the cursor was built with; null: not recorded yet. */
+  keyKind: KeyKind | null;
 }
 
 /** The source's sort key in the claim's order (migrations/0008): when it falls due. */
@@ -85,11 +88,12 @@ interface TakenRow {
   has_cursor: boolean;
   after_id: string | null;
   types: string[] | null;
+  key_kind: KeyKind | null;
 }
 
 /** The taken rows joined with their cursors: the turn reads no cursor of its own. */
 const WITH_CURSOR = (schema: string) => `
-SELECT t.source, t.token, t.failures, c.source IS NOT NULL AS has_cursor, c.after_id, c.types
+SELECT t.source, t.token, t.failures, c.source IS NOT NULL AS has_cursor, c.after_id, c.types, c.key_kind
 FROM taken t LEFT JOIN ${schema}.cursors c ON c.source = t.source`;
 
 // A row locked by a commit in flight (see apply-statement.ts) is skipped, not waited for:
@@ -364,7 +368,7 @@ function held(store: Store, row: TakenRow & { source: string }, opts: LeaseOptio
     source: row.source,
     token: row.token,
     failures: row.failures,
-    cursor: row.has_cursor ? { afterId: row.after_id, types: row.types } : null,
+    cursor: row.has_cursor ? { afterId: row.after_id, types: row.types, keyKind: row.key_kind } : null,
     signal: controller.signal,
     get lost() {
       return controller.signal.aborted;

@@ -1,6 +1,7 @@
 import type { ServiceEvent } from '../api/types.js';
 import type { FetchedPage, FetchPage } from '../feed/feed-client.js';
 import { type ApplyBatch, type ApplyResult, nothingApplied } from '../store/applier.js';
+import { type ForeignPage, foreignFeedError } from '../store/foreign-feed.js';
 import { cursorGuard } from './cursor-guard.js';
 import { HELD_PAGES_DEFAULTS, HeldPages } from './held-pages.js';
 
@@ -82,7 +83,9 @@ interface Fetched {
  * overlaps the commit of the previous ones (next_after is known as soon as a
  * page arrives); pages fetched meanwhile are committed together, in feed order,
  * in one transaction with a compare-and-set of the cursor. A bad page stops the
- * fetching: the pages before it still commit, the cursor never passes it.
+ * fetching: the pages before it still commit, the cursor never passes it. A page of
+ * another account's feed (store/foreign-feed.ts) throws FOREIGN_FEED, with nothing of
+ * its commit stored.
  */
 export async function catchUp(opts: CatchUpOptions): Promise<CatchUpResult> {
   const maxDelay = opts.maxCommitDelayMs ?? CATCH_UP_DEFAULTS.maxCommitDelayMs;
@@ -153,6 +156,7 @@ export async function catchUp(opts: CatchUpOptions): Promise<CatchUpResult> {
     duplicates: 0,
     quarantined: 0,
   };
+  let foreign: ForeignPage | undefined;
   const fetching = fetcher();
   try {
     while (true) {
@@ -184,6 +188,10 @@ export async function catchUp(opts: CatchUpOptions): Promise<CatchUpResult> {
         roomMade();
       }
       result.pages += taken.length;
+      if (info.result.status === 'foreign-feed') {
+        foreign = info.result.foreign;
+        break;
+      }
       if (info.result.status !== 'applied') {
         result.status = info.result.status;
         break;
@@ -199,6 +207,7 @@ export async function catchUp(opts: CatchUpOptions): Promise<CatchUpResult> {
     roomMade();
     await fetching;
   }
+  if (foreign) throw foreignFeedError(opts.source, foreign);
   if (fetchError && result.status === 'caught-up') throw fetchError;
   if (result.status === 'caught-up' && !reachedEnd && opts.limit?.aborted) result.status = 'limit-reached';
   return result;
@@ -208,15 +217,17 @@ async function commit(opts: CatchUpOptions, taken: Fetched[]): Promise<CommitInf
   const first = taken[0]!;
   const last = taken[taken.length - 1]!;
   const events: ServiceEvent[] = [];
+  const pageStarts: number[] = [];
   const quarantine: { raw: string; reason: string }[] = [];
   let filteredOut = 0;
   for (const { page } of taken) {
+    pageStarts.push(events.length);
     events.push(...page.events);
     quarantine.push(...page.quarantine);
     filteredOut += page.filteredOut;
   }
   const next = last.page.nextAfter;
-  const batch: ApplyBatch = { source: opts.source, receivedVia: 'feed', events, quarantine };
+  const batch: ApplyBatch = { source: opts.source, receivedVia: 'feed', events, quarantine, pageStarts };
   if (next !== null && next !== first.prev) batch.cursor = { prev: first.prev, next };
   if (events.length === 0 && quarantine.length === 0 && !batch.cursor) {
     return {

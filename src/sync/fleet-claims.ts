@@ -12,6 +12,8 @@ export interface FleetClaimsOptions {
   store: Store;
   /** The sources this worker runs (its file, or the one source). */
   sources: readonly string[];
+  /** Whether they come from a sources file (FEED_SOURCES_FILE), else FEED_SOURCE's one: the log says which. */
+  fromFile: boolean;
   lease: LeaseOptions;
   /** How often the lease rows of the sources are made where missing. */
   everyMs: number;
@@ -41,6 +43,7 @@ export async function startFleetClaims(opts: FleetClaimsOptions): Promise<FleetC
   const { store, sources, lease } = opts;
   const log = opts.logger.child({ module: 'scheduler' });
   const listed = new Set(sources);
+  const whose = opts.fromFile ? "in this worker's sources file" : "this worker's FEED_SOURCE";
   const foreign = new Set<string>();
   let foreignList: readonly string[] = [];
   const made = await ensureLeaseRows(store, sources);
@@ -78,7 +81,7 @@ export async function startFleetClaims(opts: FleetClaimsOptions): Promise<FleetC
         foreignList = [...foreign];
         log.info(
           { source: held.source },
-          "a lease row names a source that is not in this worker's sources file; it is left to the workers that run it",
+          `a lease row names a source that is not ${whose}; it is left to the workers that run it`,
         );
         await held.putBack();
       }

@@ -1,6 +1,7 @@
 import { logRetries, type RetryDeps } from '../api/retry.js';
 import { composeParts, type FeedReader, feedReaderFor, leaseOptionsFor } from '../compose/parts.js';
 import type { Config } from '../config/config.js';
+import { type KeyKind, keyKindOf } from '../config/key-kind.js';
 import { ConfigError } from '../errors.js';
 import type { FetchPage } from '../feed/feed-client.js';
 import { unknownEventReason } from '../feed/known-event.js';
@@ -10,7 +11,7 @@ import type { Relay } from '../queue/relay.js';
 import { routeFor } from '../queue/routes.js';
 import { shellQuote } from '../shell-quote.js';
 import { type Applier, createApplier } from '../store/applier.js';
-import { ensureCursor, getCursor, isStored } from '../store/cursor.js';
+import { ensureCursor, getCursor, isStored, recordKeyKind } from '../store/cursor.js';
 import type { Store } from '../store/db.js';
 import { type LeaseOptions, type SourceLease, takeLease } from '../store/lease.js';
 import { migrate, schemaState } from '../store/migrate.js';
@@ -105,6 +106,8 @@ export interface SourceSettings {
   source: string;
   /** Its FEED_TYPES: what its cursor was built with. */
   types: readonly string[] | null;
+  /** The kind of its API key (test or live; null: neither), which its cursor remembers. */
+  keyKind: KeyKind | null;
   /** FEED_MAX_RESPONSE_BYTES: the budget of the pages in memory. */
   maxPageBytes: number;
   /** SYNC_INTERVAL_MS: when the source falls due after a once run gives its lease back. */
@@ -123,6 +126,7 @@ export function sourceSettings(config: Config): SourceSettings {
   return {
     source: config.feed.source,
     types: config.feed.types,
+    keyKind: keyKindOf(config.feed.apiKey),
     maxPageBytes: config.feed.maxResponseBytes,
     intervalMs: config.syncIntervalMs,
     onceMaxMs: config.syncOnceMaxMs,
@@ -225,6 +229,14 @@ export function createSourceSync(deps: SourceSyncDeps): SourceSync {
     if (schemaChecked) return;
     const state = await schemaState(store);
     if (state.pending.length > 0) {
+      if (!deps.autoMigrate && state.current === null) {
+        // Often a misspelt DATABASE_SCHEMA: migrating would make a second, empty one.
+        throw new ConfigError(
+          `the schema "${store.schema}" (DATABASE_SCHEMA) has no feedsync tables yet: check DATABASE_SCHEMA ` +
+            '(a misspelt name is a new, empty schema), or run "feedsync migrate" to create them there',
+          'SCHEMA_MISSING',
+        );
+      }
       if (!deps.autoMigrate) {
         throw new ConfigError(
           `the schema "${store.schema}" is not up to date (pending: ${state.pending.join(', ')}); run "feedsync migrate" or "feedsync sync --migrate"`,
@@ -321,8 +333,11 @@ export function createSourceSync(deps: SourceSyncDeps): SourceSync {
     let result: CatchUpResult;
     try {
       // The claim read the cursor with the lease; a source's first turn makes it.
-      const cursor = lease.cursor ?? (await ensureCursor(store, source, settings.types));
+      const cursor = lease.cursor ?? (await ensureCursor(store, source, settings.types, settings.keyKind));
       checkTypes(source, cursor.types, settings.types);
+      checkKeyKind(source, cursor.keyKind, settings.keyKind);
+      if (cursor.keyKind === null && settings.keyKind !== null)
+        await recordKeyKind(store, source, settings.keyKind);
       result = await catchUp({
         source,
         start: cursor.afterId,
@@ -447,6 +462,21 @@ async function checkReconcileStart(
     );
   }
   await assertEventWithinRetention(store, settings.source, from, '--from', days);
+}
+
+/**
+ * A key of the other kind than the cursor's is another account: its feed would be
+ * mixed into this source's events and records. Refuse, and say how to mean it.
+ */
+function checkKeyKind(source: string, stored: KeyKind | null, wanted: KeyKind | null): void {
+  if (stored === null || wanted === null || stored === wanted) return;
+  throw new ConfigError(
+    `FEED_API_KEY is a ${wanted} key, but the cursor of source "${source}" was built with a ${stored} key: ` +
+      `another account. Put the ${stored} key back, or give this account a FEED_SOURCE of its own; to switch ` +
+      `this source on purpose, "feedsync cursor reset --source ${shellQuote(source)} --allow-key-change" ` +
+      '(its feed is read from the start; events stored under the same ids with other content stop the run)',
+    'KEY_KIND_CHANGED',
+  );
 }
 
 /** A filter that differs from the cursor's would skip or mix events: refuse, and say how to reset. */

@@ -16,7 +16,9 @@ export function logOutcome(log: Logger, outcome: Outcome, level: 'info' | 'debug
   const line = {
     source: outcome.source,
     outcome: r.status,
-    drained: r.drained,
+    // A turn does not drain the outbox (the worker does, after its turns): it can only
+    // say that the relay failed while it ran. "drained" is said once, by the run's end.
+    ...(r.drained ? {} : { relayFailed: true }),
     stored: r.stored,
     duplicates: r.duplicates,
     quarantined: r.quarantined,

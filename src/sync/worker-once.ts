@@ -84,6 +84,8 @@ export async function runOnceRound(w: WorkerParts): Promise<WorkerResult> {
       ...(await w.metrics.summary()),
       ...tally(outcomes, names.length),
       ...(only?.ok ? { status: only.result.status, cursor: only.result.cursor } : {}),
+      drained:
+        handedOver && !outcomes.some((o) => o.ok && !o.result.drained && o.result.status !== 'stopped'),
       durationMs,
     },
     'sync run finished',

@@ -48,6 +48,12 @@ export interface WorkerOptions {
   hooks?: WorkerHooks;
   /** A failure as one line without secrets, kept in the lease row for `status`. Default its message. */
   describe?: (err: unknown) => string;
+  /**
+   * A watch serves /healthz, /readyz and /metrics on METRICS_PORT (METRICS_HOST, every
+   * interface by default). False for an application that serves its own, or none: no
+   * port is opened, and the metrics are still kept (`registry` of the result). Default true.
+   */
+  serveMetrics?: boolean;
 }
 
 export interface WorkerResult {
@@ -78,6 +84,8 @@ export interface WorkerParts {
   readonly limit: AbortSignal | undefined;
   readonly hooks: WorkerHooks;
   readonly describe: (err: unknown) => string;
+  /** WorkerOptions.serveMetrics: whether a watch opens METRICS_PORT. */
+  readonly serveMetrics: boolean;
   /** The per-worker rounds of a watch (lease rows, the outbox's sweep): once an interval, between 1 and 60 s. */
   readonly upkeepMs: number;
   /** The runs of one source over the shared parts; its feed client lives for one turn. */
@@ -173,6 +181,7 @@ export function workerParts(
     limit,
     hooks,
     describe: opts.describe ?? ((err) => (err instanceof Error ? err.message : String(err))),
+    serveMetrics: opts.serveMetrics ?? true,
     upkeepMs,
     syncOf,
     turn: async (held, signal) => {

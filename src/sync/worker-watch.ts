@@ -7,25 +7,28 @@ import { logOutcome } from './turn-log.js';
 import type { WorkerParts, WorkerResult } from './worker-parts.js';
 
 /**
- * A watch: /healthz, /readyz and /metrics on METRICS_PORT, the fleet's claims, pruning
+ * A watch: /healthz, /readyz and /metrics on METRICS_PORT (unless serveMetrics is false), the fleet's claims, pruning
  * once a minute a replica, and the scheduler's loop until the signal aborts. Its turns
  * go to the metrics, the log and onOutcome; none is kept.
  */
 export async function runWatchRound(w: WorkerParts): Promise<WorkerResult> {
   const { config, log, logger, names, lease, upkeepMs } = w;
   const { store, publisher } = w.parts;
-  const health = await startWorkerHealth({
-    config,
-    registry: w.metrics.registry,
-    logger,
-    store,
-    publisher,
-    lastBeat: w.lastBeat,
-  });
+  const health = w.serveMetrics
+    ? await startWorkerHealth({
+        config,
+        registry: w.metrics.registry,
+        logger,
+        store,
+        publisher,
+        lastBeat: w.lastBeat,
+      })
+    : null;
   log.info(
     {
-      host: config.metricsHost,
-      port: health.port,
+      ...(health
+        ? { host: config.metricsHost, port: health.port }
+        : { metrics: 'not served (serveMetrics: false)' }),
       intervalMs: config.syncIntervalMs,
       leaseMs: config.sourceLeaseMs,
       sources: names.length,
@@ -38,7 +41,14 @@ export async function runWatchRound(w: WorkerParts): Promise<WorkerResult> {
   let claims: FleetClaims | undefined;
   let retention: RetentionLoop | undefined;
   try {
-    const started = await startFleetClaims({ store, sources: names, lease, everyMs: upkeepMs, logger });
+    const started = await startFleetClaims({
+      store,
+      sources: names,
+      fromFile: config.sourcesFile !== null,
+      lease,
+      everyMs: upkeepMs,
+      logger,
+    });
     claims = started;
     // Pruning once a minute a replica, not once a turn.
     retention = startRetentionLoop({
@@ -77,7 +87,7 @@ export async function runWatchRound(w: WorkerParts): Promise<WorkerResult> {
   } finally {
     await claims?.stop();
     await retention?.stop();
-    await health.close();
+    await health?.close();
   }
   return {
     outcomes: [],

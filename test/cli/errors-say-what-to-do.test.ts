@@ -165,4 +165,16 @@ describe('errors that say what to do', () => {
         'DATABASE_SCHEMA, or run "feedsync migrate" to create them there\n',
     );
   });
+
+  it('sync on a schema without feedsync tables says so too, and does not steer to sync --migrate', async () => {
+    const res = await runCli(['sync', '--once'], {
+      PATH,
+      ...testEnv({ schema: 'no_feedsync_here_either', prefix: 'unused', baseUrl: 'http://127.0.0.1:9/api' }),
+    });
+    expect(res.code).toBe(2);
+    expect(res.stderr).toContain(
+      'the schema "no_feedsync_here_either" (DATABASE_SCHEMA) has no feedsync tables yet: check DATABASE_SCHEMA',
+    );
+    expect(res.stderr).not.toContain('sync --migrate');
+  });
 });

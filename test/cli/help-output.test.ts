@@ -37,6 +37,23 @@ describe('help and output', () => {
   });
 });
 
+describe('the top-level help lists every exit code', () => {
+  it('0 to 5, each of the table in docs/DESIGN.md', async () => {
+    const { stdout } = await runCli(['--help'], env);
+    const listed = stdout.replace(/\s+/g, ' ');
+    for (const code of [
+      '0 success',
+      '1 runtime failure',
+      '2 usage',
+      '3 the service rejected',
+      '4 (sync --once) not caught up',
+      "5 (sync) another account's feed",
+    ]) {
+      expect(listed).toContain(code);
+    }
+  });
+});
+
 describe('each subcommand lists its own exit codes', () => {
   it.each([
     ['list', 'listed'],

@@ -9,10 +9,26 @@ const root = fileURLToPath(new URL('../../', import.meta.url));
 const pkg = JSON.parse(readFileSync(`${root}package.json`, 'utf8')) as {
   bin: Record<string, string>;
   scripts: Record<string, string>;
+  allowScripts?: Record<string, boolean>;
 };
 const lock = JSON.parse(readFileSync(`${root}package-lock.json`, 'utf8')) as {
-  packages: Record<string, { bin?: Record<string, string> }>;
+  packages: Record<string, { bin?: Record<string, string>; hasInstallScript?: boolean }>;
 };
+
+describe('install scripts', () => {
+  // npm 11 skips a dependency's install scripts unless package.json's allowScripts names
+  // it, and warns on every `npm ci` about each one it does not name. None is needed here
+  // (esbuild and msgpackr-extract come with prebuilt binaries as optional packages,
+  // protobufjs's script only checks versions), so each is denied, and named.
+  it('names every package of the lock that has an install script in allowScripts', () => {
+    const withScripts = Object.entries(lock.packages)
+      .filter(([, entry]) => entry.hasInstallScript)
+      .map(([path]) => path.slice(path.lastIndexOf('node_modules/') + 'node_modules/'.length))
+      .sort();
+    expect(withScripts.length).toBeGreaterThan(0);
+    expect(Object.keys(pkg.allowScripts ?? {}).sort()).toEqual(withScripts);
+  });
+});
 
 describe('package scripts', () => {
   // The demo script once named a file the build had stopped writing, and only the

@@ -67,4 +67,22 @@ describe('statusReport', () => {
       await own.dispose();
     }
   });
+
+  it('counts failing turns in words that agree: 1 turn, 2 turns', async () => {
+    const own = await migratedStore('status_turns');
+    try {
+      const config = testConfig({ schema: own.store.schema, prefix: 'status-turns' }, { FEED_SOURCE: 'f' });
+      const t = `${own.store.schema}.leases`;
+      await own.store.pool.query(`INSERT INTO ${t} (source, failures, last_error) VALUES ('f', 1, 'down')`);
+      expect(formatStatus(await statusReport(config, own.store, noQueues))).toContain(
+        '1 turn in a row: down',
+      );
+      await own.store.pool.query(`UPDATE ${t} SET failures = 2`);
+      expect(formatStatus(await statusReport(config, own.store, noQueues))).toContain(
+        '2 turns in a row: down',
+      );
+    } finally {
+      await own.dispose();
+    }
+  });
 });

@@ -78,7 +78,7 @@ describe('feedsync suppressions', () => {
     const lines = refused.stderr.trimEnd().split('\n');
     expect(lines).toHaveLength(1);
     expect(lines[0]).toMatch(
-      /^feedsync: send: nothing was sent: suppressed for source default: complained@example\.com \(complained [^)]*, event evt_\d+\); pass --allow-suppressed/,
+      /^feedsync: send: nothing was sent now: suppressed for source default: complained@example\.com \(complained [^)]*, event evt_\d+\); pass --allow-suppressed/,
     );
     expect(refused.stdout).toBe('');
     expect(sim().stats().emails_sent).toBe(sent);
@@ -86,6 +86,25 @@ describe('feedsync suppressions', () => {
     const allowed = await runCli(send('complained@example.com', '--allow-suppressed'), env());
     expect(allowed.code, allowed.stderr).toBe(0);
     expect(sim().stats().emails_sent).toBe(sent + 1);
+  });
+
+  it('a send retried with its idempotency key after its address bounced says the first send stands', async () => {
+    const first = await runCli(send('bounced@retry.example', '--idempotency-key', 'retry-key-1'), env());
+    expect(first.code, first.stderr).toBe(0);
+    const sync = await runCli(['sync', '--once'], env());
+    expect(sync.code, sync.stderr).toBe(0);
+    const sent = sim().stats().emails_sent;
+    const retried = await runCli(send('bounced@retry.example', '--idempotency-key', 'retry-key-1'), env());
+    expect(retried.code).toBe(2);
+    expect(retried.stderr).toContain(
+      'nothing was sent now: suppressed for source default: bounced@retry.example',
+    );
+    expect(retried.stderr).toContain(
+      'an earlier send with idempotency key retry-key-1, if there was one, went out before',
+    );
+    expect(sim().stats().emails_sent).toBe(sent);
+    // The suppressions as the other cases expect them.
+    expect((await runCli(['suppressions', 'remove', 'bounced@retry.example'], env())).code).toBe(0);
   });
 
   it('send to a contact that subscribed again is not refused', async () => {

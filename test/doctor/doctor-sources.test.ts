@@ -121,7 +121,7 @@ describe('feedsync doctor with FEED_SOURCES_FILE', () => {
     expect(unknown.code).toBe(2);
     expect(unknown.stdout).toBe('');
     expect(unknown.stderr.trim().split('\n')).toEqual([
-      'feedsync: source "nope" is not in FEED_SOURCES_FILE (alpha, beta, gamma)',
+      'feedsync: source "nope" is not in FEED_SOURCES_FILE (alpha, beta, gamma); give --source one of them',
     ]);
   });
 });

@@ -48,6 +48,9 @@ describe.concurrent('Redis errors in the log, at LOG_LEVEL=trace', () => {
       // BullMQ falls back from EVALSHA to EVAL, whose arguments hold the whole Lua script.
       expect(log).toMatch(/"command":"eval(sha)?"/);
       expect(log).toContain('the outbox could not be drained');
+      // One word for it: nothing says it drained.
+      expect(log).not.toContain('"drained":true');
+      expect(log).toMatch(/"drained":false[^\n]*sync run finished/);
       expectNoRedisArguments(log, [PASSWORD, TEST_API_KEY]);
       expect(log.length).toBeLessThan(FAILED_RUN_LOG_BOUND);
       expect(await storedCount(box.store)).toBe(BACKLOG);
@@ -63,6 +66,8 @@ describe.concurrent('Redis errors in the log, at LOG_LEVEL=trace', () => {
       const { code, log } = await failedRun(box, `redis://:${PASSWORD}@127.0.0.1:${await freePort()}`);
       expect(code).toBe(1);
       expect(log).toMatch(/"redisCode":"ECONNREFUSED"/);
+      expect(log).not.toContain('"drained":true');
+      expect(log).toMatch(/"drained":false[^\n]*sync run finished/);
       expectNoRedisArguments(log, [PASSWORD, TEST_API_KEY]);
       expect(log.length).toBeLessThan(FAILED_RUN_LOG_BOUND);
       expect(await storedCount(box.store)).toBe(BACKLOG);

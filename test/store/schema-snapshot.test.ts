@@ -29,7 +29,14 @@ const COLUMNS: { [T in keyof Database]-?: { [C in keyof Database[T]]-?: true } }
     received_via: true,
     received_at: true,
   },
-  cursors: { source: true, after_id: true, types: true, updated_at: true, last_success_at: true },
+  cursors: {
+    source: true,
+    after_id: true,
+    types: true,
+    updated_at: true,
+    last_success_at: true,
+    key_kind: true,
+  },
   leases: {
     source: true,
     holder: true,

@@ -104,19 +104,28 @@ export function cursorCommand(): Command {
       "Start the source over from the beginning of the feed, with its current types (the file's, else FEED_TYPES).",
     )
     .option(...sourceOption)
+    .option(
+      '--allow-key-change',
+      "also forget the kind of API key (test or live) the cursor was built with: the next run records its key's",
+    )
     .addHelpText(
       'after',
       '\nExit codes: 0 reset, 1 runtime failure (Postgres), 2 usage or configuration error.',
     )
     .action(
-      action(async ({ config, logger }, opts: { source?: string }) => {
-        const { setCursor } = await import('../../store/cursor.js');
+      action(async ({ config, logger }, opts: { source?: string; allowKeyChange?: boolean }) => {
+        const { setCursor, forgetKeyKind } = await import('../../store/cursor.js');
         const { source, types } = (await knownSourceConfig(config, logger, opts.source)).feed;
         await withStore(config, logger, (store) =>
-          underLease(config, store, source, (token) => setCursor(store, source, null, types, token)),
+          underLease(config, store, source, async (token) => {
+            const moved = await setCursor(store, source, null, types, token);
+            if (moved && opts.allowKeyChange) await forgetKeyKind(store, source);
+            return moved;
+          }),
         );
         process.stdout.write(
-          `source ${source}: reset to the start of the feed (types ${types?.join(',') ?? 'all'}); stored events are de-duplicated\n`,
+          `source ${source}: reset to the start of the feed (types ${types?.join(',') ?? 'all'}` +
+            `${opts.allowKeyChange ? '; the next run records the kind of its key' : ''}); stored events are de-duplicated\n`,
         );
         if (config.eventsRetentionDays !== null) {
           process.stdout.write(

@@ -27,7 +27,7 @@ export function reconcileCommand(): Command {
     .action(
       action(async ({ config, logger }, opts: { from?: string; source?: string }) => {
         const { createSync } = await import('../../sync/sync.js');
-        const shutdown = shutdownSignal(logger);
+        const shutdown = shutdownSignal(logger, process.exit, undefined, config.launchedByNpm);
         const progress = progressReporter();
         const sync = createSync(await knownSourceConfig(config, logger, opts.source), {
           logger,

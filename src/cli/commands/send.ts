@@ -110,7 +110,7 @@ export function sendCommand(): Command {
         // Asked before the key is printed: without the service, nothing was tried.
         requireService(own);
         if (!flags.allowSuppressed) {
-          const refusal = await suppressedRecipients(own, logger, to);
+          const refusal = await suppressedRecipients(own, logger, to, flags.idempotencyKey);
           if (refusal !== null) {
             // Written here, not thrown: a failure's line also goes to the debug log, and addresses never do.
             process.stderr.write(`feedsync: ${refusal}\n`);
@@ -180,6 +180,8 @@ async function suppressedRecipients(
   config: Config,
   logger: Logger,
   to: readonly string[],
+  /** --idempotency-key, when given: a send under it may have gone out before the address was suppressed. */
+  givenKey?: string,
 ): Promise<string | null> {
   const { suppressionsAmong } = await import('../../store/suppressions.js');
   const { source } = config.feed;
@@ -200,8 +202,14 @@ async function suppressedRecipients(
   const named = found
     .map((s) => `${s.address} (${s.reason} ${s.at.toISOString()}, event ${s.eventId})`)
     .join(', ');
+  // A retry with the key of a send that went out (and bounced since) must not say that nothing was sent.
+  const earlier =
+    givenKey === undefined
+      ? ''
+      : `; an earlier send with idempotency key ${givenKey}, if there was one, went out before and stands (the ` +
+        'suppression may come from its own bounce)';
   return (
-    `send: nothing was sent: suppressed for source ${source}: ${named}; ` +
+    `send: nothing was sent now: suppressed for source ${source}: ${named}${earlier}; ` +
     'pass --allow-suppressed to send to them anyway (or "feedsync suppressions remove <address>")'
   );
 }

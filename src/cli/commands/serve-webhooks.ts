@@ -30,6 +30,7 @@ export function serveWebhooksCommand(): Command {
           logger,
           process.exit,
           'stopping: no new webhooks taken, finishing the requests in flight',
+          config.launchedByNpm,
         );
         try {
           const service = await startWebhookService(config, { logger });

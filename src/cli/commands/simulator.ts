@@ -1,5 +1,7 @@
 import { Command, InvalidArgumentError, Option } from 'commander';
+import { launchedByNpm } from '../../config/config.js';
 import { createLogger } from '../../logger.js';
+import { onParentGone } from '../shutdown.js';
 
 interface SimulatorFlags {
   port: number;
@@ -166,7 +168,9 @@ async function runSimulator(flags: SimulatorFlags): Promise<number> {
   );
 
   await new Promise<void>((resolve) => {
+    let unfollow = (): void => {};
     const stop = (name: NodeJS.Signals) => {
+      unfollow();
       process.off('SIGINT', stop);
       process.off('SIGTERM', stop);
       // A second signal while closing exits at once.
@@ -177,6 +181,8 @@ async function runSimulator(flags: SimulatorFlags): Promise<number> {
     };
     process.on('SIGINT', stop);
     process.on('SIGTERM', stop);
+    // npx passes no signal on: its end stops the simulator it started (src/cli/shutdown.ts).
+    if (launchedByNpm()) unfollow = onParentGone(() => stop('SIGTERM'));
   });
   await sim.close();
   logger.flush();

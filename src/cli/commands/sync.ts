@@ -28,10 +28,12 @@ export function syncCommand(): Command {
       "\nExit codes: 0 done (also when another worker holds a source's lease), 1 runtime failure, worth\n" +
         'retrying (the outbox could not be drained counts: the events are stored), 2 needs an operator,\n' +
         'retrying cannot help: configuration or usage (an unknown --source included), a type filter that\n' +
-        "differs from the cursor's, a cursor the feed no longer knows (the line names the fix: cursor set,\n" +
-        'cursor reset, reconcile), 3 key rejected, 4 not caught up: the run stopped at SYNC_ONCE_MAX_MS\n' +
-        '(default 15 min) before the end of the feed, kept what it read, and the next run goes on from the\n' +
-        'cursor. With --watch an unknown cursor fails each run (backing off) until the cursor is moved.',
+        "differs from the cursor's, a key of the other kind (test, live) than the cursor's, a cursor the\n" +
+        'feed no longer knows (the line names the fix: cursor set, cursor reset, reconcile), 3 key rejected,\n' +
+        '4 not caught up: the run stopped at SYNC_ONCE_MAX_MS (default 15 min) before the end of the feed,\n' +
+        "kept what it read, and the next run goes on from the cursor, 5 another account's feed: a page\n" +
+        'mostly of events stored before with other content (a key swapped, a simulator restarted), nothing\n' +
+        'of it stored. With --watch an unknown cursor fails each run (backing off) until the cursor is moved.',
     )
     .action(
       action(
