@@ -3,6 +3,7 @@ import { checkBaseUrl } from '../config/base-url.js';
 import { CONFIG_DEFAULTS } from '../config/config-defaults.js';
 import { ConfigError, PageError } from '../errors.js';
 import { inSpan, SpanKind } from '../tracing/tracing.js';
+import { inexactItems } from './exact-numbers.js';
 import { createTransport, type HttpResponse, type RequestFn } from './http.js';
 import { type RetryDeps, type RetryPolicy, withRetries } from './retry.js';
 import type {
@@ -176,11 +177,14 @@ export class ServiceClient {
       },
       ...signal(signalIn),
     });
+    const text = res.body.toString('utf8');
+    let body: unknown;
     try {
-      return { body: JSON.parse(res.body.toString('utf8')), bytes: res.body.length };
+      body = JSON.parse(text);
     } catch (err) {
       throw new PageError('GET /events: the page is not JSON', 'NOT_JSON', err);
     }
+    return { body, bytes: res.body.length, inexact: inexactItems(text, body) };
   }
 
   close(): Promise<void> {
