@@ -2,7 +2,7 @@ import { setImmediate as tick } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
 import type { ServiceEvent } from '../../src/api/types.js';
 import type { FetchedPage } from '../../src/feed/feed-client.js';
-import type { ApplyBatch } from '../../src/store/applier.js';
+import { type ApplyBatch, nothingApplied } from '../../src/store/applier.js';
 import { ByteBudget } from '../../src/sync/byte-budget.js';
 import { catchUp } from '../../src/sync/catch-up.js';
 import { HELD_PAGES_DEFAULTS, HeldPages } from '../../src/sync/held-pages.js';
@@ -171,18 +171,7 @@ describe('lanes of one process share one budget of response bytes', () => {
             if (budget.held >= budget.capacity - maxPageBytes) waitedForRoom++;
             for (let i = 0; i < 3; i++) await tick();
             held -= batch.events.length * bytes;
-            return {
-              status: 'applied',
-              inserted: [...batch.events],
-              duplicates: 0,
-              unstorable: [],
-              quarantined: 0,
-              conflicts: 0,
-              firstConflicts: 0,
-              contactsWithoutEmail: 0,
-              outboxRows: 0,
-              outbox: [],
-            };
+            return { ...nothingApplied(), inserted: [...batch.events] };
           },
         }).then((result) => ({ result, events }));
       };
