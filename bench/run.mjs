@@ -4,9 +4,10 @@
 // `--quick` runs everything at a tenth of the size to check the harness (and
 // writes nothing); `--no-write` leaves the page alone; `--json FILE` also writes
 // the raw results; `--only <section>` runs one section alone: sources (bench/sources.mjs)
-// page-memory (bench/page-memory.mjs), relay-memory (bench/relay-memory.mjs), retention
-// (bench/retention.mjs), consumer (bench/consumer.mjs), apply-cost (bench/apply-cost.mjs),
-// queue-backends (bench/queue-backends.mjs: sync --once and the consumer on Redis and on Postgres)
+// page-memory (bench/page-memory.mjs), lane-memory (bench/lane-memory.mjs), relay-memory
+// (bench/relay-memory.mjs), retention (bench/retention.mjs), consumer (bench/consumer.mjs),
+// apply-cost (bench/apply-cost.mjs), queue-backends (bench/queue-backends.mjs: sync --once
+// and the consumer on Redis and on Postgres)
 // or tracing (bench/tracing.mjs; `--before PATH` adds another build's
 // dist/bin/feedsync.js), which rewrite only their block of the page.
 import { writeFileSync } from 'node:fs';
@@ -16,6 +17,7 @@ import { bullmqAddBulk, feedPaging, feedPagingWithLatency, postgresIngest, relay
 import { consumerAlone, consumerRows } from './consumer.mjs';
 import { coldStart, prepareSchema, release, rssHalves, syncOnce } from './end-to-end.mjs';
 import { fillStore } from './growth.mjs';
+import { laneMemory, laneMemoryRows } from './lane-memory.mjs';
 import { cleanUp, DATABASE_URL } from './lib/env.mjs';
 import { describeMachine, redisPid } from './lib/machine.mjs';
 import { measuredSection, writeBlock, writeMeasured } from './lib/page.mjs';
@@ -44,6 +46,11 @@ const ALONE = {
     title: 'Memory by page size',
     run: () => pageMemory({ scale: quick ? 0.25 : 1, log }),
     rows: pageMemoryRows,
+  },
+  'lane-memory': {
+    title: 'Memory by lanes: SYNC_CONCURRENCY with pages near the response limit',
+    run: () => laneMemory({ scale: quick ? 0.5 : 1, log }),
+    rows: laneMemoryRows,
   },
   'relay-memory': {
     title: 'Memory with events that reach the relay, plain node and the image flags',

@@ -24,6 +24,7 @@ export type ErrorCode =
   | 'UNAUTHORIZED'
   | 'RATE_LIMITED'
   | 'SERVER_ERROR'
+  | 'BAD_STATUS'
   | 'CONFLICT'
   | 'REQUEST_REJECTED'
   | 'TIMEOUT'

@@ -1,7 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import { checkBaseUrl } from '../config/base-url.js';
+import { CONFIG_DEFAULTS } from '../config/config-defaults.js';
 import { ConfigError, PageError } from '../errors.js';
 import { inSpan, SpanKind } from '../tracing/tracing.js';
+import { inexactItems } from './exact-numbers.js';
 import { createTransport, type HttpResponse, type RequestFn } from './http.js';
 import { type RetryDeps, type RetryPolicy, withRetries } from './retry.js';
 import type {
@@ -18,11 +20,11 @@ export interface ServiceClientOptions {
   /** Ends in `/api`; https except for loopback hosts. */
   baseUrl: string;
   apiKey: string;
-  /** Connect, headers and body timeout of one request. Default 30 s. */
+  /** Connect, headers and body timeout of one request. Default: CONFIG_DEFAULTS.FEED_TIMEOUT_MS. */
   timeoutMs?: number;
-  /** Larger responses are refused. Default 16 MiB. */
+  /** Larger responses are refused. Default: CONFIG_DEFAULTS.FEED_MAX_RESPONSE_BYTES, the configuration's own. */
   maxResponseBytes?: number;
-  /** Retries of 429, 5xx and network errors. Default 8 retries, waits up to 10 min. */
+  /** Retries of 429, 5xx and network errors. Default: CONFIG_DEFAULTS.FEED_MAX_RETRIES and FEED_MAX_RETRY_WAIT_MS. */
   retry?: RetryPolicy;
   /** Clock, sleep, jitter and a retry hook, for tests and metrics. */
   retryDeps?: RetryDeps;
@@ -52,14 +54,17 @@ export class ServiceClient {
       const transport = createTransport({
         baseUrl: opts.baseUrl,
         apiKey: opts.apiKey,
-        timeoutMs: opts.timeoutMs ?? 30_000,
-        maxResponseBytes: opts.maxResponseBytes ?? 16 * 1024 * 1024,
+        timeoutMs: opts.timeoutMs ?? CONFIG_DEFAULTS.FEED_TIMEOUT_MS,
+        maxResponseBytes: opts.maxResponseBytes ?? CONFIG_DEFAULTS.FEED_MAX_RESPONSE_BYTES,
         ...(opts.retryDeps?.now ? { now: opts.retryDeps.now } : {}),
       });
       this.#request = transport.request;
       this.#close = transport.close;
     }
-    this.#retry = opts.retry ?? { maxRetries: 8, maxRetryWaitMs: 600_000 };
+    this.#retry = opts.retry ?? {
+      maxRetries: CONFIG_DEFAULTS.FEED_MAX_RETRIES,
+      maxRetryWaitMs: CONFIG_DEFAULTS.FEED_MAX_RETRY_WAIT_MS,
+    };
     this.#deps = opts.retryDeps ?? {};
   }
 
@@ -172,11 +177,14 @@ export class ServiceClient {
       },
       ...signal(signalIn),
     });
+    const text = res.body.toString('utf8');
+    let body: unknown;
     try {
-      return { body: JSON.parse(res.body.toString('utf8')), bytes: res.body.length };
+      body = JSON.parse(text);
     } catch (err) {
       throw new PageError('GET /events: the page is not JSON', 'NOT_JSON', err);
     }
+    return { body, bytes: res.body.length, inexact: inexactItems(text, body) };
   }
 
   close(): Promise<void> {

@@ -160,6 +160,13 @@ function statusError(
   }
   if (status === 401 || status === 403) return new AuthError(status, serviceMessage);
   const what = serviceMessage ? `: ${serviceMessage}` : '';
+  // HTTP has no status outside 100–599: whatever answered does not speak it, and a retry meets the same.
+  if (status < 100 || status > 599) {
+    return new ApiError(`${req.method} ${req.path}: HTTP status ${status} is outside HTTP's 100–599${what}`, {
+      code: 'BAD_STATUS',
+      status,
+    });
+  }
   const error = new ApiError(`${req.method} ${req.path}: HTTP ${status}${what}`, {
     code:
       status === 429

@@ -47,12 +47,14 @@ export function parseRetryAfter(value: string | undefined, now: number): number 
 /**
  * Whether an error is worth another try: 429, 5xx and no answer at all, except a TLS
  * failure (https to a server that speaks http, a certificate this machine does not
- * trust): the next try meets the same server.
+ * trust) and a status outside 100–599 (not HTTP): the next try meets the same server.
  */
 export function isRetryable(err: unknown): err is ApiError {
   return (
     err instanceof ApiError &&
-    ((err.status === 0 && err.code !== 'TLS') || err.status === 429 || err.status >= 500)
+    ((err.status === 0 && err.code !== 'TLS') ||
+      err.status === 429 ||
+      (err.status >= 500 && err.status <= 599))
   );
 }
 

@@ -56,4 +56,6 @@ export interface RawEventsPage {
   body: unknown;
   /** Size of the body in bytes. */
   bytes: number;
+  /** Items of the body's lists holding a number JSON.parse changed, with their raw text (api/exact-numbers.ts). */
+  inexact?: ReadonlyMap<object, string>;
 }

@@ -29,12 +29,20 @@ export interface PageRules {
   types: readonly string[] | null;
 }
 
+/** Why an item whose numbers JSON.parse changed is quarantined rather than stored altered. */
+const INEXACT_REASON = 'a number in it cannot be kept exactly (beyond double precision or range)';
+
 /**
  * Checks a parsed `/events` body and splits it into events to store, items to
  * quarantine and the next cursor. A page that breaks the rules throws PageError,
- * so the cursor never passes it.
+ * so the cursor never passes it. `inexact` holds the items whose numbers the
+ * parse changed, with their raw text: they are quarantined as they came.
  */
-export function parsePage(body: unknown, rules: PageRules): FeedPage {
+export function parsePage(
+  body: unknown,
+  rules: PageRules,
+  inexact: ReadonlyMap<object, string> = new Map(),
+): FeedPage {
   if (typeof body !== 'object' || body === null || Array.isArray(body)) {
     throw new PageError('the events page is not a JSON object', 'NO_LIST');
   }
@@ -53,9 +61,11 @@ export function parsePage(body: unknown, rules: PageRules): FeedPage {
   let filteredOut = 0;
   let lastId: string | null = null;
   for (const item of list) {
-    const envelope = readEnvelope(item);
+    const raw = typeof item === 'object' && item !== null ? inexact.get(item) : undefined;
+    const envelope: ReturnType<typeof readEnvelope> =
+      raw === undefined ? readEnvelope(item) : { ok: false, reason: INEXACT_REASON };
     if (!envelope.ok) {
-      quarantine.push({ raw: jsonText(item), reason: envelope.reason });
+      quarantine.push({ raw: raw ?? jsonText(item), reason: envelope.reason });
       const id = (item as { id?: unknown } | null)?.id;
       if (typeof id === 'string' && canBeCursor(id)) lastId = id;
       continue;

@@ -2,6 +2,7 @@ import type { ServiceEvent } from '../api/types.js';
 import type { FetchedPage, FetchPage } from '../feed/feed-client.js';
 import { type ApplyBatch, type ApplyResult, nothingApplied } from '../store/applier.js';
 import { type ForeignPage, foreignFeedError } from '../store/foreign-feed.js';
+import { ByteBudget } from './byte-budget.js';
 import { cursorGuard } from './cursor-guard.js';
 import { HELD_PAGES_DEFAULTS, HeldPages } from './held-pages.js';
 
@@ -40,6 +41,12 @@ export interface CatchUpOptions {
   /** The largest answer the fetcher accepts (FEED_MAX_RESPONSE_BYTES), in bytes. Default: HELD_PAGES_DEFAULTS.maxPageBytes. */
   maxPageBytes?: number;
   /**
+   * The process's budget of response bytes, shared by its lanes: an answer's worth is
+   * reserved before each request, the page's own bytes kept until its commit ends.
+   * Default: one of maxHeldBytes for this catch-up alone.
+   */
+  budget?: ByteBudget;
+  /**
    * While more pages are coming, how long the oldest fetched page may wait for a full
    * load (maxPagesPerCommit) before it commits anyway, in ms. Default:
    * CATCH_UP_DEFAULTS.maxCommitDelayMs.
@@ -76,6 +83,8 @@ interface Fetched {
   at: number;
   /** The page's response size. */
   bytes: number;
+  /** What it holds of the budget until its commit ends. */
+  reserved: number;
 }
 
 /**
@@ -89,12 +98,18 @@ interface Fetched {
  */
 export async function catchUp(opts: CatchUpOptions): Promise<CatchUpResult> {
   const maxDelay = opts.maxCommitDelayMs ?? CATCH_UP_DEFAULTS.maxCommitDelayMs;
+  const maxHeldBytes = opts.maxHeldBytes ?? HELD_PAGES_DEFAULTS.maxHeldBytes;
+  const maxPageBytes = opts.maxPageBytes ?? HELD_PAGES_DEFAULTS.maxPageBytes;
   const held = new HeldPages<Fetched>({
     maxBuffered: opts.maxBuffered ?? HELD_PAGES_DEFAULTS.maxBuffered,
     maxPerCommit: opts.maxPagesPerCommit ?? HELD_PAGES_DEFAULTS.maxPerCommit,
-    maxHeldBytes: opts.maxHeldBytes ?? HELD_PAGES_DEFAULTS.maxHeldBytes,
-    maxPageBytes: opts.maxPageBytes ?? HELD_PAGES_DEFAULTS.maxPageBytes,
+    maxHeldBytes,
+    maxPageBytes,
   });
+  const budget = opts.budget ?? new ByteBudget(maxHeldBytes);
+  const release = (pages: readonly Fetched[]): void => {
+    for (const f of pages) budget.release(f.reserved);
+  };
   const buffer = held.buffered;
   let fetchDone = false;
   let fetchError: unknown = null;
@@ -129,9 +144,20 @@ export async function catchUp(opts: CatchUpOptions): Promise<CatchUpResult> {
     let after = opts.start;
     try {
       while (!fetchSignal.aborted) {
-        const page = await opts.fetchPage(after, fetchSignal);
-        await checkCursor(page, after);
-        held.push({ page, prev: after, at: performance.now(), bytes: page.bytes });
+        const taken = await budget.reserve(maxPageBytes, fetchSignal);
+        let reserved = taken;
+        let page: FetchedPage;
+        try {
+          page = await opts.fetchPage(after, fetchSignal);
+          // The page keeps what it weighs; the rest of an answer's worth goes back at once.
+          reserved = Math.min(taken, page.bytes);
+          budget.release(taken - reserved);
+          await checkCursor(page, after);
+        } catch (err) {
+          budget.release(reserved);
+          throw err;
+        }
+        held.push({ page, prev: after, at: performance.now(), bytes: page.bytes, reserved });
         pagesChanged();
         if (page.last) {
           reachedEnd = true;
@@ -185,6 +211,7 @@ export async function catchUp(opts: CatchUpOptions): Promise<CatchUpResult> {
         info = await commit(opts, taken);
       } finally {
         held.committed(taken);
+        release(taken);
         roomMade();
       }
       result.pages += taken.length;
@@ -206,6 +233,8 @@ export async function catchUp(opts: CatchUpOptions): Promise<CatchUpResult> {
     fetchAbort.abort();
     roomMade();
     await fetching;
+    // Pages fetched and never committed (a stop, a failed commit) give their room back.
+    release(held.buffered);
   }
   if (foreign) throw foreignFeedError(opts.source, foreign);
   if (fetchError && result.status === 'caught-up') throw fetchError;

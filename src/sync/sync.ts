@@ -19,6 +19,7 @@ import { pruneOutbox } from '../store/outbox.js';
 import { pruneAfterRun } from '../store/retention.js';
 import { assertEventWithinRetention } from '../store/retention-guard.js';
 import { inSpan } from '../tracing/tracing.js';
+import type { ByteBudget } from './byte-budget.js';
 import { type CatchUpResult, type CommitInfo, catchUp } from './catch-up.js';
 import { linkedAbort } from './signals.js';
 
@@ -149,6 +150,11 @@ export interface SourceSyncDeps {
   logger: Logger;
   hooks?: SyncHooks;
   autoMigrate?: boolean;
+  /**
+   * The worker's budget of feed response bytes, shared by every lane (catch-up.ts):
+   * memory bounded per process, not per lane. Default: each catch-up a budget of its own.
+   */
+  pageBudget?: ByteBudget;
 }
 
 /**
@@ -349,6 +355,7 @@ export function createSourceSync(deps: SourceSyncDeps): SourceSync {
         },
         isStored: (id) => isStored(store, source, id),
         maxPageBytes: settings.maxPageBytes,
+        ...(deps.pageBudget ? { budget: deps.pageBudget } : {}),
         signal: turn.signal,
         ...(limit ? { limit } : {}),
         onCommit: (info) => {
@@ -428,6 +435,7 @@ export function createSourceSync(deps: SourceSyncDeps): SourceSync {
       },
       isStored: (id) => isStored(store, source, id),
       maxPageBytes: settings.maxPageBytes,
+      ...(deps.pageBudget ? { budget: deps.pageBudget } : {}),
       signal,
       onCommit: (info) => {
         relay.offer(info.result.outbox);

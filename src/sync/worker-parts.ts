@@ -6,7 +6,9 @@ import type { Logger } from '../logger.js';
 import { dbGauges } from '../metrics/db-gauges.js';
 import { createMetrics, type Metrics } from '../metrics/metrics.js';
 import type { LeaseOptions } from '../store/lease.js';
+import { ByteBudget } from './byte-budget.js';
 import type { CommitInfo } from './catch-up.js';
+import { HELD_PAGES_DEFAULTS } from './held-pages.js';
 import type { Outcome, Turn } from './scheduler.js';
 import {
   applierFor,
@@ -154,6 +156,9 @@ export function workerParts(
       },
     };
   };
+  // One budget of response bytes for every lane: SYNC_CONCURRENCY lanes with pages near
+  // FEED_MAX_RESPONSE_BYTES hold what one lane may, not that many times it.
+  const pageBudget = new ByteBudget(HELD_PAGES_DEFAULTS.maxHeldBytes);
   const syncOf = (source: string): SourceSync => {
     const own = configForSource(config, source);
     const sourceHooks = hooksFor(source);
@@ -167,6 +172,7 @@ export function workerParts(
       logger: log,
       hooks: sourceHooks,
       autoMigrate: opts.migrate === true,
+      pageBudget,
     });
   };
   return {

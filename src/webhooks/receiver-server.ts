@@ -28,6 +28,13 @@ export interface ReceiverServerOptions {
   headersTimeoutMs?: number;
   /** How fast a body must arrive (see BodyPace). Default 10 s, then 1,000 bytes a second, 30 s at most. */
   bodyPace?: BodyPace;
+  /**
+   * Whether a request's signature header may verify (its shape and timestamp window,
+   * signature.ts's headerRefusal). A request whose header never can is answered by
+   * `handle` with an empty body and closed, its body never read: unsigned senders hold
+   * none of the budget signed deliveries need. Default: every header may.
+   */
+  headerMayVerify?: (signature: string | undefined) => boolean;
   /** Called with the status of every answer sent to a request at POST /webhooks' path. */
   onAnswered?: (status: number) => void;
   /**
@@ -65,6 +72,9 @@ export interface ReceiverServer {
   /** Stops accepting, lets requests in flight finish (up to closeTimeoutMs), then closes. */
   close(): Promise<void>;
 }
+
+/** The body handed to `handle` for a request whose body is not read. */
+const NO_BODY = Buffer.alloc(0);
 
 /** How long a refused connection stays open, so the client sees the answer, not a reset. */
 const LINGER_MS = 2_000;
@@ -156,6 +166,15 @@ export async function startReceiverServer(opts: ReceiverServerOptions): Promise<
   };
 
   const delivery = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
+    const header = req.headers[SIGNATURE_HEADER];
+    const signature = Array.isArray(header) ? header.join(',') : header;
+    if (opts.headerMayVerify && !opts.headerMayVerify(signature)) {
+      // The handler answers (and counts) the refusal as it would after the body: 401.
+      const answer = await opts.handle(NO_BODY, signature);
+      reply(res, answer.status, answer.body, { connection: 'close' });
+      linger(req);
+      return;
+    }
     const body = await readBody(req, { limit: opts.maxBodyBytes, budget, pace });
     if (!body.ok) return refuseBody(req, res, body.reason);
     // Whole now: the cap spares this connection until its answer is out, and the body keeps its room.
@@ -163,11 +182,7 @@ export async function startReceiverServer(opts: ReceiverServerOptions): Promise<
     cap.handling(socket);
     res.once('close', () => cap.handled(socket));
     try {
-      const header = req.headers[SIGNATURE_HEADER];
-      const answer: DeliveryAnswer = await opts.handle(
-        body.body,
-        Array.isArray(header) ? header.join(',') : header,
-      );
+      const answer: DeliveryAnswer = await opts.handle(body.body, signature);
       const headers: Record<string, string> = {};
       if (answer.retryAfterSec !== undefined) headers['retry-after'] = String(answer.retryAfterSec);
       reply(res, answer.status, answer.body, headers);

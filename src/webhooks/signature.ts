@@ -31,18 +31,14 @@ export function signWebhookPayload(
 /** Why a delivery's signature was refused, or `valid`. Never names a secret or the header's value. */
 export type SignatureCheck = 'valid' | 'missing' | 'malformed' | 'stale' | 'mismatch';
 
-/**
- * Checks the header against every secret (a rotation has several): `missing` without
- * a header, `malformed` without a whole-number `t` or any `v1`, `stale` when `t` is
- * more than the tolerance away from now, `mismatch` when no `v1` matches any secret.
- * Compared in constant time; a malformed header is an answer, never an exception.
- */
-export function checkWebhookSignature(
-  rawBody: Buffer | string,
+/** Why a header can never verify, whatever the body: no header, no whole-number `t` or `v1`, or a `t` out of the window. */
+export type HeaderRefusal = Exclude<SignatureCheck, 'valid' | 'mismatch'>;
+
+/** A header's `t` and `v1` values, or why it can never verify. */
+function readHeader(
   header: string | undefined,
-  secrets: readonly string[],
-  opts: VerifyOptions = {},
-): SignatureCheck {
+  opts: VerifyOptions,
+): { t: string; candidates: string[] } | HeaderRefusal {
   if (typeof header !== 'string') return 'missing';
   let t: string | undefined;
   const candidates: string[] = [];
@@ -59,6 +55,33 @@ export function checkWebhookSignature(
   const now = opts.now ?? Math.floor(Date.now() / 1000);
   const tolerance = opts.toleranceSec ?? DEFAULT_TOLERANCE_SEC;
   if (Math.abs(now - Number(t)) > tolerance) return 'stale';
+  return { t, candidates };
+}
+
+/**
+ * What can be told of a signature before its body is read: null when the header may
+ * verify, else why it never will. The receiver reads no body for such a request.
+ */
+export function headerRefusal(header: string | undefined, opts: VerifyOptions = {}): HeaderRefusal | null {
+  const read = readHeader(header, opts);
+  return typeof read === 'string' ? read : null;
+}
+
+/**
+ * Checks the header against every secret (a rotation has several): `missing` without
+ * a header, `malformed` without a whole-number `t` or any `v1`, `stale` when `t` is
+ * more than the tolerance away from now, `mismatch` when no `v1` matches any secret.
+ * Compared in constant time; a malformed header is an answer, never an exception.
+ */
+export function checkWebhookSignature(
+  rawBody: Buffer | string,
+  header: string | undefined,
+  secrets: readonly string[],
+  opts: VerifyOptions = {},
+): SignatureCheck {
+  const read = readHeader(header, opts);
+  if (typeof read === 'string') return read;
+  const { t, candidates } = read;
 
   let valid = false;
   for (const secret of secrets) {

@@ -14,6 +14,7 @@ import { startRetentionLoop } from '../store/retention-loop.js';
 import { createDeliveryHandler } from './receiver.js';
 import { type ReceiverServer, startReceiverServer } from './receiver-server.js';
 import { schemaGate } from './schema-gate.js';
+import { headerRefusal } from './signature.js';
 
 export interface WebhookServiceOptions {
   /** Default: a logger at the config's LOG_LEVEL that scrubs its secrets (`loggerFor(config)`). */
@@ -125,6 +126,7 @@ export async function startWebhookService(
       host: at.host,
       maxBodyBytes: config.webhooks.maxBodyBytes,
       handle: metrics.countRejections(handle),
+      headerMayVerify: (signature) => headerRefusal(signature, opts.now ? { now: opts.now() } : {}) === null,
       onAnswered: metrics.onAnswered,
       onRefused: metrics.onRefused,
       logger,

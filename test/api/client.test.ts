@@ -1,5 +1,8 @@
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ServiceClient } from '../../src/api/client.js';
+import { CONFIG_DEFAULTS } from '../../src/config/config-defaults.js';
 import { ApiError, AuthError } from '../../src/errors.js';
 import { verifyWebhookSignature } from '../../src/index.js';
 import { DEFAULT_FAULTS } from '../../src/simulator/index.js';
@@ -94,5 +97,27 @@ describe('ServiceClient against the simulator', () => {
       serviceCode: 'unknown_event_id',
     });
     await expect(client.eventsPage({ limit: 5000 })).rejects.toBeInstanceOf(ApiError);
+  });
+});
+
+describe('ServiceClient defaults', () => {
+  it('refuses a page over the configuration’s default response limit when none is given', async () => {
+    // One byte past FEED_MAX_RESPONSE_BYTES's default: a client built without the option
+    // must refuse what a configured worker refuses.
+    const body = Buffer.alloc(CONFIG_DEFAULTS.FEED_MAX_RESPONSE_BYTES + 1, 0x20);
+    const server = createServer((_req, res) => {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(body);
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const { port } = server.address() as AddressInfo;
+    const plain = new ServiceClient({ baseUrl: `http://127.0.0.1:${port}/api`, apiKey: TEST_API_KEY });
+    try {
+      await expect(plain.eventsPage({})).rejects.toMatchObject({ code: 'RESPONSE_TOO_LARGE' });
+    } finally {
+      await plain.close();
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    }
   });
 });

@@ -58,7 +58,7 @@ describe('sync --watch on a feed that fails every run', () => {
     expect(sample(failing, 'feedsync_run_consecutive_failures')).toBe(failures);
     expect(sample(failing, 'feedsync_last_success_timestamp_seconds') ?? 0).toBe(0);
     expect(failing).toMatch(
-      /^feedsync_feed_request_duration_seconds_count\{source="default",status="5\d\d"\} [1-9]/m,
+      /^feedsync_feed_request_duration_seconds_count\{source="default",status="5xx"\} [1-9]/m,
     );
     // The loop is alive and Postgres and Redis answer: the service's outage restarts no pod.
     expect(await get(`${base}/healthz`)).toMatchObject({ status: 200 });

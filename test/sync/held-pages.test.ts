@@ -2,7 +2,8 @@ import { setImmediate as tick } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
 import type { ServiceEvent } from '../../src/api/types.js';
 import type { FetchedPage } from '../../src/feed/feed-client.js';
-import type { ApplyBatch } from '../../src/store/applier.js';
+import { type ApplyBatch, nothingApplied } from '../../src/store/applier.js';
+import { ByteBudget } from '../../src/sync/byte-budget.js';
 import { catchUp } from '../../src/sync/catch-up.js';
 import { HELD_PAGES_DEFAULTS, HeldPages } from '../../src/sync/held-pages.js';
 
@@ -134,5 +135,67 @@ describe('catchUp, by default, holds no more response bytes than its budget, wha
     // Loads are bounded by bytes too (the budget less one answer of the largest size); maxPerCommit is the cap of small pages.
     const loadMiB = (maxHeldBytes - maxPageBytes) / MiB;
     expect(Math.max(...loads)).toBe(Math.max(1, Math.min(maxPerCommit, Math.floor(loadMiB / size))));
+  });
+});
+
+describe('lanes of one process share one budget of response bytes', () => {
+  it.each([4, 8])(
+    '%i lanes with pages near the response limit never hold more than the budget together',
+    async (lanes) => {
+      const { maxHeldBytes, maxPageBytes } = HELD_PAGES_DEFAULTS;
+      const budget = new ByteBudget(maxHeldBytes);
+      const bytes = maxPageBytes - 1_000;
+      // A real count over every lane: answers on their way (an answer's worth each) and pages not yet committed.
+      let held = 0;
+      let peak = 0;
+      let waitedForRoom = 0;
+      const lane = async (n: number) => {
+        const { events, pageAfter } = feedOf(6, bytes);
+        return catchUp({
+          source: `s${n}`,
+          start: null,
+          signal: new AbortController().signal,
+          isStored: async () => false,
+          budget,
+          maxCommitDelayMs: 0,
+          fetchPage: async (after) => {
+            if (budget.held > budget.capacity) throw new Error('the budget was exceeded');
+            held += maxPageBytes;
+            peak = Math.max(peak, held);
+            await tick();
+            const page = pageAfter(after);
+            held -= maxPageBytes - page.bytes;
+            return page;
+          },
+          apply: async (batch: ApplyBatch) => {
+            if (budget.held >= budget.capacity - maxPageBytes) waitedForRoom++;
+            for (let i = 0; i < 3; i++) await tick();
+            held -= batch.events.length * bytes;
+            return { ...nothingApplied(), inserted: [...batch.events] };
+          },
+        }).then((result) => ({ result, events }));
+      };
+      const results = await Promise.all(Array.from({ length: lanes }, (_, n) => lane(n)));
+      for (const { result, events } of results) {
+        expect(result).toMatchObject({ status: 'caught-up', stored: events.length });
+      }
+      expect(peak).toBeLessThanOrEqual(maxHeldBytes);
+      expect(budget.held).toBe(0);
+      // The lanes did contend: some commit ran while the budget had no room for another answer.
+      expect(waitedForRoom).toBeGreaterThan(0);
+    },
+  );
+
+  it('a lane waiting for room leaves when its signal aborts, taking nothing', async () => {
+    const budget = new ByteBudget(10);
+    expect(await budget.reserve(8, new AbortController().signal)).toBe(8);
+    const stop = new AbortController();
+    const waiting = budget.reserve(8, stop.signal);
+    stop.abort(new Error('stopped'));
+    await expect(waiting).rejects.toThrow('stopped');
+    budget.release(8);
+    expect(budget.held).toBe(0);
+    // A request larger than the budget takes all of it, once it is free: read alone rather than never.
+    expect(await budget.reserve(64, new AbortController().signal)).toBe(10);
   });
 });

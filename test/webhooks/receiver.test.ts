@@ -40,6 +40,8 @@ beforeAll(async () => {
 afterAll(() => rx?.close());
 
 const events = () => count(store, 'events');
+/** A header of the right shape and time, signing other bytes: the body is read, then refused as a mismatch. */
+const mayVerify = () => signWebhookPayload('other bytes', SECRET_NEW);
 const quarantined = () => count(store, 'quarantine');
 
 describe('serve-webhooks: stored deliveries', () => {
@@ -184,7 +186,8 @@ describe('serve-webhooks: refusals', () => {
 
   it('413 for a declared Content-Length over the limit, before reading it', async () => {
     const reply = await rawRequest(
-      `POST /webhooks HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${LIMIT + 1}\r\n\r\n{"a":`,
+      `POST /webhooks HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${LIMIT + 1}\r\n` +
+        `Service-Signature: ${mayVerify()}\r\n\r\n{"a":`,
     );
     expect(reply).toMatch(/^HTTP\/1\.1 413 /);
     expect(reply.toLowerCase()).toContain('connection: close');
@@ -195,19 +198,26 @@ describe('serve-webhooks: refusals', () => {
     const chunk = 'x'.repeat(1000);
     const chunks = Array.from({ length: 6 }, () => `${chunk.length.toString(16)}\r\n${chunk}\r\n`).join('');
     const reply = await rawRequest(
-      `POST /webhooks HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n${chunks}0\r\n\r\n`,
+      `POST /webhooks HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nService-Signature: ${mayVerify()}\r\n\r\n` +
+        `${chunks}0\r\n\r\n`,
     );
     expect(reply).toMatch(/^HTTP\/1\.1 413 /);
     expect(await events()).toBe(before);
   });
 
   it('413 through an ordinary client too (the answer arrives before a reset)', async () => {
-    const res = await send(pool, { body: Buffer.alloc(LIMIT * 4, 'a') }).catch((err: unknown) => err);
+    const res = await send(pool, {
+      body: Buffer.alloc(LIMIT * 4, 'a'),
+      headers: { 'service-signature': mayVerify() },
+    }).catch((err: unknown) => err);
     expect((res as { status?: number }).status).toBe(413);
   });
 
   it('a body of exactly the limit is read (and judged on its signature)', async () => {
-    const res = await send(pool, { body: Buffer.alloc(LIMIT, 'a') });
+    const res = await send(pool, {
+      body: Buffer.alloc(LIMIT, 'a'),
+      headers: { 'service-signature': mayVerify() },
+    });
     expect(res.status).toBe(401);
   });
 
