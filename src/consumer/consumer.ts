@@ -2,6 +2,7 @@ import { createRequire } from 'node:module';
 import type { ConnectionOptions, Job, Worker, WorkerOptions } from 'bullmq';
 import type { Pool, PoolClient } from 'pg';
 import { type Env, loadConsumerSettings } from '../config/config.js';
+import { CONFIG_DEFAULTS } from '../config/config-defaults.js';
 import { FeedsyncError } from '../errors.js';
 import { createLogger, type Logger } from '../logger.js';
 import { connectForWorkers, type WorkerConnection } from '../redis/worker-connection.js';
@@ -76,7 +77,7 @@ export interface Consumer {
 }
 
 /** The shortest time an inbox row is kept: how long BullMQ keeps a completed job (feedsync's default). */
-const MIN_RETENTION_HOURS = 7 * 24;
+const MIN_RETENTION_HOURS = CONFIG_DEFAULTS.OUTBOX_RETENTION_HOURS;
 const CONNECT_TIMEOUT_MS = 10_000;
 
 /**

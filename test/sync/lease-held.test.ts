@@ -26,7 +26,7 @@ describe('a source whose lease a killed run still holds', () => {
       .map(
         (l) => JSON.parse(l) as { outcome?: string; msg: string; holder?: string; leaseExpiresAt?: string },
       )
-      .find((l) => l.outcome === 'locked');
+      .find((l) => l.outcome === 'held-elsewhere');
     expect(line).toMatchObject({ holder: 'gone-host/4242', leaseExpiresAt: expect.any(String) });
     expect(line?.msg).toContain(
       `gone-host/4242 holds the lease of this source until ${line?.leaseExpiresAt}`,
