@@ -35,7 +35,6 @@ export type ErrorCode =
   | 'NOT_JSON'
   | 'BAD_RESPONSE'
   | 'WEBHOOK_NOT_FOUND'
-  | 'BAD_PAGE'
   | 'NO_LIST'
   | 'TOO_MANY'
   | 'BAD_NEXT_AFTER'

@@ -66,7 +66,7 @@ export class AuthError extends ApiError {
 
 /** A feed page that breaks the rules (not JSON, no list, too many events, too big). */
 export class PageError extends FeedsyncError {
-  constructor(message: string, code: ErrorCode = 'BAD_PAGE', cause?: unknown) {
+  constructor(message: string, code: ErrorCode, cause?: unknown) {
     super(message, { code, cause });
   }
 }

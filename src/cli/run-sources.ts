@@ -55,7 +55,7 @@ export async function runSources(
 /** A once run's metrics to PUSHGATEWAY_URL, unless its one source was leased elsewhere: that run did nothing worth reporting. */
 async function push(config: Config, run: WorkerResult, log: Logger): Promise<void> {
   const only = config.sourcesFile === null ? run.outcomes[0] : undefined;
-  if (!config.pushgatewayUrl || (only?.ok && only.result.status === 'locked')) return;
+  if (!config.pushgatewayUrl || (only?.ok && only.result.status === 'held-elsewhere')) return;
   const group = config.sourcesFile === null ? { source: config.feed.source } : {};
   await pushMetrics(config.pushgatewayUrl, run.registry, group, log);
 }

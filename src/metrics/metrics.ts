@@ -223,7 +223,7 @@ export function createMetrics(gauges: GaugeSource, sources: readonly string[]): 
       if (run.status === 'lease-lost') leaseLost.inc(labelsOf(source));
       if (run.failed) failed(source);
       // A run stopped by SIGTERM, or one that found or lost the lease to another worker, says nothing about the feed.
-      else if (run.status !== 'stopped' && run.status !== 'locked' && run.status !== 'lease-lost')
+      else if (run.status !== 'stopped' && run.status !== 'held-elsewhere' && run.status !== 'lease-lost')
         consecutiveFailures?.set({ source }, 0);
     },
     observeFailure: failed,

@@ -63,7 +63,7 @@ async function turnUnder(
 /** A result for a source whose lease another worker holds. */
 function leasedElsewhere(): RunResult {
   return {
-    status: 'locked',
+    status: 'held-elsewhere',
     cursor: null,
     pages: 0,
     stored: 0,

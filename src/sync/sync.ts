@@ -52,7 +52,7 @@ export interface SyncOptions {
   retryDeps?: RetryDeps;
 }
 
-export type RunStatus = CatchUpResult['status'] | 'locked';
+export type RunStatus = CatchUpResult['status'] | 'held-elsewhere';
 
 export interface RunResult extends Omit<CatchUpResult, 'status'> {
   status: RunStatus;
@@ -75,7 +75,7 @@ export function runFailed(result: RunResult): boolean {
 /** The runs of one source. */
 export interface SourceSync {
   /**
-   * Takes the source's lease (status 'locked' when another worker holds it), pages until
+   * Takes the source's lease (status 'held-elsewhere' when another worker holds it), pages until
    * caught up (or for SYNC_ONCE_MAX_MS at most: 'limit-reached'), gives the lease back
    * and drains the outbox: one CronJob run.
    */
@@ -261,7 +261,12 @@ export function createSourceSync(deps: SourceSyncDeps): SourceSync {
     const lease = await takeLease(store, source, settings.lease);
     if (!lease) {
       log.info('another worker holds the lease of this source; nothing to do');
-      return { ...emptyRun(), status: 'locked', drained: true, durationMs: performance.now() - started };
+      return {
+        ...emptyRun(),
+        status: 'held-elsewhere',
+        drained: true,
+        durationMs: performance.now() - started,
+      };
     }
     let failed = true;
     let succeeded = false;

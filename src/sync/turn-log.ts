@@ -26,14 +26,15 @@ export function logOutcome(log: Logger, outcome: Outcome, level: 'info' | 'debug
     cursor: r.cursor,
     durationMs: Math.round(r.durationMs),
   };
-  if (r.status === 'locked' && holder) {
+  if (r.status === 'held-elsewhere' && holder) {
     const until = holder.expiresAt.toISOString();
     log.info(
       { ...line, holder: holder.holder, leaseExpiresAt: until },
       `${holder.holder} holds the lease of this source until ${until} unless it renews it; skipped ` +
         '(a worker that was killed holds it until then: run again after that)',
     );
-  } else if (r.status === 'locked') log.info(line, 'another worker holds the lease of this source; skipped');
+  } else if (r.status === 'held-elsewhere')
+    log.info(line, 'another worker holds the lease of this source; skipped');
   else if (r.status === 'limit-reached')
     log.warn(
       line,

@@ -98,7 +98,7 @@ function tally(outcomes: readonly Outcome[], total: number): Record<string, numb
   return {
     sources: total,
     caught_up: count((o) => o.ok && o.result.status === 'caught-up' && o.result.drained),
-    locked_elsewhere: count((o) => o.ok && o.result.status === 'locked'),
+    locked_elsewhere: count((o) => o.ok && o.result.status === 'held-elsewhere'),
     lease_lost: count((o) => o.ok && o.result.status === 'lease-lost'),
     not_caught_up: count((o) => o.ok && o.result.status === 'limit-reached'),
     failed: count(turnFailed),

@@ -6,6 +6,12 @@ import { watchSources } from './scheduler.js';
 import { logOutcome } from './turn-log.js';
 import type { WorkerParts, WorkerResult } from './worker-parts.js';
 
+/** The watch's own default. */
+export const WATCH_DEFAULTS = Object.freeze({
+  /** Milliseconds between prunes of old events and published outbox rows: once a minute a replica, not once a turn. */
+  pruneEveryMs: 60_000,
+});
+
 /**
  * A watch: /healthz, /readyz and /metrics on METRICS_PORT (unless serveMetrics is false), the fleet's claims, pruning
  * once a minute a replica, and the scheduler's loop until the signal aborts. Its turns
@@ -50,13 +56,12 @@ export async function runWatchRound(w: WorkerParts): Promise<WorkerResult> {
       logger,
     });
     claims = started;
-    // Pruning once a minute a replica, not once a turn.
     retention = startRetentionLoop({
       store,
       logger,
       days: config.eventsRetentionDays,
       outboxHours: config.queues.outboxRetentionHours,
-      intervalMs: 60_000,
+      intervalMs: WATCH_DEFAULTS.pruneEveryMs,
     });
     // A source that a once run (or another worker) ran moments ago is due an interval after
     // that turn, and quiet turns log at debug: say why nothing happens meanwhile.

@@ -194,7 +194,7 @@ it('10. property: random interleavings of fetches, commits, crashes and restarts
             }
             tally.runs++;
             const outcome = await runWorker(feed, source, scenario.limit, step.crash, random);
-            if (outcome.ok && outcome.result.status === 'locked') tally.locked++;
+            if (outcome.ok && outcome.result.status === 'held-elsewhere') tally.locked++;
             if (
               step.crash.at !== 'none' &&
               (outcome.crashed || (outcome.ok && outcome.result.status === 'stopped'))
@@ -206,13 +206,13 @@ it('10. property: random interleavings of fetches, commits, crashes and restarts
             if (outcome.crashed) await expireLease(source);
           }
           // The last run must complete. A run that finds the lease held (a crashed worker's,
-          // not yet run out) stops at once ('locked', as a CronJob overlapping a dying pod
+          // not yet run out) stops at once ('held-elsewhere', as a CronJob overlapping a dying pod
           // would); the lease then runs out and the next one goes ahead. Bounded.
           for (let attempt = 0; attempt < 100; attempt++) {
             tally.runs++;
             const outcome = await runWorker(feed, source, scenario.limit, { at: 'none' }, random);
             if (!outcome.ok) throw outcome.err;
-            if (outcome.result.status !== 'locked') {
+            if (outcome.result.status !== 'held-elsewhere') {
               expect(outcome.result).toMatchObject({ status: 'caught-up', drained: true });
               break;
             }

@@ -26,7 +26,7 @@ describe('a source whose lease a killed run still holds', () => {
       .map(
         (l) => JSON.parse(l) as { outcome?: string; msg: string; holder?: string; leaseExpiresAt?: string },
       )
-      .find((l) => l.outcome === 'locked');
+      .find((l) => l.outcome === 'held-elsewhere');
     expect(line).toMatchObject({ holder: 'gone-host/4242', leaseExpiresAt: expect.any(String) });
     // Each line names its source once, and no field holds a value that was never there.
     for (const raw of once.stdout.split('\n').filter((l) => l.startsWith('{'))) {
