@@ -412,7 +412,7 @@ describe('the consumer applies each event once under faults', () => {
     const HANDLER_TIMEOUT_MS = 3_000;
     await measured(
       {
-        item: 37,
+        item: 43,
         title: 'consumer replica frozen mid-transaction',
         claim:
           "A consumer replica frozen while it holds a job's transaction (a paused pod, a hung call) stalls no " +

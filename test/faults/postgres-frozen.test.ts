@@ -21,10 +21,10 @@ afterAll(async () => {
   await proxy?.close();
 });
 
-it('37. A Postgres connection that stops answering mid-run: the statement fails at its deadline, the run ends, nothing lost', async () => {
+it('45. A Postgres connection that stops answering mid-run: the statement fails at its deadline, the run ends, nothing lost', async () => {
   await measured(
     {
-      item: 37,
+      item: 45,
       title: 'a Postgres connection frozen mid-statement',
       claim:
         'A connection that stops answering after it was made (a stuck backend, a dropped flow) while new ' +
