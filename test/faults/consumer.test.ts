@@ -408,7 +408,7 @@ describe('the consumer applies each event once under faults', () => {
     );
   });
 
-  it('35. a replica frozen with a job in its transaction while another starts: no replica stalls', async () => {
+  it('43. a replica frozen with a job in its transaction while another starts: no replica stalls', async () => {
     const HANDLER_TIMEOUT_MS = 3_000;
     await measured(
       {
