@@ -223,7 +223,7 @@ describe('feedsync suppressions', () => {
     ]) {
       const r = await runCli(send(to), env());
       expect(r.code, `${to}: ${r.stderr}`).toBe(2);
-      expect(r.stderr).toContain('nothing was sent: suppressed for source default');
+      expect(r.stderr).toContain('nothing was sent now: suppressed for source default');
     }
     expect(sim().stats().emails_sent).toBe(sent);
   });

@@ -139,7 +139,7 @@ describe('FEED_SOURCES_FILE', () => {
     });
     expect(configForSource(c, 'acme').feed).toMatchObject({ source: 'acme', apiKey: KEY_A, types: null });
     expect(() => configForSource(c, 'nobody')).toThrow(
-      /source "nobody" is not in FEED_SOURCES_FILE \(acme, globex\)$/,
+      /source "nobody" is not in FEED_SOURCES_FILE \(acme, globex\); give --source one of them$/,
     );
     // A typo names the near entry.
     expect(() => configForSource(c, 'globx')).toThrow(

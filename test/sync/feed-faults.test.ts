@@ -317,7 +317,7 @@ describe('pages of a feed server of the test', () => {
 });
 
 describe('the schema', () => {
-  it('refuses to run on an outdated schema with a message to migrate, and migrates when asked', async () => {
+  it('refuses to run on a schema without feedsync tables, saying to check DATABASE_SCHEMA or migrate, and migrates when asked', async () => {
     const schema = uniqueSchema('faults_unmigrated');
     const prefix = uniquePrefix('faults-unmigrated');
     const config = testConfig({ schema, prefix, baseUrl: sim().baseUrl });
@@ -326,7 +326,8 @@ describe('the schema', () => {
       try {
         const err = await sync.runOnce().catch((e: unknown) => e);
         expect(err).toBeInstanceOf(ConfigError);
-        expect(err).toMatchObject({ code: 'SCHEMA_OUTDATED', exitCode: 2 });
+        expect(err).toMatchObject({ code: 'SCHEMA_MISSING', exitCode: 2 });
+        expect((err as Error).message).toContain('check DATABASE_SCHEMA');
         expect((err as Error).message).toContain('feedsync migrate');
       } finally {
         await sync.close();
