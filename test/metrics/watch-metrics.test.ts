@@ -37,11 +37,14 @@ describe('metrics and health', () => {
       [...body.matchAll(/^feedsync_events_stored_total\{source="default",type="[^"]+"\} (\d+)$/gm)]
         .map((m) => Number(m[1]))
         .reduce((a, b) => a + b, 0);
-    // The first run may still be paging when the endpoint comes up: wait for the whole backlog.
+    // The first run may still be paging when the endpoint comes up: wait for the whole
+    // backlog and for the turn's end (its success is recorded after the last commit).
     const metrics = await waitFor(
       async () => {
         const m = await get(`${base}/metrics`).catch(() => null);
-        return m && storedIn(m.body) >= 500 ? m.body : null;
+        return m && storedIn(m.body) >= 500 && m.body.includes('feedsync_last_success_timestamp_seconds{')
+          ? m.body
+          : null;
       },
       { what: 'the first run to show in /metrics', timeoutMs: 15_000 },
     );
