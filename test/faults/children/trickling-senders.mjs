@@ -5,8 +5,11 @@
 // Prints `ready` once every sender has connected; on SIGTERM closes them all, prints
 // {opened, closedByReceiver, peakOpen, answers} as JSON and exits: `answers` counts the
 // closed connections by the status line the receiver answered before closing (or the
-// socket error, or `none`).
+// socket error, or `none`). Each sends a signature header that may verify (a current
+// timestamp, a v1 only the body can disprove): a header that never could is refused
+// before any of its body is held, and would not test the body's deadline.
 
+import { randomBytes } from 'node:crypto';
 import { connect } from 'node:net';
 
 const port = Number(process.env.PORT);
@@ -27,7 +30,8 @@ function start() {
   opened++;
   const socket = connect(port, '127.0.0.1', () => {
     socket.write(
-      `POST /webhooks HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${declared}\r\n\r\n{`,
+      `POST /webhooks HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${declared}\r\n` +
+        `Service-Signature: t=${Math.floor(Date.now() / 1000)},v1=${randomBytes(32).toString('hex')}\r\n\r\n{`,
     );
     if (++connected === senders) process.stdout.write('ready\n');
   });
