@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { connect, type Socket } from 'node:net';
 import { afterAll, expect, it } from 'vitest';
 import { killChildren, waitFor } from '../support/processes.js';
@@ -20,12 +21,17 @@ afterAll(async () => {
   await killChildren();
 });
 
-/** Announces a full body, sends all of it but the last byte, and holds the connection. */
+/**
+ * Announces a full body with a signature header that may verify (a current timestamp, a
+ * v1 only the body can disprove: one that never could is refused before its body is
+ * held), sends all of the body but the last byte, and holds the connection.
+ */
 function slowSender(port: number): Promise<Socket> {
   return new Promise((resolve) => {
     const socket = connect(port, '127.0.0.1', () => {
       socket.write(
-        `POST /webhooks HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${BODY}\r\n\r\n`,
+        `POST /webhooks HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${BODY}\r\n` +
+          `Service-Signature: t=${Math.floor(Date.now() / 1000)},v1=${randomBytes(32).toString('hex')}\r\n\r\n`,
       );
       socket.write(Buffer.alloc(BODY - 1, 0x20), () => resolve(socket));
     });
