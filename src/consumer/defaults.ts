@@ -1,3 +1,5 @@
+import { CONFIG_DEFAULTS } from '../config/config-defaults.js';
+
 /**
  * Every default of the consumer, in one place: what `createConsumer` and `withInbox`
  * use for an option that is not given. CONSUMER.md's options table lists the same.
@@ -12,7 +14,7 @@ export const CONSUMER_DEFAULTS = Object.freeze({
    * job (feedsync's default), whose id guards the queue meanwhile. OUTBOX_RETENTION_HOURS
    * raises it when it is longer (how far back `feedsync requeue --since` reaches).
    */
-  minRetentionHours: 7 * 24,
+  minRetentionHours: CONFIG_DEFAULTS.OUTBOX_RETENTION_HOURS,
   /**
    * Milliseconds a job's transaction (the inbox row and the handler) may last: past it, the
    * transaction is rolled back (its connection ended) and the job fails with its retries.
