@@ -47,6 +47,7 @@ describe('--source without a sources file', () => {
 
   it.each([
     [['status']],
+    [['doctor']],
     [['cursor', 'show']],
     [['cursor', 'reset']],
     [['cursor', 'set', 'evt_1']],

@@ -1,5 +1,7 @@
 import { Command, InvalidArgumentError } from 'commander';
-import { loadConfig } from '../../config/config.js';
+import { type Config, loadConfig } from '../../config/config.js';
+import { ConfigError } from '../../errors.js';
+import { createLogger } from '../../logger.js';
 import { formatReport } from '../../doctor/report.js';
 
 /** A whole number of milliseconds, at least 1: anything else is a usage error (exit 2), never NaN. */
@@ -8,6 +10,28 @@ function milliseconds(value: string): number {
     throw new InvalidArgumentError('must be a whole number of milliseconds, at least 1');
   }
   return Number(value);
+}
+
+/**
+ * Why doctor cannot check `source`: a name not in FEED_SOURCES_FILE (`inFile`), or,
+ * with no file, neither FEED_SOURCE nor a source with a stored cursor, as every command
+ * that takes --source asks. A configuration that does not load, or a Postgres that does
+ * not answer, is no reason here: doctor reports them as findings.
+ */
+async function unknownName(
+  load: () => Config,
+  source: string,
+  inFile: (load: () => Config, source: string) => string | null,
+): Promise<string | null> {
+  const refused = inFile(load, source);
+  if (refused !== null) return refused;
+  try {
+    const { knownSourceConfig } = await import('../known-source.js');
+    await knownSourceConfig(load(), createLogger({ level: 'silent' }), source);
+    return null;
+  } catch (err) {
+    return err instanceof ConfigError ? err.message : null;
+  }
 }
 
 export function doctorCommand(): Command {
@@ -23,7 +47,7 @@ export function doctorCommand(): Command {
         'check a deployment that runs serve-webhooks alone: WEBHOOK_SECRET instead of the feed',
       )
       .option('--timeout-ms <ms>', 'longest wait for each service', milliseconds, 5000)
-      .option('--source <name>', 'check this source alone (one of FEED_SOURCES_FILE); default every source')
+      .option('--source <name>', 'check this source alone (one of FEED_SOURCES_FILE, else FEED_SOURCE or a source with a stored cursor); default every source')
       .addHelpText(
         'after',
         '\nOne line per check: ok, warn, fail, or skip (could not run because an earlier check failed).\n' +
@@ -43,7 +67,7 @@ export function doctorCommand(): Command {
         // The report lists the warnings of the variables itself: loading gives none of its own.
         const load = () => loadConfig(process.env, undefined, { warn: () => {} });
         // An unknown --source is a usage error (exit 2), as for every command that takes one.
-        const refused = opts.source === undefined ? null : unknownSource(load, opts.source);
+        const refused = opts.source === undefined ? null : await unknownName(load, opts.source, unknownSource);
         if (refused !== null) {
           process.stderr.write(`feedsync: ${refused}\n`);
           process.exitCode = 2;
