@@ -96,10 +96,11 @@ async function runSteps(
       `0. the demo starts afresh: it drops schema ${schema} in the Postgres at ${hostOf(config.database.url)} ` +
         `and ${queuesAt} (only if it made them itself; DATABASE_SCHEMA and QUEUE_PREFIX choose other names)`,
     );
-    await dropOwnDemoSchema(store);
-    // The demo's queues start empty, so their counts are its own.
+    // The demo's queues start empty, so their counts are its own. They go first: a Redis
+    // that does not answer stops the demo before it has dropped anything.
     if (inPostgres) await resetDemoQueueSchema(pgQueuesOf(config), DEMO_QUEUE_SCHEMA);
     else await clearDemoPrefix(config.redis, prefix);
+    await dropOwnDemoSchema(store);
     out(`1. simulator listening at ${sim.baseUrl}`);
     const client = clientFor(config);
     for (const to of RECIPIENTS) {

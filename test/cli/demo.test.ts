@@ -3,7 +3,7 @@ import { Redis } from 'ioredis';
 import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
 import { dropSchema, TEST_DATABASE_URL, uniqueSchema } from '../support/postgres.js';
-import { type ChildResult, runCli } from '../support/processes.js';
+import { type ChildResult, freePort, runCli } from '../support/processes.js';
 import { deletePrefix, TEST_REDIS_URL, uniquePrefix } from '../support/redis.js';
 
 // Names of this file's own: the demo honours DATABASE_SCHEMA and QUEUE_PREFIX, so the
@@ -106,6 +106,15 @@ describe('feedsync demo', () => {
     expect(stdout).toContain('5 before the sync, 5 after: no mail was sent again');
     expect(stdout).toContain(`psql -h 127.0.0.1 -U postgres -c 'SELECT * FROM ${defaultSchema}.events'`);
   }, 60_000);
+
+  it('with Redis down, fails before it drops its schema of an earlier run', async () => {
+    const [before] = (await sql(`SELECT count(*)::int AS n FROM "${schema}".events`)) as { n: number }[];
+    expect(before!.n).toBeGreaterThan(0);
+    const down = await runCli(['demo'], { ...env, REDIS_URL: `redis://127.0.0.1:${await freePort()}` }, 60_000);
+    expect(down.code, down.stderr).not.toBe(0);
+    expect(down.stderr).toContain('REDIS_URL');
+    expect(await sql(`SELECT count(*)::int AS n FROM "${schema}".events`)).toEqual([before]);
+  });
 
   it('refuses to drop a schema or delete keys it did not make (exit 2), and leaves them', async () => {
     await sql(`CREATE SCHEMA "${foreignSchema}"; CREATE TABLE "${foreignSchema}".precious (id int)`);
