@@ -57,6 +57,13 @@ export interface LeasedCursor {
   keyKind: KeyKind | null;
 }
 
+/**
+ * The next holder's token: one more, except at int8's maximum (a row edited by hand),
+ * where it wraps to 1 instead of failing the whole claim with "bigint out of range",
+ * other sources included. Fencing compares tokens for equality, so any change fences.
+ */
+const NEXT_TOKEN = 'l.token % 9223372036854775807 + 1';
+
 /** The source's sort key in the claim's order (migrations/0008): when it falls due. */
 const NEXT_AT = `coalesce(CASE WHEN holder IS NULL THEN due_at ELSE expires_at END, '-infinity'::timestamptz)`;
 
@@ -105,7 +112,7 @@ const TAKE = (store: Store) => {
 WITH created AS (
   INSERT INTO ${table} (source) VALUES ($1::text) ON CONFLICT (source) DO NOTHING RETURNING source
 ), taken AS (
-  UPDATE ${table} l SET holder = $2::text, token = l.token + 1,
+  UPDATE ${table} l SET holder = $2::text, token = ${NEXT_TOKEN},
     expires_at = now() + $3::int * interval '1 millisecond', taken_at = now()
   FROM (
     SELECT source FROM ${table}
@@ -163,7 +170,7 @@ export function claimStatement(store: Store): string {
        LIMIT $3::int
        FOR UPDATE SKIP LOCKED
      ), taken AS (
-       UPDATE ${table} l SET holder = $1::text, token = l.token + 1,
+       UPDATE ${table} l SET holder = $1::text, token = ${NEXT_TOKEN},
          expires_at = now() + $2::int * interval '1 millisecond', taken_at = now()
        FROM due
        WHERE l.source = due.source

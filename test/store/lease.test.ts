@@ -148,6 +148,25 @@ describe('claimDue', () => {
     await held!.release();
   });
 
+  it('a token at the int8 maximum wraps: the claim takes it and the sources beside it, and fences the old holder', async () => {
+    const names = ['corrupt', 'beside'];
+    await ensureLeaseRows(store, names);
+    await store.pool.query(
+      `UPDATE ${store.schema}.leases SET token = 9223372036854775807, due_at = now() - interval '1 minute' WHERE source = ANY($1)`,
+      [names],
+    );
+    const { leases: claimed } = await claimDue(store, 5, A, { only: names });
+    expect(claimed.map((l) => [l.source, l.token]).sort()).toEqual([
+      ['beside', '1'],
+      ['corrupt', '1'],
+    ]);
+    for (const lease of claimed) await lease.release();
+    await store.pool.query(`UPDATE ${store.schema}.leases SET token = 9223372036854775807 WHERE source = 'corrupt'`);
+    const taken = await takeLease(store, 'corrupt', B);
+    expect(taken?.token).toBe('1');
+    await taken!.release();
+  });
+
   it('claims sources whose names need quoting in an array literal', async () => {
     const names = ['q"uote', 'back\\slash', 'with space', 'com,ma', '{brace}', 'NULL', 'ünï😀'];
     await ensureLeaseRows(store, names);
