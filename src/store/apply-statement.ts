@@ -6,8 +6,10 @@ import { FOREIGN_FEED_MIN } from './foreign-feed.js';
  * The page applier's single statement: a chain of data-modifying CTEs that stores a
  * whole batch in one round trip (one statement is one transaction).
  *
- *   lease the writer's lease row, when it names a fencing token: FOR SHARE, so that a
- *         worker taking the source over (lease.ts) skips it until this commit ends
+ *   lease the writer's lease row, when it names a fencing token: FOR KEY SHARE, so that
+ *         a worker taking the source over (FOR UPDATE SKIP LOCKED, lease.ts) skips it
+ *         until this commit ends, while the holder's own renewal (an UPDATE of no key
+ *         column) does not wait behind it
  *   held  true when no token is named, or the lease still has the writer's token
  *   clash per page of a feed batch ($12), its events stored before with other content
  *   alien the first page where they are at least FOREIGN_FEED_MIN and more than half of
@@ -125,7 +127,7 @@ WITH input AS (
     WITH ORDINALITY AS t(id, type, created_at, data, ord)
 ), lease AS (
   SELECT FROM ${s}.leases WHERE $11::bigint IS NOT NULL AND source = $1::text AND token = $11::bigint
-  FOR SHARE
+  FOR KEY SHARE
 ), held AS (
   SELECT $11::bigint IS NULL OR EXISTS (SELECT FROM lease) AS ok
 ), clash AS (

@@ -83,7 +83,7 @@ export async function setCursor(
   const { rowCount } = await store.pool.query(
     `WITH lease AS (
        SELECT FROM ${quoteSchema(store.schema)}.leases
-       WHERE $4::bigint IS NOT NULL AND source = $1 AND token = $4::bigint FOR SHARE
+       WHERE $4::bigint IS NOT NULL AND source = $1 AND token = $4::bigint FOR KEY SHARE
      )
      INSERT INTO ${cursors(store)} (source, after_id, types)
      SELECT $1::text, $2::text, $3::text[] WHERE $4::bigint IS NULL OR EXISTS (SELECT FROM lease)

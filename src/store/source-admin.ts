@@ -38,7 +38,7 @@ export interface Renamed {
 
 /**
  * Locks the source's lease row (and cursor) for the transaction, as a worker taking it
- * would: a turn in flight holds it (FOR SHARE in the apply statement) until its commit,
+ * would: a turn in flight holds it (FOR KEY SHARE in the apply statement) until its commit,
  * and a live lease is a turn that may commit next. Null when it is free to change.
  */
 async function lockFree(client: pg.PoolClient, s: string, source: string): Promise<SourceRefusal | null> {

@@ -1,4 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises';
+import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   claimDue,
@@ -11,6 +12,7 @@ import {
   takeLease,
 } from '../../src/store/index.js';
 import { LeaseLostError } from '../../src/store/lease.js';
+import { TEST_DATABASE_URL } from '../support/postgres.js';
 import { event, migratedStore, route } from './migrated-store.js';
 
 let store: Store;
@@ -22,6 +24,20 @@ beforeAll(async () => {
   ({ store, dispose } = await migratedStore('lease'));
 });
 afterAll(() => dispose());
+
+/** Waits until a statement of this store's database waits for a lock on a row of `table`. */
+async function waitForLock(store: Store, table: string): Promise<void> {
+  for (let i = 0; i < 100; i++) {
+    const { rows } = await store.pool.query(
+      `SELECT FROM pg_locks l JOIN pg_class c ON c.oid = l.relation JOIN pg_namespace n ON n.oid = c.relnamespace
+       WHERE n.nspname = $1 AND c.relname = $2 AND l.granted AND l.mode = 'RowShareLock'`,
+      [store.schema, table],
+    );
+    if (rows.length > 0) return;
+    await sleep(50);
+  }
+  throw new Error(`no statement locked a row of ${table}`);
+}
 
 /** Ends the lease of `source` now, as SOURCE_LEASE_MS passing without a renewal would. */
 async function expire(source: string): Promise<void> {
@@ -102,6 +118,38 @@ describe('fencing', () => {
     expect((await getCursor(store, 'fenced'))!.afterId).toBe('e1');
     await old!.release();
     await now!.release();
+  });
+
+  it("a commit in flight never holds back its own holder's renewal, and a taker still skips the row", async () => {
+    const applier = createApplier(store, route);
+    await ensureCursor(store, 'slow-commit', null);
+    const lease = await takeLease(store, 'slow-commit', { holder: 'host-a/1', leaseMs: 900 });
+    // Another session holds the cursor row, so the commit takes the lease row's lock and waits there.
+    const blocker = new pg.Client({ connectionString: TEST_DATABASE_URL });
+    await blocker.connect();
+    try {
+      await blocker.query('BEGIN');
+      await blocker.query(`SELECT FROM ${store.schema}.cursors WHERE source = 'slow-commit' FOR UPDATE`);
+      const commit = applier.apply({
+        source: 'slow-commit',
+        receivedVia: 'feed',
+        events: [event('s1', 'email.sent', '2024-01-01T00:00:00Z', { email_id: 'm1' })],
+        quarantine: [],
+        cursor: { prev: null, next: 's1' },
+        leaseToken: lease!.token,
+      });
+      await waitForLock(store, 'leases');
+      // Three lease lengths: renewals at a third of it land while the commit waits.
+      await sleep(2_700);
+      expect(lease!.lost).toBe(false);
+      await store.pool.query(`UPDATE ${store.schema}.leases SET expires_at = now() WHERE source = 'slow-commit'`);
+      expect(await takeLease(store, 'slow-commit', B)).toBeNull();
+      await blocker.query('ROLLBACK');
+      expect(await commit).toMatchObject({ status: 'applied' });
+    } finally {
+      await blocker.end();
+    }
+    await lease!.release();
   });
 
   it('a cursor move with a stale token does not land', async () => {
