@@ -110,7 +110,11 @@ describe('feedsync demo', () => {
   it('with Redis down, fails before it drops its schema of an earlier run', async () => {
     const [before] = (await sql(`SELECT count(*)::int AS n FROM "${schema}".events`)) as { n: number }[];
     expect(before!.n).toBeGreaterThan(0);
-    const down = await runCli(['demo'], { ...env, REDIS_URL: `redis://127.0.0.1:${await freePort()}` }, 60_000);
+    const down = await runCli(
+      ['demo'],
+      { ...env, REDIS_URL: `redis://127.0.0.1:${await freePort()}` },
+      60_000,
+    );
     expect(down.code, down.stderr).not.toBe(0);
     expect(down.stderr).toContain('REDIS_URL');
     expect(await sql(`SELECT count(*)::int AS n FROM "${schema}".events`)).toEqual([before]);

@@ -142,7 +142,9 @@ describe('fencing', () => {
       // Three lease lengths: renewals at a third of it land while the commit waits.
       await sleep(2_700);
       expect(lease!.lost).toBe(false);
-      await store.pool.query(`UPDATE ${store.schema}.leases SET expires_at = now() WHERE source = 'slow-commit'`);
+      await store.pool.query(
+        `UPDATE ${store.schema}.leases SET expires_at = now() WHERE source = 'slow-commit'`,
+      );
       expect(await takeLease(store, 'slow-commit', B)).toBeNull();
       await blocker.query('ROLLBACK');
       expect(await commit).toMatchObject({ status: 'applied' });
@@ -209,7 +211,9 @@ describe('claimDue', () => {
       ['corrupt', '1'],
     ]);
     for (const lease of claimed) await lease.release();
-    await store.pool.query(`UPDATE ${store.schema}.leases SET token = 9223372036854775807 WHERE source = 'corrupt'`);
+    await store.pool.query(
+      `UPDATE ${store.schema}.leases SET token = 9223372036854775807 WHERE source = 'corrupt'`,
+    );
     const taken = await takeLease(store, 'corrupt', B);
     expect(taken?.token).toBe('1');
     await taken!.release();

@@ -1,8 +1,8 @@
 import { Command, InvalidArgumentError } from 'commander';
 import { type Config, loadConfig } from '../../config/config.js';
+import { formatReport } from '../../doctor/report.js';
 import { ConfigError } from '../../errors.js';
 import { createLogger } from '../../logger.js';
-import { formatReport } from '../../doctor/report.js';
 
 /** A whole number of milliseconds, at least 1: anything else is a usage error (exit 2), never NaN. */
 function milliseconds(value: string): number {
@@ -47,7 +47,10 @@ export function doctorCommand(): Command {
         'check a deployment that runs serve-webhooks alone: WEBHOOK_SECRET instead of the feed',
       )
       .option('--timeout-ms <ms>', 'longest wait for each service', milliseconds, 5000)
-      .option('--source <name>', 'check this source alone (one of FEED_SOURCES_FILE, else FEED_SOURCE or a source with a stored cursor); default every source')
+      .option(
+        '--source <name>',
+        'check this source alone (one of FEED_SOURCES_FILE, else FEED_SOURCE or a source with a stored cursor); default every source',
+      )
       .addHelpText(
         'after',
         '\nOne line per check: ok, warn, fail, or skip (could not run because an earlier check failed).\n' +
@@ -67,7 +70,8 @@ export function doctorCommand(): Command {
         // The report lists the warnings of the variables itself: loading gives none of its own.
         const load = () => loadConfig(process.env, undefined, { warn: () => {} });
         // An unknown --source is a usage error (exit 2), as for every command that takes one.
-        const refused = opts.source === undefined ? null : await unknownName(load, opts.source, unknownSource);
+        const refused =
+          opts.source === undefined ? null : await unknownName(load, opts.source, unknownSource);
         if (refused !== null) {
           process.stderr.write(`feedsync: ${refused}\n`);
           process.exitCode = 2;
