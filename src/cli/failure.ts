@@ -57,6 +57,14 @@ export function describeFailure(err: unknown, config: Config | null): string {
   if (err instanceof FeedsyncError) return err.message;
   const e = (err ?? {}) as SystemError;
   const message = typeof e.message === 'string' && e.message ? e.message : String(err);
+  // pg's own words when a statement passed the client's query_timeout (bounded-client.ts).
+  if (message === 'Query read timeout' && config) {
+    return (
+      `Postgres at ${hostOf(config.database.url)} (DATABASE_URL) did not answer a statement within ` +
+      `${config.database.statementTimeoutMs} ms (DATABASE_STATEMENT_TIMEOUT_MS); its connection was dropped: ` +
+      'check the server (locks, load, a connection that stopped answering); the next run goes on from the cursor'
+    );
+  }
   if (isPostgresError(e)) {
     return `Postgres (DATABASE_URL) refused: ${clause(message)} (SQLSTATE ${String(e.code)}): ${postgresHint(String(e.code))}`;
   }

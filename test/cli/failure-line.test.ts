@@ -13,4 +13,10 @@ describe('the one line of a failure', () => {
     );
     expect(line).not.toContain('.:');
   });
+
+  it('names DATABASE_STATEMENT_TIMEOUT_MS and the host when a statement passed its deadline', () => {
+    const line = describeFailure(new Error('Query read timeout'), config);
+    expect(line).toContain(`within ${config.database.statementTimeoutMs} ms (DATABASE_STATEMENT_TIMEOUT_MS)`);
+    expect(line).toMatch(/^Postgres at [^ ]+ \(DATABASE_URL\) did not answer a statement/);
+  });
 });
