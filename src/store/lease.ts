@@ -16,6 +16,14 @@ export interface SourceLease {
   /** Aborted when the lease is lost: another worker took it, or it could not be renewed in time. */
   readonly signal: AbortSignal;
   readonly lost: boolean;
+  /**
+   * The turn moved on (a feed response, a commit), or is about to wait `waitMs` on
+   * purpose (a retry's back-off). With `stallMs`, a lease whose turn shows no progress
+   * for that long is not renewed: it is lost, and another worker may take the source.
+   */
+  progress(waitMs?: number): void;
+  /** True once the turn has shown no progress for longer than `stallMs` (never without it). */
+  readonly stalled: boolean;
   /** The source's cursor, read with the lease; null: the source has none yet. */
   readonly cursor: LeasedCursor | null;
   /**
@@ -35,6 +43,11 @@ export interface LeaseOptions {
   holder: string;
   /** SOURCE_LEASE_MS: how long a lease holds unless renewed. */
   leaseMs: number;
+  /**
+   * How long a turn may go without progress (SourceLease.progress) before its lease is
+   * no longer renewed. Omitted: the lease is renewed while held (a cursor command).
+   */
+  stallMs?: number;
 }
 
 /** Thrown into a turn (as its signal's reason) when its lease was lost. */
@@ -311,6 +324,11 @@ function held(store: Store, row: TakenRow & { source: string }, opts: LeaseOptio
   };
   // When the lease ends for sure by this worker's clock, unless a renewal lands before.
   let confirmedUntil = performance.now() + opts.leaseMs;
+  // Past this, with no progress of the turn meanwhile, it is stuck: renewing would keep
+  // every other worker from a source nobody moves on.
+  const stallMs = opts.stallMs ?? Number.POSITIVE_INFINITY;
+  let quietUntil = performance.now() + stallMs;
+  const stalled = (): boolean => performance.now() > quietUntil;
   let renewing: Promise<void> | null = null;
   const renew = async (): Promise<void> => {
     const asked = performance.now();
@@ -331,6 +349,11 @@ function held(store: Store, row: TakenRow & { source: string }, opts: LeaseOptio
   const timer = setInterval(
     () => {
       if (performance.now() >= confirmedUntil) lose('it could not be renewed before it ran out');
+      if (stalled()) {
+        lose(`its turn made no progress for ${stallMs} ms, so it was not renewed`);
+        clearInterval(timer);
+        return;
+      }
       renewing ??= renew().finally(() => {
         renewing = null;
       });
@@ -379,6 +402,12 @@ function held(store: Store, row: TakenRow & { source: string }, opts: LeaseOptio
     signal: controller.signal,
     get lost() {
       return controller.signal.aborted;
+    },
+    progress(waitMs = 0) {
+      quietUntil = Math.max(quietUntil, performance.now() + waitMs + stallMs);
+    },
+    get stalled() {
+      return stalled();
     },
     release(o = {}) {
       released ??= release(

@@ -383,8 +383,9 @@ export function createSourceSync(deps: SourceSyncDeps): SourceSync {
           reason:
             lease.signal.reason instanceof Error ? lease.signal.reason.message : 'its renewal found it taken',
         },
-        'this worker lost the lease of the source (it was frozen, or cut off from Postgres, for longer than ' +
-          'SOURCE_LEASE_MS); nothing more of this turn was committed, and the new holder goes on from the cursor',
+        'this worker lost the lease of the source (frozen or cut off from Postgres for longer than ' +
+          'SOURCE_LEASE_MS, or its turn stalled: see reason); nothing more of this turn was committed, ' +
+          'and the next holder goes on from the cursor',
       );
     }
     if (result.status === 'cursor-conflict') {

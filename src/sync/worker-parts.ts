@@ -5,7 +5,7 @@ import { ConfigError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { dbGauges } from '../metrics/db-gauges.js';
 import { createMetrics, type Metrics } from '../metrics/metrics.js';
-import type { LeaseOptions } from '../store/lease.js';
+import type { LeaseOptions, SourceLease } from '../store/lease.js';
 import { ByteBudget } from './byte-budget.js';
 import type { CommitInfo } from './catch-up.js';
 import { HELD_PAGES_DEFAULTS } from './held-pages.js';
@@ -98,6 +98,8 @@ export interface WorkerParts {
   /** When the loop last showed it was alive (Date.now() milliseconds), and a beat. */
   lastBeat(): number;
   beat(): void;
+  /** A turn in flight that has shown no progress for longer than its lease's stallMs, or null. */
+  stalledSource(): string | null;
 }
 
 /**
@@ -135,6 +137,9 @@ export function workerParts(
   const beat = (): void => {
     lastBeat = Date.now();
   };
+  // The turns in flight, by source (one turn a source at a time): their feed responses,
+  // retries and commits are their progress, which keeps their leases renewed.
+  const inFlight = new Map<string, SourceLease>();
   // A once run's own end, well inside a CronJob's activeDeadlineSeconds: the turns in
   // flight commit what they fetched, and the next run goes on from their cursors.
   const limit = watch ? undefined : AbortSignal.timeout(config.syncOnceMaxMs);
@@ -148,10 +153,16 @@ export function workerParts(
       onCommit: (info) => {
         hooks.onCommit?.(source, info);
         counted.onCommit(info);
+        inFlight.get(source)?.progress();
         beat();
       },
-      onRetry: () => {
+      onFeedResponse: (info) => {
+        counted.onFeedResponse(info);
+        inFlight.get(source)?.progress();
+      },
+      onRetry: (info) => {
         counted.onRetry();
+        inFlight.get(source)?.progress(info.waitMs);
         beat();
       },
     };
@@ -182,7 +193,9 @@ export function workerParts(
     parts,
     metrics,
     names,
-    lease: sourceSettings(config).lease,
+    // A turn waits at most one feed request (FEED_TIMEOUT_MS) or one statement (under the
+    // lease) between two signs of progress; a retry's back-off is announced as it starts.
+    lease: { ...sourceSettings(config).lease, stallMs: config.sourceLeaseMs + config.feed.timeoutMs },
     signal: opts.signal,
     limit,
     hooks,
@@ -195,7 +208,12 @@ export function workerParts(
       // The source is named by whoever prints this: the stderr line's prefix, the log line's field, status's row.
       if (problem)
         throw new ConfigError(`${problem}; this source fails every turn until it is fixed`, 'KEY_FILE');
-      return syncOf(held.source).runHeld(held, signal, limit);
+      inFlight.set(held.source, held);
+      try {
+        return await syncOf(held.source).runHeld(held, signal, limit);
+      } finally {
+        inFlight.delete(held.source);
+      }
     },
     observe: (outcome) => {
       if (outcome.ok)
@@ -204,5 +222,9 @@ export function workerParts(
     },
     lastBeat: () => lastBeat,
     beat,
+    stalledSource: () => {
+      for (const [source, held] of inFlight) if (held.stalled) return source;
+      return null;
+    },
   };
 }

@@ -28,6 +28,7 @@ export async function runWatchRound(w: WorkerParts): Promise<WorkerResult> {
         store,
         publisher,
         lastBeat: w.lastBeat,
+        stalledSource: w.stalledSource,
       })
     : null;
   log.info(

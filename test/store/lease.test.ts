@@ -13,6 +13,7 @@ import {
 } from '../../src/store/index.js';
 import { LeaseLostError } from '../../src/store/lease.js';
 import { TEST_DATABASE_URL } from '../support/postgres.js';
+import { waitFor } from '../support/processes.js';
 import { event, migratedStore, route } from './migrated-store.js';
 
 let store: Store;
@@ -79,6 +80,24 @@ describe('takeLease', () => {
     await first!.release();
     expect(await takeLease(store, 'frozen', A)).toBeNull();
     await taker!.release();
+  });
+
+  it('is not renewed once its turn shows no progress for stallMs; progress keeps it', async () => {
+    const lease = await takeLease(store, 'stalling', { holder: 'host-a/1', leaseMs: 900, stallMs: 1_200 });
+    for (let i = 0; i < 8; i++) {
+      await sleep(250);
+      lease!.progress();
+    }
+    expect(lease!.lost).toBe(false);
+    expect(lease!.stalled).toBe(false);
+    await new Promise((resolve) => lease!.signal.addEventListener('abort', resolve, { once: true }));
+    expect(lease!.stalled).toBe(true);
+    expect(String(lease!.signal.reason)).toContain('its turn made no progress for 1200 ms');
+    // Not renewed: once it runs out, another worker takes the source.
+    await waitFor(async () => await takeLease(store, 'stalling', B), {
+      what: 'the lease to run out',
+      timeoutMs: 5_000,
+    });
   });
 
   it('is renewed while held: it outlives its length', async () => {

@@ -20,6 +20,8 @@ function leaseOf(source: string, releases: Map<string, Release[]>): SourceLease 
     failures: 0,
     signal: new AbortController().signal,
     lost: false,
+    stalled: false,
+    progress: () => {},
     cursor: null,
     release: async (opts) => {
       releases.set(source, [...(releases.get(source) ?? []), opts]);
