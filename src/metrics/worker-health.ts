@@ -1,6 +1,4 @@
 import type { Registry } from 'prom-client';
-import { maxBackoffMs } from '../config/backoff.js';
-import type { Config } from '../config/config.js';
 import type { Logger } from '../logger.js';
 import type { Publisher } from '../queue/publisher.js';
 import type { Store } from '../store/db.js';
@@ -10,15 +8,17 @@ import { startHealthServer } from './server.js';
 /**
  * The watch loop's /healthz, /readyz and /metrics, for one source and for a sources file.
  *
- * The loop beats at each run's start and end, each commit and each retry: between two beats
- * it either sleeps (at most the longest backoff) or waits on one request (its timeouts, or a
- * Retry-After). Liveness goes stale after the longer of the two plus three intervals, or
- * at once while one lane's turn shows no progress (SourceLease.stalled): the loop may beat
- * for the other lanes. Failing runs keep it fresh: restarting the pod cannot fix the
- * service's outage (docs/DEPLOYMENT.md, Probes). Readiness says whether Postgres and Redis answer.
+ * Liveness goes stale when the loop has not beaten for `staleAfterMs`, or at once while one
+ * lane's turn shows no progress (SourceLease.stalled): the loop may beat for the other
+ * lanes. Failing runs keep it fresh: restarting the pod cannot fix the service's outage
+ * (docs/DEPLOYMENT.md, Probes). Readiness says whether Postgres and Redis answer.
  */
 export function startWorkerHealth(opts: {
-  config: Config;
+  /** METRICS_PORT and METRICS_HOST. */
+  port: number;
+  host: string;
+  /** How long the loop may go without a beat. */
+  staleAfterMs: number;
   registry: Registry;
   logger: Logger;
   store: Store;
@@ -28,15 +28,12 @@ export function startWorkerHealth(opts: {
   /** A turn in flight that shows no progress (its lease is no longer renewed), or null. */
   stalledSource: () => string | null;
 }): ReturnType<typeof startHealthServer> {
-  const { config } = opts;
-  const staleAfterMs =
-    Math.max(maxBackoffMs(config.syncIntervalMs), 2 * config.feed.timeoutMs + config.feed.maxRetryWaitMs) +
-    3 * config.syncIntervalMs;
+  const { staleAfterMs } = opts;
   // The stalled source last logged: one line when a lane stalls, not one a probe.
   let told: string | null = null;
   return startHealthServer({
-    port: config.metricsPort,
-    host: config.metricsHost,
+    port: opts.port,
+    host: opts.host,
     registry: opts.registry,
     logger: opts.logger,
     live: () => {

@@ -1,3 +1,5 @@
+import { maxBackoffMs } from '../config/backoff.js';
+import type { Config } from '../config/config.js';
 import { startWorkerHealth } from '../metrics/worker-health.js';
 import { nextDueInMs } from '../store/lease.js';
 import { type RetentionLoop, startRetentionLoop } from '../store/retention-loop.js';
@@ -13,6 +15,19 @@ export const WATCH_DEFAULTS = Object.freeze({
 });
 
 /**
+ * How long a watch's loop may go without a beat. It beats at each claim, each commit and
+ * each retry: between two beats it either sleeps (at most the longest back-off) or waits
+ * on one request (two timeouts, or a Retry-After up to FEED_MAX_RETRY_WAIT_MS). Stale
+ * after the longer of the two plus three intervals (docs/DEPLOYMENT.md, livenessProbe).
+ */
+function livenessDeadlineMs(config: Config): number {
+  const { syncIntervalMs, feed } = config;
+  return (
+    Math.max(maxBackoffMs(syncIntervalMs), 2 * feed.timeoutMs + feed.maxRetryWaitMs) + 3 * syncIntervalMs
+  );
+}
+
+/**
  * A watch: /healthz, /readyz and /metrics on METRICS_PORT (unless serveMetrics is false), the fleet's claims, pruning
  * once a minute a replica, and the scheduler's loop until the signal aborts. Its turns
  * go to the metrics, the log and onOutcome; none is kept.
@@ -22,7 +37,9 @@ export async function runWatchRound(w: WorkerParts): Promise<WorkerResult> {
   const { store, publisher } = w.parts;
   const health = w.serveMetrics
     ? await startWorkerHealth({
-        config,
+        port: config.metricsPort,
+        host: config.metricsHost,
+        staleAfterMs: livenessDeadlineMs(config),
         registry: w.metrics.registry,
         logger,
         store,

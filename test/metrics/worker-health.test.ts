@@ -7,7 +7,7 @@ import { startWorkerHealth } from '../../src/metrics/worker-health.js';
 import { testConfig } from '../support/config.js';
 import { uniquePrefix } from '../support/redis.js';
 
-const config = testConfig({ schema: 'public', prefix: uniquePrefix('worker_health') }, { METRICS_PORT: '0' });
+const config = testConfig({ schema: 'public', prefix: uniquePrefix('worker_health') });
 const logger = createLogger({ level: 'silent' });
 const store = storeFor(config, logger);
 const publisher = publisherFor(config);
@@ -21,7 +21,9 @@ describe("the watch's /healthz", () => {
   it('fails while one lane shows no progress, though the loop beats, and passes again once it moves on', async () => {
     let stalled: string | null = null;
     const health = await startWorkerHealth({
-      config,
+      port: 0,
+      host: '127.0.0.1',
+      staleAfterMs: 60_000,
       registry: new Registry(),
       logger,
       store,
