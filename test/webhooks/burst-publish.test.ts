@@ -20,7 +20,7 @@ const schema = uniqueSchema('wh_burst');
 const prefix = uniquePrefix('wh-burst');
 const config = testConfig({ schema, prefix }, { WEBHOOK_SECRET: SECRET_NEW });
 const logs = captureLogger();
-const ROUNDS = 20;
+const ROUNDS = 8;
 const EVENTS = 200;
 const COPIES = 5;
 // Past the test's own length: a job that waited for the sweep would never come in time.
