@@ -315,13 +315,20 @@ export async function withLease<T>(
   }
 }
 
-/** A taken lease: renewed at a third of its length until released or lost. */
-function held(store: Store, row: TakenRow & { source: string }, opts: LeaseOptions): SourceLease {
-  const table = leases(store);
-  const controller = new AbortController();
-  const lose = (why: string): void => {
-    if (!controller.signal.aborted) controller.abort(new LeaseLostError(row.source, why));
-  };
+/** A held lease's renewal, on a timer at a third of its length, while its turn shows progress. */
+interface Renewal {
+  /** Stops the timer; resolves once a renewal in flight has ended. */
+  stop(): Promise<void>;
+  progress(waitMs: number): void;
+  stalled(): boolean;
+}
+
+function renewal(
+  store: Store,
+  row: { source: string; token: string },
+  opts: LeaseOptions,
+  lose: (why: string) => void,
+): Renewal {
   // When the lease ends for sure by this worker's clock, unless a renewal lands before.
   let confirmedUntil = performance.now() + opts.leaseMs;
   // Past this, with no progress of the turn meanwhile, it is stuck: renewing would keep
@@ -334,7 +341,7 @@ function held(store: Store, row: TakenRow & { source: string }, opts: LeaseOptio
     const asked = performance.now();
     try {
       const { rowCount } = await store.pool.query(
-        `UPDATE ${table} SET expires_at = now() + $3::int * interval '1 millisecond'
+        `UPDATE ${leases(store)} SET expires_at = now() + $3::int * interval '1 millisecond'
          WHERE source = $1::text AND token = $2::bigint AND holder IS NOT NULL`,
         [row.source, row.token, opts.leaseMs],
       );
@@ -362,14 +369,34 @@ function held(store: Store, row: TakenRow & { source: string }, opts: LeaseOptio
   );
   // A turn in flight keeps the process alive by itself; the renewal alone must not.
   timer.unref();
+  return {
+    async stop() {
+      clearInterval(timer);
+      await renewing;
+    },
+    progress(waitMs) {
+      quietUntil = Math.max(quietUntil, performance.now() + waitMs + stallMs);
+    },
+    stalled,
+  };
+}
+
+/** A taken lease: renewed until released or lost. */
+function held(store: Store, row: TakenRow & { source: string }, opts: LeaseOptions): SourceLease {
+  const table = leases(store);
+  const controller = new AbortController();
+  const lose = (why: string): void => {
+    if (!controller.signal.aborted) controller.abort(new LeaseLostError(row.source, why));
+  };
+  const renewed = renewal(store, row, opts, lose);
 
   let released: Promise<void> | undefined;
   /** Stops renewing, then runs `statement` with the row's source and token unless the lease was lost. */
   const giveBack = async (statement: string, params: readonly unknown[]): Promise<void> => {
-    clearInterval(timer);
+    const stopped = renewed.stop();
     // A lease already lost is its new holder's; a renewal in flight (Postgres unreachable) is not waited for then.
     if (controller.signal.aborted) return;
-    await renewing;
+    await stopped;
     if (controller.signal.aborted) return;
     // A give-back that fails (Postgres gone) leaves the lease to run out: nothing to undo.
     await store.pool.query(statement, [row.source, row.token, ...params]).catch(() => {});
@@ -404,10 +431,10 @@ function held(store: Store, row: TakenRow & { source: string }, opts: LeaseOptio
       return controller.signal.aborted;
     },
     progress(waitMs = 0) {
-      quietUntil = Math.max(quietUntil, performance.now() + waitMs + stallMs);
+      renewed.progress(waitMs);
     },
     get stalled() {
-      return stalled();
+      return renewed.stalled();
     },
     release(o = {}) {
       released ??= release(
