@@ -5,7 +5,7 @@ import { ConfigError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { dbGauges } from '../metrics/db-gauges.js';
 import { createMetrics, type Metrics } from '../metrics/metrics.js';
-import type { LeaseOptions, SourceLease } from '../store/lease.js';
+import type { LeaseOptions } from '../store/lease.js';
 import { ByteBudget } from './byte-budget.js';
 import type { CommitInfo } from './catch-up.js';
 import { HELD_PAGES_DEFAULTS } from './held-pages.js';
@@ -19,6 +19,7 @@ import {
   type SyncHooks,
   sourceSettings,
 } from './sync.js';
+import { TurnsInFlight } from './turns-in-flight.js';
 
 /** What the caller sees of a worker's run as it goes; every one is optional. */
 export interface WorkerHooks {
@@ -137,9 +138,7 @@ export function workerParts(
   const beat = (): void => {
     lastBeat = Date.now();
   };
-  // The turns in flight, by source (one turn a source at a time): their feed responses,
-  // retries and commits are their progress, which keeps their leases renewed.
-  const inFlight = new Map<string, SourceLease>();
+  const inFlight = new TurnsInFlight();
   // A once run's own end, well inside a CronJob's activeDeadlineSeconds: the turns in
   // flight commit what they fetched, and the next run goes on from their cursors.
   const limit = watch ? undefined : AbortSignal.timeout(config.syncOnceMaxMs);
@@ -153,16 +152,16 @@ export function workerParts(
       onCommit: (info) => {
         hooks.onCommit?.(source, info);
         counted.onCommit(info);
-        inFlight.get(source)?.progress();
+        inFlight.progress(source);
         beat();
       },
       onFeedResponse: (info) => {
         counted.onFeedResponse(info);
-        inFlight.get(source)?.progress();
+        inFlight.progress(source);
       },
       onRetry: (info) => {
         counted.onRetry();
-        inFlight.get(source)?.progress(info.waitMs);
+        inFlight.progress(source, info.waitMs);
         beat();
       },
     };
@@ -208,12 +207,7 @@ export function workerParts(
       // The source is named by whoever prints this: the stderr line's prefix, the log line's field, status's row.
       if (problem)
         throw new ConfigError(`${problem}; this source fails every turn until it is fixed`, 'KEY_FILE');
-      inFlight.set(held.source, held);
-      try {
-        return await syncOf(held.source).runHeld(held, signal, limit);
-      } finally {
-        inFlight.delete(held.source);
-      }
+      return inFlight.run(held, () => syncOf(held.source).runHeld(held, signal, limit));
     },
     observe: (outcome) => {
       if (outcome.ok)
@@ -222,9 +216,6 @@ export function workerParts(
     },
     lastBeat: () => lastBeat,
     beat,
-    stalledSource: () => {
-      for (const [source, held] of inFlight) if (held.stalled) return source;
-      return null;
-    },
+    stalledSource: () => inFlight.stalledSource(),
   };
 }
