@@ -1,5 +1,6 @@
 import { beforeAll, describe, expect, it } from 'vitest';
-import { createApplier, createStore } from '../../src/store/index.js';
+import { createApplier } from '../../src/store/applier.js';
+import { createStore } from '../../src/store/db.js';
 import { event, route } from '../store/migrated-store.js';
 import { TEST_DATABASE_URL } from '../support/postgres.js';
 import { runCli } from '../support/processes.js';

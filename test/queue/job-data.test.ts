@@ -1,8 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { normaliseTimestamp } from '../../src/feed/timestamp.js';
 import { jobData } from '../../src/queue/job-data.js';
+import { createApplier } from '../../src/store/applier.js';
+import type { Store } from '../../src/store/db.js';
 import { jobDataSql } from '../../src/store/event-json.js';
-import { createApplier, type Store } from '../../src/store/index.js';
 import { event, migratedStore, route } from '../store/migrated-store.js';
 
 let store: Store;

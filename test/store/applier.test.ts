@@ -1,6 +1,8 @@
 import { createHash } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type Applier, createApplier, ensureCursor, getCursor, type Store } from '../../src/store/index.js';
+import { type Applier, createApplier } from '../../src/store/applier.js';
+import { ensureCursor, getCursor } from '../../src/store/cursor.js';
+import type { Store } from '../../src/store/db.js';
 import { event, migratedStore, route } from './migrated-store.js';
 
 let store: Store;

@@ -2,7 +2,8 @@ import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ServiceEvent } from '../../src/api/types.js';
 import { createMetrics } from '../../src/metrics/metrics.js';
-import { type Applier, createApplier, type Store } from '../../src/store/index.js';
+import { type Applier, createApplier } from '../../src/store/applier.js';
+import type { Store } from '../../src/store/db.js';
 import { addRefusingTrigger } from '../support/poison-items.js';
 import { arrivals, event, migratedStore, route } from './migrated-store.js';
 

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ensureCursor, getCursor, type Store, setCursor } from '../../src/store/index.js';
+import { ensureCursor, getCursor, setCursor } from '../../src/store/cursor.js';
+import type { Store } from '../../src/store/db.js';
 import { migratedStore } from './migrated-store.js';
 
 let store: Store;

@@ -1,7 +1,8 @@
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ServiceEvent } from '../../src/api/types.js';
-import { type Applier, createApplier, type Store } from '../../src/store/index.js';
+import { type Applier, createApplier } from '../../src/store/applier.js';
+import type { Store } from '../../src/store/db.js';
 import { arrivals, event, migratedStore, route } from './migrated-store.js';
 
 let store: Store;

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ServiceEvent } from '../../src/api/types.js';
+import { type Applier, createApplier } from '../../src/store/applier.js';
 import { FOREIGN_FEED_MIN } from '../../src/store/foreign-feed.js';
-import { type Applier, createApplier } from '../../src/store/index.js';
 import { event, migratedStore, route } from './migrated-store.js';
 
 /**

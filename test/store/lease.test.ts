@@ -1,17 +1,10 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import {
-  claimDue,
-  createApplier,
-  ensureCursor,
-  ensureLeaseRows,
-  getCursor,
-  type Store,
-  setCursor,
-  takeLease,
-} from '../../src/store/index.js';
-import { LeaseLostError } from '../../src/store/lease.js';
+import { createApplier } from '../../src/store/applier.js';
+import { ensureCursor, getCursor, setCursor } from '../../src/store/cursor.js';
+import type { Store } from '../../src/store/db.js';
+import { claimDue, ensureLeaseRows, LeaseLostError, takeLease } from '../../src/store/lease.js';
 import { TEST_DATABASE_URL } from '../support/postgres.js';
 import { waitFor } from '../support/processes.js';
 import { event, migratedStore, route } from './migrated-store.js';

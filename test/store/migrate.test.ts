@@ -7,7 +7,8 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import { promisify } from 'node:util';
 import { afterAll, describe, expect, it } from 'vitest';
 import { FeedsyncError } from '../../src/errors.js';
-import { createStore, migrate, type Store, schemaState } from '../../src/store/index.js';
+import { createStore, type Store } from '../../src/store/db.js';
+import { migrate, schemaState } from '../../src/store/migrate.js';
 import { migrationNames } from '../../src/store/migration-files.js';
 import { dropSchema, TEST_DATABASE_URL, uniqueSchema } from '../support/postgres.js';
 
@@ -86,15 +87,18 @@ describe('migrate', () => {
       tsc,
       ...['--outDir', join(dir, 'dist'), '--rootDir', join(root, 'src'), '--module', 'node16'],
       ...['--moduleResolution', 'node16', '--target', 'ES2023', '--skipLibCheck', '--types', 'node'],
-      join(root, 'src/store/index.ts'),
+      join(root, 'src/store/db.ts'),
+      join(root, 'src/store/migrate.ts'),
     ]);
     await symlink(join(root, 'migrations'), join(dir, 'migrations'));
     await symlink(join(root, 'node_modules'), join(dir, 'node_modules'));
 
     const schema = freshSchema('mig_processes');
-    const entry = pathToFileURL(join(dir, 'dist/store/index.js')).href;
+    const db = pathToFileURL(join(dir, 'dist/store/db.js')).href;
+    const migrations = pathToFileURL(join(dir, 'dist/store/migrate.js')).href;
     const script = `
-      import { createStore, migrate } from ${JSON.stringify(entry)};
+      import { createStore } from ${JSON.stringify(db)};
+      import { migrate } from ${JSON.stringify(migrations)};
       const store = createStore({ url: ${JSON.stringify(TEST_DATABASE_URL)}, schema: ${JSON.stringify(schema)} });
       try { process.stdout.write(JSON.stringify(await migrate(store))); } finally { await store.close(); }`;
     const child = () => run(process.execPath, ['--input-type=module', '-e', script], { timeout: 20_000 });

@@ -1,6 +1,8 @@
 import fc from 'fast-check';
 import type { ServiceEvent } from '../../src/api/types.js';
-import { createStore, type EventRoute, migrate, type Store } from '../../src/store/index.js';
+import type { EventRoute } from '../../src/store/applier.js';
+import { createStore, type Store } from '../../src/store/db.js';
+import { migrate } from '../../src/store/migrate.js';
 import { dropSchema, TEST_DATABASE_URL, uniqueSchema } from '../support/postgres.js';
 
 /** A store on a fresh, migrated schema of its own; `dispose` closes it and drops the schema. */
