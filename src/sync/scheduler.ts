@@ -3,7 +3,7 @@ import type { Logger } from '../logger.js';
 import { defaultSleep } from '../sleep.js';
 import type { Claimed, SourceLease } from '../store/lease.js';
 import { linkedAbort } from './signals.js';
-import { type RunResult, runFailed } from './sync.js';
+import { heldElsewhere, type RunResult, runFailed } from './sync.js';
 
 /**
  * One turn of one source under its lease (Sync.runHeld of a Sync made for the turn); a
@@ -60,20 +60,6 @@ async function turnUnder(
   return outcome;
 }
 
-/** A result for a source whose lease another worker holds. */
-function leasedElsewhere(): RunResult {
-  return {
-    status: 'held-elsewhere',
-    cursor: null,
-    pages: 0,
-    stored: 0,
-    duplicates: 0,
-    quarantined: 0,
-    drained: true,
-    durationMs: 0,
-  };
-}
-
 /** What the scheduler needs to run a turn, in either mode. */
 export interface TurnOptions {
   turn: Turn;
@@ -111,7 +97,7 @@ export async function runEachOnce(opts: EachOnceOptions): Promise<Outcome[]> {
         const lease = await opts.take(source);
         outcome = lease
           ? await turnUnder(lease, opts, opts.signal, opts.limit)
-          : { source, ok: true, result: leasedElsewhere() };
+          : { source, ok: true, result: heldElsewhere() };
       } catch (error) {
         outcome = { source, ok: false, error };
       }

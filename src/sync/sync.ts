@@ -261,12 +261,7 @@ export function createSourceSync(deps: SourceSyncDeps): SourceSync {
     const lease = await takeLease(store, source, settings.lease);
     if (!lease) {
       log.info('another worker holds the lease of this source; nothing to do');
-      return {
-        ...emptyRun(),
-        status: 'held-elsewhere',
-        drained: true,
-        durationMs: performance.now() - started,
-      };
+      return heldElsewhere(performance.now() - started);
     }
     let failed = true;
     let succeeded = false;
@@ -455,9 +450,18 @@ export function createSourceSync(deps: SourceSyncDeps): SourceSync {
   return { runOnce, runHeld, reconcile, checkSchema };
 }
 
-/** A turn that did nothing: its counts at zero. */
-function emptyRun(): Omit<CatchUpResult, 'status'> {
-  return { cursor: null, pages: 0, stored: 0, duplicates: 0, quarantined: 0 };
+/** The result for a source whose lease another worker holds: nothing done, nothing to drain. */
+export function heldElsewhere(durationMs = 0): RunResult {
+  return {
+    status: 'held-elsewhere',
+    cursor: null,
+    pages: 0,
+    stored: 0,
+    duplicates: 0,
+    quarantined: 0,
+    drained: true,
+    durationMs,
+  };
 }
 
 /** Under a retention, reconcile starts from a stored event inside it: the feed's start would bring back pruned events. */
