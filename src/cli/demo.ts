@@ -1,11 +1,12 @@
-import { clientFor, pgQueuesOf } from '../compose/parts.js';
+import { clientFor, pgQueuesOf, publisherFor, storeFor } from '../compose/parts.js';
 import type { Config } from '../config/config.js';
 import { hostOf } from '../config/connection-url.js';
 import type { Logger } from '../logger.js';
 import { startSimulator } from '../simulator/index.js';
 import { demoTables, markDemoSchema } from '../store/demo.js';
 import { migrate } from '../store/migrate.js';
-import { createSync } from '../sync/sync.js';
+import type { RunResult } from '../sync/sync.js';
+import { runWorker } from '../sync/worker.js';
 import { consumeDemoJobs } from './demo-consumer.js';
 import { withOwnPostgres } from './demo-postgres.js';
 import { clearDemoPrefix, dropOwnDemoSchema, resetDemoQueueSchema } from './demo-sandbox.js';
@@ -83,11 +84,14 @@ async function runSteps(
   const config: Config = {
     ...base,
     feed: { ...base.feed, baseUrl: sim.baseUrl, apiKey, source: 'demo', types: null },
+    sources: [{ source: 'demo', baseUrl: sim.baseUrl, apiKey, keyProblem: null, types: null }],
+    sourcesFile: null,
     database: { ...base.database, schema },
     queues: { ...base.queues, prefix },
   };
-  const sync = createSync(config, { logger });
-  const { store, publisher } = sync;
+  // The demo's own look at the tables and queues; each run is sync --once's, with parts of its own.
+  const store = storeFor(config, logger);
+  const publisher = publisherFor(config);
   try {
     const queuesAt = inPostgres
       ? `drops the queues' schema ${prefix} in the Postgres at ${hostOf(config.queues.databaseUrl)} (QUEUE_BACKEND=postgres: no Redis)`
@@ -122,11 +126,11 @@ async function runSteps(
     await markDemoSchema(store);
     out(`2. migrated schema ${schema} (${applied.join(', ')})`);
 
-    const first = await sync.runOnce();
+    const first = await syncOnce(config, logger);
     out(
       `3. sync --once: ${first.stored} events stored in ${first.pages} page(s), outbox drained: ${first.drained}`,
     );
-    const again = await sync.runOnce();
+    const again = await syncOnce(config, logger);
     out(`   a second run stores ${again.stored} new events (${again.duplicates} duplicates): nothing twice`);
 
     const tables = await demoTables(store);
@@ -180,7 +184,20 @@ async function runSteps(
     );
     return after === sent && first.drained && consumedOnce ? 0 : 1;
   } finally {
-    await sync.close();
+    await publisher.close();
+    await store.close();
     await sim.close();
   }
+}
+
+/**
+ * One `sync --once` of the demo's source (runWorker, the path of the CLI), with the
+ * queues' schema migrated where it is new; its one outcome, or what it threw.
+ */
+async function syncOnce(config: Config, logger: Logger): Promise<RunResult> {
+  const run = await runWorker(config, { mode: 'once', logger, migrate: true });
+  const only = run.outcomes[0];
+  if (!only) throw new Error('the demo source was not run');
+  if (!only.ok) throw only.error;
+  return { ...only.result, drained: run.handedOver && only.result.drained };
 }
