@@ -93,7 +93,7 @@ const ERROR_FIELDS = [
  * every field, and an error of ioredis holds the command's arguments (BullMQ's Lua
  * source and the job data, recipients' addresses included) and earlier errors holding the same.
  */
-export function serializeError(
+function serializeError(
   err: unknown,
   opts: { stacks?: boolean } = {},
   depth = 0,

@@ -49,7 +49,7 @@ export function parseRetryAfter(value: string | undefined, now: number): number 
  * failure (https to a server that speaks http, a certificate this machine does not
  * trust) and a status outside 100–599 (not HTTP): the next try meets the same server.
  */
-export function isRetryable(err: unknown): err is ApiError {
+function isRetryable(err: unknown): err is ApiError {
   return (
     err instanceof ApiError &&
     ((err.status === 0 && err.code !== 'TLS') ||

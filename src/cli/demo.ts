@@ -13,10 +13,10 @@ import { clearDemoPrefix, dropOwnDemoSchema, resetDemoQueueSchema } from './demo
 import { chooseDemoServers } from './demo-servers.js';
 
 /** Used unless DATABASE_SCHEMA / QUEUE_PREFIX name others. */
-export const DEMO_SCHEMA = 'feedsync_demo';
-export const DEMO_PREFIX = 'feedsync-demo';
+const DEMO_SCHEMA = 'feedsync_demo';
+const DEMO_PREFIX = 'feedsync-demo';
 /** The queues' schema with QUEUE_BACKEND=postgres, unless QUEUE_PREFIX names another. */
-export const DEMO_QUEUE_SCHEMA = 'feedsync_demo_queues';
+const DEMO_QUEUE_SCHEMA = 'feedsync_demo_queues';
 const RECIPIENTS = [
   'delivered@example.com',
   'bounced@example.com',

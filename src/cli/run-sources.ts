@@ -95,7 +95,7 @@ function tellOperator(
 }
 
 /** The exit code of a once run that stopped at SYNC_ONCE_MAX_MS before every feed's end, with no failure. */
-export const EXIT_NOT_CAUGHT_UP = 4;
+const EXIT_NOT_CAUGHT_UP = 4;
 
 /** On stderr, one line: the run stopped at its limit, what it kept, and that the next run goes on. */
 function tellLimit(config: Config, outcomes: readonly Outcome[], notStarted: number): void {

@@ -36,7 +36,7 @@ export function parseEventTypes(entries: readonly string[]): string[] | null {
 }
 
 /** The known type nearest to `name` by edit distance (ties: the first in order). */
-export function closestType(name: string): string {
+function closestType(name: string): string {
   let best = KNOWN_EVENT_TYPES[0]!;
   let bestDistance = Number.POSITIVE_INFINITY;
   for (const known of KNOWN_EVENT_TYPES) {

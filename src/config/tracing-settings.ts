@@ -23,7 +23,7 @@ const SAMPLERS = [
 export type Sampler = (typeof SAMPLERS)[number];
 
 /** The standard OpenTelemetry variables feedsync reads itself; the SDK reads the others (headers, timeout). */
-export const TRACING_VARIABLES = [
+const TRACING_VARIABLES = [
   'OTEL_SDK_DISABLED',
   'OTEL_TRACES_EXPORTER',
   'OTEL_EXPORTER_OTLP_ENDPOINT',

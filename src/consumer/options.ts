@@ -8,12 +8,12 @@ const MAX_TIMER_MS = 2_147_483_647;
 const MAX_RETENTION_HOURS = 87_600;
 
 /** A FeedsyncError (CONSUMER_BAD_OPTION, exit 2) naming the option. */
-export function badOption(option: string, problem: string): FeedsyncError {
+function badOption(option: string, problem: string): FeedsyncError {
   return new FeedsyncError(`${option}: ${problem}`, { code: 'CONSUMER_BAD_OPTION', exitCode: 2 });
 }
 
 /** `value` when it is a whole number from `min` to `max`, else a CONSUMER_BAD_OPTION error naming `option`. */
-export function wholeNumber(option: string, value: unknown, min: number, max: number, unit = ''): number {
+function wholeNumber(option: string, value: unknown, min: number, max: number, unit = ''): number {
   if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
     throw badOption(option, `must be a whole number${unit} from ${min} to ${max}; got ${describe(value)}`);
   }
@@ -32,7 +32,7 @@ export const retentionHours = (value: unknown): number =>
   wholeNumber('retentionHours', value, CONSUMER_DEFAULTS.minRetentionHours, MAX_RETENTION_HOURS, ' of hours');
 
 /** The consumer's name: the inbox key. */
-export function consumerName(value: unknown): string {
+function consumerName(value: unknown): string {
   if (typeof value !== 'string' || value.length === 0 || value.length > 200) {
     throw badOption('name', 'must be a non-empty string of at most 200 characters');
   }
@@ -42,7 +42,7 @@ export function consumerName(value: unknown): string {
 const TYPES: readonly string[] = [...EMAIL_EVENT_TYPES, ...CONTACT_EVENT_TYPES];
 
 /** Handlers by type: an object whose every key is a routed type (a misspelt one would never run). */
-export function checkHandlers(value: unknown): void {
+function checkHandlers(value: unknown): void {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {
     throw badOption('handlers', 'must be an object of functions by event type');
   }
@@ -56,7 +56,7 @@ export function checkHandlers(value: unknown): void {
 }
 
 /** Something used as a pg Pool: it connects and queries. */
-export function checkPool(value: unknown): void {
+function checkPool(value: unknown): void {
   const pool = value as { connect?: unknown; query?: unknown } | null | undefined;
   if (typeof pool?.connect !== 'function' || typeof pool.query !== 'function') {
     throw badOption('pool', "must be a pg Pool (the application's own)");

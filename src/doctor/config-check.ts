@@ -91,7 +91,7 @@ export function portClashes(config: Config): string[] {
 }
 
 /** `NAME=value` for every setting that is not at its default; secrets as `NAME set`. */
-export function describeConfig(config: Config): string {
+function describeConfig(config: Config): string {
   const defaults = loadConfig({});
   const parts: string[] = [];
   for (const [name, read, kind] of SETTINGS) {

@@ -15,7 +15,7 @@ import { type Check, check } from './report.js';
 import { outOfTime, SOURCE_CONCURRENCY, type SourceUnderCheck } from './sources.js';
 
 /** An unpublished outbox row older than this means the relay is not draining. */
-export const STALE_OUTBOX_MS = 5 * 60_000;
+const STALE_OUTBOX_MS = 5 * 60_000;
 
 /** The sources whose cursors to check, and how to ask the feed about a stored one. */
 export interface CursorTargets {

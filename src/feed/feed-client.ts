@@ -77,7 +77,7 @@ export function createFeedClient(opts: FeedClientOptions): FetchPage {
  * as a type filter that differs from the cursor's: an operator moves the cursor.
  * Null for any other error.
  */
-export function unknownCursor(err: unknown, after: string): ApiError | null {
+function unknownCursor(err: unknown, after: string): ApiError | null {
   if (!(err instanceof ApiError) || err.code === 'UNKNOWN_CURSOR') return null;
   const said = `${err.serviceCode ?? ''} ${err.serviceMessage ?? ''}`;
   const refusesAfter =

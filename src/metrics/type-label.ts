@@ -1,7 +1,7 @@
 import { KNOWN_EVENT_TYPES } from '../event-types.js';
 
 /** The `type` label of every event type this release does not know. */
-export const OTHER_TYPE = 'other';
+const OTHER_TYPE = 'other';
 
 const KNOWN = new Set(KNOWN_EVENT_TYPES);
 

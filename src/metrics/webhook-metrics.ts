@@ -11,7 +11,7 @@ export type RefusalReason =
   | 'connections'
   | 'busy'
   | 'evicted';
-export const REFUSAL_REASONS: readonly RefusalReason[] = [
+const REFUSAL_REASONS: readonly RefusalReason[] = [
   'bad_request',
   'headers_too_large',
   'timeout',

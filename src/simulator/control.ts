@@ -69,7 +69,7 @@ export function checkContact(type: unknown, email: unknown): { type: ContactEven
  * `account` (an `acct_…` id) in its body or query; else the default account.
  * Never a key in the query: URLs end up in logs.
  */
-export function selectAccount(ctx: SimContext, r: RouteRequest, body: JsonObject = {}): Account {
+function selectAccount(ctx: SimContext, r: RouteRequest, body: JsonObject = {}): Account {
   if (body.key !== undefined) return ctx.accountForKey(stringField(body, 'key'));
   const id = body.account ?? r.url.searchParams.get('account');
   if (id === undefined || id === null || id === '') return r.account;

@@ -7,7 +7,7 @@ export const DEFAULT_LIMIT = 100;
 /** The largest `limit` accepted; above it the answer is 400 `invalid_limit`. */
 export const MAX_LIMIT = 1000;
 /** How many events a duplicated page repeats from the previous one. */
-export const DUPLICATED_EVENTS = 3;
+const DUPLICATED_EVENTS = 3;
 /** How far back a duplicated page looks for events of the requested types. */
 const DUPLICATE_LOOKBACK = 1000;
 

@@ -2,7 +2,7 @@ import type { IncomingMessage } from 'node:http';
 import { badRequest, SimError } from './errors.js';
 
 /** Larger request bodies are refused with 413. */
-export const MAX_BODY_BYTES = 1024 * 1024;
+const MAX_BODY_BYTES = 1024 * 1024;
 
 export type JsonObject = Record<string, unknown>;
 
@@ -30,7 +30,7 @@ export async function readJsonObject(
   return value as JsonObject;
 }
 
-export function isJsonContentType(header: string | undefined): boolean {
+function isJsonContentType(header: string | undefined): boolean {
   const media = (header ?? '').split(';')[0]!.trim().toLowerCase();
   return media === 'application/json';
 }

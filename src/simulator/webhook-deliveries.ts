@@ -18,7 +18,7 @@ export const RETRY_SCHEDULE_MS = [
   10 * 3_600_000,
 ] as const;
 /** Deliveries kept per webhook for listing and resending. */
-export const DELIVERIES_KEPT = 50;
+const DELIVERIES_KEPT = 50;
 
 export interface DeliveryAttempt {
   at: string;

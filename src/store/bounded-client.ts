@@ -86,7 +86,7 @@ export function boundedClient(
  * "refused" or "unknown host" stay as they are; the deadline passed, or a peer that
  * closed or spoke something else before Postgres's answer, name DATABASE_URL.
  */
-export function connectFailure(err: Error, where: string, timeoutMs: number, timedOut: boolean): Error {
+function connectFailure(err: Error, where: string, timeoutMs: number, timedOut: boolean): Error {
   const e = err as { code?: unknown; severity?: unknown };
   if (typeof e.severity === 'string') return err;
   if (typeof e.code === 'string' && SAID_BY_SYSTEM.has(e.code)) return err;

@@ -41,7 +41,7 @@ export type RunPart = (db: Pick<pg.ClientBase, 'query'>, part: Part) => Promise<
  * not-null). Connection failures, serialization failures (40), cancels and shut
  * downs (57) can pass on a retry, and stay errors of the run.
  */
-export function isUnstorable(err: unknown): boolean {
+function isUnstorable(err: unknown): boolean {
   const code = (err as { code?: unknown } | null)?.code;
   if (typeof code !== 'string' || !/^[0-9A-Z]{5}$/.test(code)) return false;
   if (code.startsWith('22') || code.startsWith('54')) return true;

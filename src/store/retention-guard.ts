@@ -5,7 +5,7 @@ import { quoteSchema, type Store } from './db.js';
 const DAY_MS = 86_400_000;
 const HOUR_MS = 3_600_000;
 /** The service retries a webhook delivery for a day: a retry must still find its event stored. */
-export const WEBHOOK_RETRY_WINDOW_MS = DAY_MS;
+const WEBHOOK_RETRY_WINDOW_MS = DAY_MS;
 
 /**
  * How long an event is kept after it arrived under EVENTS_RETENTION_DAYS: never less
@@ -24,7 +24,7 @@ export function eventsKeptMs(days: number, outboxHours: number): number {
 }
 
 /** Events that arrived before this instant may be pruned under EVENTS_RETENTION_DAYS (never sooner than eventsKeptMs). */
-export function retentionCutoff(days: number, now = Date.now()): Date {
+function retentionCutoff(days: number, now = Date.now()): Date {
   return new Date(now - days * DAY_MS);
 }
 

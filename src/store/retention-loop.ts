@@ -4,7 +4,7 @@ import { pruneOutbox } from './outbox.js';
 import { pruneAfterRun } from './retention.js';
 
 /** The retention loop's default, in one place: RetentionLoopOptions names it. */
-export const RETENTION_LOOP_DEFAULTS = Object.freeze({
+const RETENTION_LOOP_DEFAULTS = Object.freeze({
   /**
    * Milliseconds, 5 minutes: as often as the CronJob of the manifests runs `sync --once`,
    * each of which prunes when it ends, so every way of running feedsync prunes alike.

@@ -19,7 +19,7 @@ export const LAGGING_AFTER_SECONDS = 1800;
  * with a cursor or stored events (full joins, hashed: no sort of the names, whatever
  * their number).
  */
-export function sourceStatesSql(schema: string, names: string, opts: { andKnown?: boolean } = {}): string {
+function sourceStatesSql(schema: string, names: string, opts: { andKnown?: boolean } = {}): string {
   const s = quoteSchema(schema);
   const join = opts.andKnown ? 'FULL JOIN' : 'LEFT JOIN';
   return `SELECT source, src.source IS NOT NULL AS named, coalesce(l.failures, 0) AS failures, c.last_success_at,

@@ -7,7 +7,7 @@ import { cursorGuard } from './cursor-guard.js';
 import { HELD_PAGES_DEFAULTS, HeldPages } from './held-pages.js';
 
 /** The catch-up's own default; what it holds has HELD_PAGES_DEFAULTS. */
-export const CATCH_UP_DEFAULTS = Object.freeze({
+const CATCH_UP_DEFAULTS = Object.freeze({
   /**
    * Milliseconds, a quarter of a second: the wait for a full load while pages are coming.
    * A load of ten pages costs about half the database time per event of ten loads of

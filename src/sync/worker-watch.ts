@@ -9,7 +9,7 @@ import { logOutcome } from './turn-log.js';
 import type { WorkerParts, WorkerResult } from './worker-parts.js';
 
 /** The watch's own default. */
-export const WATCH_DEFAULTS = Object.freeze({
+const WATCH_DEFAULTS = Object.freeze({
   /** Milliseconds between prunes of old events and published outbox rows: once a minute a replica, not once a turn. */
   pruneEveryMs: 60_000,
 });

@@ -9,7 +9,7 @@ import type { DeliveryAnswer, DeliveryHandler } from './receiver.js';
 import { SIGNATURE_HEADER } from './signature.js';
 
 /** The path the service posts to. */
-export const WEBHOOK_PATH = '/webhooks';
+const WEBHOOK_PATH = '/webhooks';
 
 export interface ReceiverServerOptions {
   /** WEBHOOK_PORT; 0 picks a free port. */

@@ -194,7 +194,7 @@ function unknownWebhook(err: unknown, id: string): unknown {
  * What the service said of the test delivery: a line to print, and why it failed
  * (null when the receiver answered 2xx, or the answer does not say).
  */
-export function testOutcome(id: string, answer: unknown): { line: string; failure: string | null } {
+function testOutcome(id: string, answer: unknown): { line: string; failure: string | null } {
   const a = (answer ?? {}) as {
     event?: { id?: unknown };
     delivery?: { status?: unknown; attempts?: { status?: unknown; error?: unknown }[] };
