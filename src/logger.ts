@@ -93,11 +93,7 @@ const ERROR_FIELDS = [
  * every field, and an error of ioredis holds the command's arguments (BullMQ's Lua
  * source and the job data, recipients' addresses included) and earlier errors holding the same.
  */
-function serializeError(
-  err: unknown,
-  opts: { stacks?: boolean } = {},
-  depth = 0,
-): Record<string, unknown> {
+function serializeError(err: unknown, opts: { stacks?: boolean } = {}, depth = 0): Record<string, unknown> {
   if (!(err instanceof Error)) return { message: shorten(String(err)) };
   const out: Record<string, unknown> = { type: err.name, message: shorten(err.message) };
   for (const field of ERROR_FIELDS) {
