@@ -192,9 +192,12 @@ export function workerParts(
     parts,
     metrics,
     names,
-    // A turn waits at most one feed request (FEED_TIMEOUT_MS) or one statement (under the
-    // lease) between two signs of progress; a retry's back-off is announced as it starts.
-    lease: { ...sourceSettings(config).lease, stallMs: config.sourceLeaseMs + config.feed.timeoutMs },
+    // A watch's turn waits at most one feed request (FEED_TIMEOUT_MS) or one statement
+    // (under the lease) between two signs of progress; a retry's back-off is announced as
+    // it starts. A once run's turns need no such watch: SYNC_ONCE_MAX_MS ends them all.
+    lease: watch
+      ? { ...sourceSettings(config).lease, stallMs: config.sourceLeaseMs + config.feed.timeoutMs }
+      : sourceSettings(config).lease,
     signal: opts.signal,
     limit,
     hooks,
