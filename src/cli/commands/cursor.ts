@@ -15,11 +15,16 @@ const sourceOption = [
 ] as const;
 
 export function cursorCommand(): Command {
-  const cursor = new Command('cursor')
+  return new Command('cursor')
     .description("Inspect or move a source's cursor (to replay the feed).")
-    .addHelpText('after', "\nExit codes: each subcommand's --help lists its own; without a subcommand, 2.");
-  cursor
-    .command('show')
+    .addHelpText('after', "\nExit codes: each subcommand's --help lists its own; without a subcommand, 2.")
+    .addCommand(showCommand())
+    .addCommand(setCommand())
+    .addCommand(resetCommand());
+}
+
+function showCommand(): Command {
+  return new Command('show')
     .description('Print the cursor: the id read after, the type filter, the last success.')
     .option(...sourceOption)
     .option('--json', 'print JSON')
@@ -46,8 +51,11 @@ export function cursorCommand(): Command {
         return 0;
       }),
     );
-  cursor
-    .command('set <event-id>')
+}
+
+function setCommand(): Command {
+  return new Command('set')
+    .argument('<event-id>')
     .description(
       'Move the cursor so that the next run reads after this event id (the filter is kept). The id is ' +
         'checked against the feed first, so it needs FEED_BASE_URL and FEED_API_KEY. With ' +
@@ -98,8 +106,10 @@ export function cursorCommand(): Command {
         return 0;
       }),
     );
-  cursor
-    .command('reset')
+}
+
+function resetCommand(): Command {
+  return new Command('reset')
     .description(
       "Start the source over from the beginning of the feed, with its current types (the file's, else FEED_TYPES).",
     )
@@ -136,7 +146,6 @@ export function cursorCommand(): Command {
         return 0;
       }),
     );
-  return cursor;
 }
 
 /**
