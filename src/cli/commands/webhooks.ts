@@ -14,12 +14,17 @@ const exitCodes = (done: string, failed: string, usage = 'usage or configuration
 
 /** `feedsync webhooks list|create|delete|test`: the service's webhook registrations. */
 export function webhooksCommand(): Command {
-  const webhooks = new Command('webhooks')
+  return new Command('webhooks')
     .description("Manage the service's webhook registrations (needs FEED_BASE_URL and FEED_API_KEY).")
-    .addHelpText('after', "\nExit codes: each subcommand's --help lists its own; without a subcommand, 2.");
+    .addHelpText('after', "\nExit codes: each subcommand's --help lists its own; without a subcommand, 2.")
+    .addCommand(listCommand())
+    .addCommand(createCommand())
+    .addCommand(deleteCommand())
+    .addCommand(testCommand());
+}
 
-  webhooks
-    .command('list')
+function listCommand(): Command {
+  return new Command('list')
     .description('List the registrations (a table; --json for scripts).')
     .option('--json', 'print JSON')
     .addHelpText('after', exitCodes('listed', 'runtime failure (the service failed)'))
@@ -32,9 +37,10 @@ export function webhooksCommand(): Command {
         }),
       ),
     );
+}
 
-  webhooks
-    .command('create')
+function createCommand(): Command {
+  return new Command('create')
     .description('Register a URL for some event types; prints its signing secret, once.')
     .requiredOption('--url <url>', 'the receiver, e.g. https://app.example.com/webhooks')
     .requiredOption(
@@ -83,9 +89,11 @@ export function webhooksCommand(): Command {
         });
       }),
     );
+}
 
-  webhooks
-    .command('delete <id>')
+function deleteCommand(): Command {
+  return new Command('delete')
+    .argument('<id>')
     .description('Delete a registration; the service stops delivering to it.')
     .addHelpText(
       'after',
@@ -102,9 +110,11 @@ export function webhooksCommand(): Command {
         }),
       ),
     );
+}
 
-  webhooks
-    .command('test <id>')
+function testCommand(): Command {
+  return new Command('test')
+    .argument('<id>')
     .description(
       'Ask the service to post a webhook.test event to the registration, and say how the receiver answered.',
     )
@@ -129,7 +139,6 @@ export function webhooksCommand(): Command {
         }),
       ),
     );
-  return webhooks;
 }
 
 async function withClient(
