@@ -3,6 +3,7 @@ import { type Config, loadConfig } from '../../config/config.js';
 import { formatReport } from '../../doctor/report.js';
 import { ConfigError } from '../../errors.js';
 import { createLogger } from '../../logger.js';
+import { knownSourceConfig } from '../known-source.js';
 
 /** A whole number of milliseconds, at least 1: anything else is a usage error (exit 2), never NaN. */
 function milliseconds(value: string): number {
@@ -26,7 +27,6 @@ async function unknownName(
   const refused = inFile(load, source);
   if (refused !== null) return refused;
   try {
-    const { knownSourceConfig } = await import('../known-source.js');
     await knownSourceConfig(load(), createLogger({ level: 'silent' }), source);
     return null;
   } catch (err) {
