@@ -135,13 +135,20 @@ WITH created AS (
   WHERE l.source = free.source
   RETURNING l.source, l.token::text AS token, l.failures
 )
-SELECT taken.*, (SELECT count(*) FROM created)::int AS created FROM (SELECT) one LEFT JOIN (${WITH_CURSOR(quoteSchema(store.schema))}) taken ON true`;
+SELECT taken.*, (SELECT count(*) FROM created)::int AS created,
+  EXISTS (SELECT FROM ${table} WHERE source = $1::text AND (holder IS NULL OR expires_at <= now())) AS free
+FROM (SELECT) one LEFT JOIN (${WITH_CURSOR(quoteSchema(store.schema))}) taken ON true`;
 };
 
 /**
  * Takes the lease of `source` when it is free or its holder's lease ran out, whatever
  * its due time (a once run, a cursor command), with the source's cursor. Null when
  * another worker holds it. One statement, two when the row had to be made.
+ *
+ * A free row that a statement has locked (the commit of a holder whose lease ran out,
+ * still running in Postgres after its process died; another taker) is skipped by the
+ * statement, not held by anyone: it is asked again every 50 ms for up to one lease, a
+ * commit's deadline being shorter, so that a once run never mistakes it for a holder.
  */
 export async function takeLease(
   store: Store,
@@ -149,17 +156,20 @@ export async function takeLease(
   opts: LeaseOptions,
 ): Promise<SourceLease | null> {
   const text = TAKE(store);
-  for (let attempt = 0; attempt < 2; attempt++) {
-    const { rows } = await store.pool.query<TakenRow & { created: number }>(text, [
+  const deadline = performance.now() + opts.leaseMs;
+  for (;;) {
+    const { rows } = await store.pool.query<TakenRow & { created: number; free: boolean }>(text, [
       source,
       opts.holder,
       opts.leaseMs,
     ]);
     const row = rows[0];
     if (row?.source) return held(store, { ...row, source: row.source }, opts);
-    if (!row?.created) return null;
+    // Made just now: this statement's snapshot predates the row; the next one takes it.
+    if (row?.created && performance.now() < deadline) continue;
+    if (!row?.free || performance.now() >= deadline) return null;
+    await new Promise((resolve) => setTimeout(resolve, 50));
   }
-  return null;
 }
 
 /** What a claim took, and when the next source falls due. */

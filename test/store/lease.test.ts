@@ -58,6 +58,30 @@ describe('takeLease', () => {
     await unrelated!.release();
   });
 
+  it("waits out a statement that locks a free row (a dead holder's commit still running), then takes it", async () => {
+    await ensureLeaseRows(store, ['locked-free']);
+    const blocker = new pg.Client({ connectionString: TEST_DATABASE_URL });
+    await blocker.connect();
+    try {
+      await blocker.query('BEGIN');
+      await blocker.query(`SELECT FROM ${store.schema}.leases WHERE source = 'locked-free' FOR KEY SHARE`);
+      const taking = takeLease(store, 'locked-free', A);
+      await sleep(300);
+      await blocker.query('COMMIT');
+      const lease = await taking;
+      expect(lease).not.toBeNull();
+      await lease!.release();
+    } finally {
+      await blocker.end();
+    }
+    // A row held by a live holder is still refused at once.
+    const holder = await takeLease(store, 'locked-free', A);
+    const started = performance.now();
+    expect(await takeLease(store, 'locked-free', B)).toBeNull();
+    expect(performance.now() - started).toBeLessThan(1_000);
+    await holder!.release();
+  });
+
   it('a lease that ran out is free to anyone; the old holder learns it at its next renewal', async () => {
     const short = { holder: 'host-a/1', leaseMs: 1_500 };
     const first = await takeLease(store, 'frozen', short);
