@@ -41,7 +41,7 @@ export function startWorkerHealth(opts: {
       if (stalled !== null && stalled !== told) {
         opts.logger.error(
           { source: stalled },
-          'a turn made no progress for longer than SOURCE_LEASE_MS plus FEED_TIMEOUT_MS: its lease is ' +
+          'a turn made no progress for longer than SOURCE_LEASE_MS plus SYNC_CONCURRENCY x FEED_TIMEOUT_MS: its lease is ' +
             'no longer renewed, and /healthz fails until it moves on or the process is restarted',
         );
       }

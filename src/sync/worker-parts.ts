@@ -192,11 +192,16 @@ export function workerParts(
     parts,
     metrics,
     names,
-    // A watch's turn waits at most one feed request (FEED_TIMEOUT_MS) or one statement
-    // (under the lease) between two signs of progress; a retry's back-off is announced as
-    // it starts. A once run's turns need no such watch: SYNC_ONCE_MAX_MS ends them all.
+    // Between two signs of progress a watch's turn waits for one statement (under the
+    // lease) and for feed requests: its own, and those of the lanes ahead of it in line
+    // for the shared budget of response bytes, one a lane (FEED_TIMEOUT_MS each). A
+    // retry's back-off is announced as it starts. A once run's turns need no such watch:
+    // SYNC_ONCE_MAX_MS ends them all.
     lease: watch
-      ? { ...sourceSettings(config).lease, stallMs: config.sourceLeaseMs + config.feed.timeoutMs }
+      ? {
+          ...sourceSettings(config).lease,
+          stallMs: config.sourceLeaseMs + config.syncConcurrency * config.feed.timeoutMs,
+        }
       : sourceSettings(config).lease,
     signal: opts.signal,
     limit,

@@ -13,7 +13,8 @@ const prefix = uniquePrefix('stalled_turn');
 const sim = useSimulator({ backlog: 50, faults: { slowBodyMs: 30_000 } });
 const LEASE_MS = 1_500;
 const FEED_TIMEOUT_MS = 2_000;
-const STALL_LINE = `its turn made no progress for ${LEASE_MS + FEED_TIMEOUT_MS} ms, so it was not renewed`;
+const CONCURRENCY = 2;
+const STALL_LINE = `its turn made no progress for ${LEASE_MS + CONCURRENCY * FEED_TIMEOUT_MS} ms, so it was not renewed`;
 
 afterAll(async () => {
   await killChildren();
@@ -37,7 +38,7 @@ async function tokenOf(source: string): Promise<number> {
 }
 
 describe('sync --watch on a turn that makes no progress', () => {
-  it('stops renewing its lease after SOURCE_LEASE_MS plus FEED_TIMEOUT_MS, ends the turn, and takes the source afresh later', async () => {
+  it('stops renewing its lease after SOURCE_LEASE_MS plus SYNC_CONCURRENCY x FEED_TIMEOUT_MS, ends the turn, and takes the source afresh later', async () => {
     const env = { PATH: process.env.PATH ?? '', ...testEnv({ schema, prefix, baseUrl: sim().baseUrl }) };
     expect((await runCli(['migrate'], env)).code).toBe(0);
     const child = spawnNode([CLI, 'sync', '--watch'], {
@@ -47,6 +48,7 @@ describe('sync --watch on a turn that makes no progress', () => {
       SOURCE_LEASE_MS: String(LEASE_MS),
       FEED_TIMEOUT_MS: String(FEED_TIMEOUT_MS),
       FEED_MAX_RETRIES: '0',
+      SYNC_CONCURRENCY: String(CONCURRENCY),
     });
     const started = performance.now();
     await waitFor(() => child.stdout().includes(STALL_LINE), {
