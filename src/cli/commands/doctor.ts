@@ -24,10 +24,16 @@ async function unknownName(
   source: string,
   inFile: (load: () => Config, source: string) => string | null,
 ): Promise<string | null> {
-  const refused = inFile(load, source);
+  let config: Config;
+  try {
+    config = load();
+  } catch {
+    return null;
+  }
+  const refused = inFile(() => config, source);
   if (refused !== null) return refused;
   try {
-    await knownSourceConfig(load(), createLogger({ level: 'silent' }), source);
+    await knownSourceConfig(config, createLogger({ level: 'silent' }), source);
     return null;
   } catch (err) {
     return err instanceof ConfigError ? err.message : null;
