@@ -1,4 +1,11 @@
-import type { MigrationResultSet, Migrator, PostgresPool, PostgresPoolClient } from 'kysely';
+import type {
+  DatabaseIntrospector,
+  MigrationResultSet,
+  Migrator,
+  PostgresPool,
+  PostgresPoolClient,
+  TableMetadata,
+} from 'kysely';
 import type pg from 'pg';
 import { FeedsyncError } from '../errors.js';
 import { advisoryKey } from './advisory-key.js';
@@ -41,6 +48,29 @@ export async function migrate(store: Store, opts: { folder?: URL } = {}): Promis
     class InTransactionDialect extends PostgresDialect {
       override createAdapter(): InstanceType<typeof PostgresAdapter> {
         return new InTransactionAdapter();
+      }
+      // kysely's own introspector reads the tables and columns of every schema of the
+      // database, and fails when another client drops one meanwhile; the migrator only
+      // asks whether this schema and its tables exist.
+      override createIntrospector(): DatabaseIntrospector {
+        const tables = async (): Promise<TableMetadata[]> => {
+          const { rows } = await client.query<{ name: string }>(
+            'SELECT tablename AS name FROM pg_catalog.pg_tables WHERE schemaname = $1',
+            [store.schema],
+          );
+          return rows.map(({ name }) => ({ name, schema: store.schema, isView: false, columns: [] }));
+        };
+        return {
+          getSchemas: async () => {
+            const { rows } = await client.query<{ name: string }>(
+              'SELECT nspname AS name FROM pg_catalog.pg_namespace WHERE nspname = $1',
+              [store.schema],
+            );
+            return rows;
+          },
+          getTables: tables,
+          getMetadata: async () => ({ tables: await tables() }),
+        };
       }
     }
     const db = new Kysely<unknown>({ dialect: new InTransactionDialect({ pool: singleClientPool(client) }) });
