@@ -26,11 +26,25 @@ export const TEST_QUEUE_ENV: Record<string, string> =
  * schema, migrated. Drop it in afterAll with dropQueues.
  */
 export async function queuePrefix(label: string): Promise<string> {
+  const prefix = queuePrefixName(label);
+  await migrateTestQueues(prefix);
+  return prefix;
+}
+
+/**
+ * A fresh queue prefix's name, for a file that builds its config at load time: in Redis
+ * a key prefix, in Postgres a schema name that migrateTestQueues makes ready.
+ */
+export function queuePrefixName(label: string): string {
   const hex = randomBytes(4).toString('hex');
   if (TEST_QUEUE_BACKEND === 'redis') return `test-${label}-${hex}`;
-  const schema = `tq_${label.replace(/[^a-z0-9]/g, '_')}_${hex}`;
-  await migrateQueues({ url: TEST_DATABASE_URL, schema }, 10_000);
-  return schema;
+  return `tq_${label.replace(/[^a-z0-9]/g, '_')}_${hex}`;
+}
+
+/** Creates the queues' schema that a Postgres prefix names, as `feedsync migrate` does; nothing in Redis. */
+export async function migrateTestQueues(prefix: string): Promise<void> {
+  if (TEST_QUEUE_BACKEND === 'postgres')
+    await migrateQueues({ url: TEST_DATABASE_URL, schema: prefix }, 10_000);
 }
 
 /** Deletes the queues under the prefix: its keys, or its schema. */

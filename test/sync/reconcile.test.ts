@@ -1,9 +1,8 @@
-import { Queue } from 'bullmq';
 import { describe, expect, it } from 'vitest';
 import { jobIdFor } from '../../src/queue/routes.js';
 import { createSync } from '../../src/sync/sync.js';
 import { testConfig } from '../support/config.js';
-import { TEST_REDIS_URL } from '../support/redis.js';
+import { testQueue } from '../support/queues.js';
 import { TEST_API_KEY, useSimulator } from '../support/simulator.js';
 import {
   CONTACT_QUEUE,
@@ -34,7 +33,7 @@ async function lose(box: Sandbox, ids: string[]): Promise<void> {
   );
   expect(gone.rowCount).toBe(ids.length);
   for (const name of [EMAIL_QUEUE, CONTACT_QUEUE]) {
-    const queue = new Queue(name, { connection: { url: TEST_REDIS_URL }, prefix: box.prefix });
+    const queue = testQueue(name, box.prefix);
     try {
       for (const eventId of ids) await queue.remove(jobIdFor('default', eventId));
     } finally {

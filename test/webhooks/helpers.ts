@@ -1,4 +1,3 @@
-import { Queue } from 'bullmq';
 import { Pool } from 'undici';
 import type { Config } from '../../src/config/config.js';
 import type { Logger } from '../../src/logger.js';
@@ -7,7 +6,7 @@ import { migrate } from '../../src/store/migrate.js';
 import { signWebhookPayload } from '../../src/webhooks/signature.js';
 import { startWebhookService, type WebhookService } from '../../src/webhooks/webhook-service.js';
 import { dropSchema, TEST_DATABASE_URL } from '../support/postgres.js';
-import { deletePrefix, TEST_REDIS_URL } from '../support/redis.js';
+import { dropQueues, migrateTestQueues, testQueue } from '../support/queues.js';
 
 /** Secrets of the test receivers: two, as during a rotation. */
 export const SECRET_OLD = 'whsec_test_old_0123456789abcdef';
@@ -85,7 +84,7 @@ export async function count(store: Store, table: string, where = 'true'): Promis
 
 /** Every job id of a queue, in any state. */
 export async function jobIds(prefix: string, queue: string): Promise<string[]> {
-  const q = new Queue(queue, { connection: { url: TEST_REDIS_URL }, prefix });
+  const q = testQueue(queue, prefix);
   try {
     const jobs = await q.getJobs(['waiting', 'active', 'completed', 'failed', 'delayed', 'prioritized']);
     return jobs.map((j) => j.id!);
@@ -116,6 +115,7 @@ export async function startTestReceiver(
 ): Promise<TestReceiver> {
   const store = createStore({ url: TEST_DATABASE_URL, schema: opts.schema });
   await migrate(store);
+  await migrateTestQueues(opts.prefix);
   const service = await startWebhookService(config, {
     logger,
     port: 0,
@@ -133,7 +133,7 @@ export async function startTestReceiver(
       await service.close();
       await store.close();
       await dropSchema(opts.schema);
-      await deletePrefix(opts.prefix);
+      await dropQueues(opts.prefix);
     },
   };
 }

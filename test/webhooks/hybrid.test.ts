@@ -12,12 +12,12 @@ import { startWebhookService, type WebhookService } from '../../src/webhooks/web
 import { testConfig } from '../support/config.js';
 import { dropSchema, TEST_DATABASE_URL, uniqueSchema } from '../support/postgres.js';
 import { waitFor } from '../support/processes.js';
-import { deletePrefix, uniquePrefix } from '../support/redis.js';
+import { dropQueues, migrateTestQueues, queuePrefixName } from '../support/queues.js';
 import { startTestSimulator, TEST_API_KEY } from '../support/simulator.js';
 import { captureLogger, jobIds } from './helpers.js';
 
 const schema = uniqueSchema('wh_hybrid');
-const prefix = uniquePrefix('wh-hybrid');
+const prefix = queuePrefixName('wh-hybrid');
 let sim: Simulator;
 let client: ServiceClient;
 let store: Store;
@@ -84,6 +84,7 @@ beforeAll(async () => {
   client = new ServiceClient({ baseUrl: sim.baseUrl, apiKey: TEST_API_KEY });
   store = createStore({ url: TEST_DATABASE_URL, schema });
   await migrate(store);
+  await migrateTestQueues(prefix);
   proxy = await startProxy();
   const created = await client.createWebhook({ url: proxy.url, events: ['*'] });
   secret = created.signing_secret;
@@ -103,7 +104,7 @@ afterAll(async () => {
   await sim?.close();
   await store.close();
   await dropSchema(schema);
-  await deletePrefix(prefix);
+  await dropQueues(prefix);
 });
 
 const RECIPIENTS = [

@@ -7,7 +7,7 @@ import { startWebhookService, type WebhookService } from '../../src/webhooks/web
 import { testConfig } from '../support/config.js';
 import { dropSchema, uniqueSchema } from '../support/postgres.js';
 import { waitFor } from '../support/processes.js';
-import { uniquePrefix } from '../support/redis.js';
+import { queuePrefixName, TEST_QUEUE_BACKEND } from '../support/queues.js';
 import {
   captureLogger,
   count,
@@ -23,7 +23,7 @@ import {
 } from './helpers.js';
 
 const schema = uniqueSchema('wh_receiver');
-const prefix = uniquePrefix('wh-receiver');
+const prefix = queuePrefixName('wh-receiver');
 const LIMIT = 4096;
 const env = { WEBHOOK_SECRET: `${SECRET_OLD}, ${SECRET_NEW}`, WEBHOOK_MAX_BODY_BYTES: String(LIMIT) };
 const config = testConfig({ schema, prefix }, env);
@@ -274,11 +274,12 @@ describe('serve-webhooks: the 300 s tolerance, on an injected clock', () => {
 });
 
 describe('serve-webhooks: health and configuration', () => {
-  it('/healthz and /readyz answer 200 with Postgres and Redis up', async () => {
+  it('/healthz and /readyz answer 200 with Postgres and the queues up', async () => {
     expect((await send(pool, { method: 'GET', path: '/healthz' })).status).toBe(200);
     const ready = await send(pool, { method: 'GET', path: '/readyz' });
     expect(ready.status).toBe(200);
-    expect(ready.body).toEqual({ ok: true, checks: { postgres: true, redis: true } });
+    const queues = TEST_QUEUE_BACKEND === 'redis' ? { redis: true } : { queues: true };
+    expect(ready.body).toEqual({ ok: true, checks: { postgres: true, ...queues } });
   });
 
   it('with FEED_TYPES, other types are acknowledged and not stored; webhook.test still is', async () => {
