@@ -117,66 +117,13 @@ export function createApplier(
 
   return traced({
     async apply(batch) {
-      let unique: ServiceEvent[] = [];
-      const repeats: ServiceEvent[] = [];
-      const seen = new Set<string>();
-      for (const event of batch.events) {
-        if (seen.has(event.id)) repeats.push(event);
-        else unique.push(event);
-        seen.add(event.id);
-      }
-      const raws: string[] = [];
-      const reasons: string[] = [];
-      const unstorable: ApplyResult['unstorable'] = [];
-      // jsonb cannot hold U+0000 or a lone surrogate, both of which JSON escapes: only a
-      // batch whose JSON holds such an escape pays for a look at each event, and the
-      // culprits go to quarantine.
-      let json = eventsJson(unique);
-      if (SUSPECT_ESCAPE.test(json) || (repeats.length > 0 && SUSPECT_ESCAPE.test(eventsJson(repeats)))) {
-        const keep = (event: ServiceEvent): boolean => {
-          const problem = unstorableText(event, JSON.stringify(event.data));
-          if (problem) {
-            raws.push(JSON.stringify(event));
-            reasons.push(problem);
-            unstorable.push({ id: event.id, reason: problem });
-          }
-          return !problem;
-        };
-        unique = unique.filter(keep);
-        repeats.splice(0, repeats.length, ...repeats.filter(keep));
-        json = eventsJson(unique);
-      }
-      for (const item of batch.quarantine) {
-        raws.push(withoutNul(item.raw));
-        reasons.push(withoutNul(item.reason));
-      }
-
-      if (batch.cursor === undefined && unique.length === 0 && raws.length === 0) {
+      const { part, json, unstorable } = prepare(batch);
+      if (batch.cursor === undefined && part.events.length === 0 && part.raws.length === 0) {
         return { ...nothingApplied(), duplicates: batch.events.length };
       }
-
-      const pageOrds = batch.pageStarts ? pageOrdinals(batch.events, batch.pageStarts, unique) : [];
-      const part: Part = { events: unique, repeats, cursor: batch.cursor, raws, reasons };
-      const run: RunPart = async (db, p) => {
-        const values = [
-          batch.source,
-          batch.receivedVia,
-          // The whole batch's JSON is made once; only the slow path's parts make their own.
-          p.events === part.events ? json : eventsJson(p.events),
-          JSON.stringify(routesOf(p.events)),
-          p.cursor !== undefined,
-          p.cursor?.prev ?? null,
-          p.cursor?.next ?? null,
-          p.raws,
-          p.reasons,
-          eventsJson(p.repeats),
-          batch.leaseToken ?? null,
-          // The slow path's parts are checked no more: the whole batch was, unless Postgres refused it first.
-          p.events === part.events ? pageOrds : [],
-        ];
-        const { rows } = await db.query<ApplyRow>(text, values);
-        return rows[0]!;
-      };
+      const pageOrds = batch.pageStarts ? pageOrdinals(batch.events, batch.pageStarts, part.events) : [];
+      const run = statementRunner(text, batch, route, { part, json, pageOrds });
+      let unique = part.events;
       let row: ApplyRow;
       try {
         row = await run(store.pool, part);
@@ -188,52 +135,146 @@ export function createApplier(
         unique = unique.filter((e) => !refused.has(e));
         for (const r of isolated.refused) unstorable.push({ id: r.event.id, reason: r.reason });
       }
-      if (!row.held) return { ...nothingApplied(), status: 'lease-lost' };
-      if (row.alien_conflicts !== null && row.alien_events !== null) {
-        const foreign = { conflicts: row.alien_conflicts, events: row.alien_events };
-        return { ...nothingApplied(), status: 'foreign-feed', foreign };
-      }
-      if (!row.ok) return { ...nothingApplied(), status: 'cursor-conflict' };
-      const before = new Set(row.stored_before);
-      const inserted = before.size === 0 ? unique : unique.filter((e) => !before.has(e.id));
-      return {
-        status: 'applied',
-        inserted,
-        duplicates: batch.events.length - unstorable.length - inserted.length,
-        unstorable,
-        quarantined: row.quarantined,
-        conflicts: row.conflicts,
-        firstConflicts: row.first_conflicts,
-        contactsWithoutEmail: row.contacts_without_email,
-        outboxRows: row.outbox_seqs.length,
-        outbox: outboxEntries(batch.source, row, inserted),
-      };
+      return resultOf(batch, row, unique, unstorable, route);
     },
   });
+}
 
-  /** The statement's new outbox rows joined with the events they stand for. */
-  function outboxEntries(source: string, row: ApplyRow, inserted: readonly ServiceEvent[]): OutboxEntry[] {
-    if (row.outbox_seqs.length === 0) return [];
-    const byId = new Map(inserted.map((e) => [e.id, e]));
-    return row.outbox_seqs.map((seq, i) => {
-      const event = byId.get(row.outbox_ids[i]!)!;
-      const { queue, jobName } = route(event.type)!;
-      return { seq, source, queue, jobName, event };
-    });
-  }
+/** The router createApplier is given: null means "store only". */
+type Router = (type: string) => EventRoute | null;
 
-  /** Event type to [queue, job name], for the types of these events that have a queue. */
-  function routesOf(events: readonly ServiceEvent[]): Record<string, [string, string]> {
-    const routes: Record<string, [string, string]> = {};
-    const routed = new Set<string>();
-    for (const { type } of events) {
-      if (routed.has(type)) continue;
-      routed.add(type);
-      const r = route(type);
-      if (r) routes[type] = [r.queue, r.jobName];
-    }
-    return routes;
+/** A batch made ready for the statement: what it stores, and the whole's JSON, made once. */
+interface Prepared {
+  part: Part & { events: ServiceEvent[] };
+  json: string;
+  /** The events left out of `part` because Postgres cannot store them; the slow path adds its own. */
+  unstorable: ApplyResult['unstorable'];
+}
+
+/** The batch's first version of each id apart from its repeats, and what goes to quarantine. */
+function prepare(batch: ApplyBatch): Prepared {
+  let unique: ServiceEvent[] = [];
+  let repeats: ServiceEvent[] = [];
+  const seen = new Set<string>();
+  for (const event of batch.events) {
+    if (seen.has(event.id)) repeats.push(event);
+    else unique.push(event);
+    seen.add(event.id);
   }
+  const raws: string[] = [];
+  const reasons: string[] = [];
+  const unstorable: ApplyResult['unstorable'] = [];
+  // jsonb cannot hold U+0000 or a lone surrogate, both of which JSON escapes: only a
+  // batch whose JSON holds such an escape pays for a look at each event, and the
+  // culprits go to quarantine.
+  let json = eventsJson(unique);
+  if (SUSPECT_ESCAPE.test(json) || (repeats.length > 0 && SUSPECT_ESCAPE.test(eventsJson(repeats)))) {
+    const keep = (event: ServiceEvent): boolean => {
+      const problem = unstorableText(event, JSON.stringify(event.data));
+      if (problem) {
+        raws.push(JSON.stringify(event));
+        reasons.push(problem);
+        unstorable.push({ id: event.id, reason: problem });
+      }
+      return !problem;
+    };
+    unique = unique.filter(keep);
+    repeats = repeats.filter(keep);
+    json = eventsJson(unique);
+  }
+  for (const item of batch.quarantine) {
+    raws.push(withoutNul(item.raw));
+    reasons.push(withoutNul(item.reason));
+  }
+  return { part: { events: unique, repeats, cursor: batch.cursor, raws, reasons }, json, unstorable };
+}
+
+/** Runs the statement for the whole batch (`whole`) or, on the slow path, for one part of it. */
+function statementRunner(
+  text: string,
+  batch: ApplyBatch,
+  route: Router,
+  whole: { part: Part; json: string; pageOrds: number[] },
+): RunPart {
+  return async (db, p) => {
+    const values = [
+      batch.source,
+      batch.receivedVia,
+      // The whole batch's JSON is made once; only the slow path's parts make their own.
+      p.events === whole.part.events ? whole.json : eventsJson(p.events),
+      JSON.stringify(routesOf(p.events, route)),
+      p.cursor !== undefined,
+      p.cursor?.prev ?? null,
+      p.cursor?.next ?? null,
+      p.raws,
+      p.reasons,
+      eventsJson(p.repeats),
+      batch.leaseToken ?? null,
+      // The slow path's parts are checked no more: the whole batch was, unless Postgres refused it first.
+      p.events === whole.part.events ? whole.pageOrds : [],
+    ];
+    const { rows } = await db.query<ApplyRow>(text, values);
+    return rows[0]!;
+  };
+}
+
+/** What the statement's row says of the batch; `unique` are the events it was given, less any refused. */
+function resultOf(
+  batch: ApplyBatch,
+  row: ApplyRow,
+  unique: ServiceEvent[],
+  unstorable: ApplyResult['unstorable'],
+  route: Router,
+): ApplyResult {
+  if (!row.held) return { ...nothingApplied(), status: 'lease-lost' };
+  if (row.alien_conflicts !== null && row.alien_events !== null) {
+    const foreign = { conflicts: row.alien_conflicts, events: row.alien_events };
+    return { ...nothingApplied(), status: 'foreign-feed', foreign };
+  }
+  if (!row.ok) return { ...nothingApplied(), status: 'cursor-conflict' };
+  const before = new Set(row.stored_before);
+  const inserted = before.size === 0 ? unique : unique.filter((e) => !before.has(e.id));
+  return {
+    status: 'applied',
+    inserted,
+    duplicates: batch.events.length - unstorable.length - inserted.length,
+    unstorable,
+    quarantined: row.quarantined,
+    conflicts: row.conflicts,
+    firstConflicts: row.first_conflicts,
+    contactsWithoutEmail: row.contacts_without_email,
+    outboxRows: row.outbox_seqs.length,
+    outbox: outboxEntries(batch.source, row, inserted, route),
+  };
+}
+
+/** The statement's new outbox rows joined with the events they stand for. */
+function outboxEntries(
+  source: string,
+  row: ApplyRow,
+  inserted: readonly ServiceEvent[],
+  route: Router,
+): OutboxEntry[] {
+  if (row.outbox_seqs.length === 0) return [];
+  const byId = new Map(inserted.map((e) => [e.id, e]));
+  return row.outbox_seqs.map((seq, i) => {
+    const event = byId.get(row.outbox_ids[i]!)!;
+    const { queue, jobName } = route(event.type)!;
+    return { seq, source, queue, jobName, event };
+  });
+}
+
+/** Event type to [queue, job name], for the types of these events that have a queue. */
+function routesOf(events: readonly ServiceEvent[], route: Router): Record<string, [string, string]> {
+  const routes: Record<string, [string, string]> = {};
+  const routed = new Set<string>();
+  for (const { type } of events) {
+    if (routed.has(type)) continue;
+    routed.add(type);
+    const r = route(type);
+    if (r) routes[type] = [r.queue, r.jobName];
+  }
+  return routes;
 }
 
 /**
