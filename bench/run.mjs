@@ -7,7 +7,8 @@
 // page-memory (bench/page-memory.mjs), lane-memory (bench/lane-memory.mjs), relay-memory
 // (bench/relay-memory.mjs), retention (bench/retention.mjs), consumer (bench/consumer.mjs),
 // apply-cost (bench/apply-cost.mjs), queue-backends (bench/queue-backends.mjs: sync --once
-// and the consumer on Redis and on Postgres)
+// and the consumer on Redis and on Postgres), page-handoff (bench/page-handoff.mjs: the relay
+// against jobs added by the page's own transaction)
 // or tracing (bench/tracing.mjs; `--before PATH` adds another build's
 // dist/bin/feedsync.js), which rewrite only their block of the page.
 import { writeFileSync } from 'node:fs';
@@ -23,6 +24,7 @@ import { describeMachine, redisPid } from './lib/machine.mjs';
 import { measuredSection, writeBlock, writeMeasured } from './lib/page.mjs';
 import { startSimChild } from './lib/simulator.mjs';
 import { cpuTable, markdownTable, mb, ms, pct, rate } from './lib/table.mjs';
+import { pageHandoffAlone, pageHandoffRows } from './page-handoff.mjs';
 import { pageMemory, pageMemoryRows } from './page-memory.mjs';
 import { queueBackendsAlone, queueBackendsRows } from './queue-backends.mjs';
 import { relayMemory, relayMemoryRows } from './relay-memory.mjs';
@@ -76,6 +78,11 @@ const ALONE = {
     title: 'The queues in Redis and in Postgres, side by side',
     run: () => queueBackendsAlone({ scale, log }),
     rows: queueBackendsRows,
+  },
+  'page-handoff': {
+    title: "A page's jobs: the outbox relay, or the page's own transaction",
+    run: () => pageHandoffAlone({ scale, log }),
+    rows: pageHandoffRows,
   },
   tracing: {
     title: 'Traces: CPU per event, off and on',
