@@ -74,6 +74,76 @@ export function createMetrics(gauges: GaugeSource, sources: readonly string[]): 
   /** The `source` label, where series are per source: one source only. */
   const bySource = fleet ? [] : ['source'];
   const labelsOf = (source: string): Record<string, string> => (fleet ? {} : { source });
+  const commits = commitMetrics(registry, bySource);
+  const feed = feedMetrics(registry, bySource);
+  const { onPublished, onPublishDelay } = publishMetrics(registry);
+  const runs = runMetrics(registry, bySource);
+  // A fleet's failures in a row come from the lease rows (fleet-gauges.ts): every replica's turns.
+  const consecutiveFailures = fleet ? null : singleSourceGauges(registry, gauges);
+  if (fleet) fleetGauges(registry, (k) => gauges.fleetStates(k));
+  const failed = (source: string): void => {
+    runs.failures.inc(labelsOf(source));
+    consecutiveFailures?.inc({ source });
+  };
+  // Every series exists from the start at 0: increase() cannot see a series born at 1, so
+  // the first quarantined item or failed run would go unseen by the alerts. A fleet's
+  // totals have no labels, and prom-client shows those at 0 by itself.
+  if (!fleet) {
+    for (const source of sources) {
+      runs.held.set({ source }, 0);
+      consecutiveFailures?.set({ source }, 0);
+      runs.duration.zero({ source });
+      for (const counter of [...commits.perSource, feed.retries, runs.failures, runs.leaseLost]) {
+        counter.inc({ source }, 0);
+      }
+    }
+  }
+  backlogGauges(registry, gauges);
+
+  const hooksFor = (source: string): SourceHooks => {
+    const labels = labelsOf(source);
+    return {
+      onCommit: (info) => commits.count(labels, info),
+      onFeedResponse: ({ status, seconds }) =>
+        feed.requests.observe({ ...labels, status: statusClass(status) }, seconds),
+      onRetry: () => feed.retries.inc(labels),
+      onPublished,
+      onPublishDelay,
+      // A fleet shows the sources held now only (at most SYNC_CONCURRENCY), never every one it held.
+      onLeaseChange: (isHeld) => {
+        if (isHeld) runs.held.set({ source }, 1);
+        else if (fleet) runs.held.remove({ source });
+        else runs.held.set({ source }, 0);
+      },
+    };
+  };
+
+  return {
+    registry,
+    hooksFor,
+    onPublished,
+    onPublishDelay,
+    observeRun(source, run) {
+      runs.duration.observe(labelsOf(source), run.durationMs / 1000);
+      if (run.status === 'lease-lost') runs.leaseLost.inc(labelsOf(source));
+      if (run.failed) failed(source);
+      // A run stopped by SIGTERM, or one that found or lost the lease to another worker, says nothing about the feed.
+      else if (run.status !== 'stopped' && run.status !== 'held-elsewhere' && run.status !== 'lease-lost')
+        consecutiveFailures?.set({ source }, 0);
+    },
+    observeFailure: failed,
+    summary: () => summarize(registry, gauges, fleet),
+  };
+}
+
+/** What the committed pages held: events stored, repeated, set aside, and the pages themselves. */
+interface CommitMetrics {
+  /** The counters that start at 0 for each source, where series are per source. */
+  perSource: Counter[];
+  count(labels: Record<string, string>, info: CommitCounts): void;
+}
+
+function commitMetrics(registry: Registry, bySource: string[]): CommitMetrics {
   const stored = new Counter({
     name: 'feedsync_events_stored_total',
     help: 'Events stored for the first time, by source and type (a type this release does not know: "other").',
@@ -111,6 +181,21 @@ export function createMetrics(gauges: GaugeSource, sources: readonly string[]): 
     labelNames: bySource,
     registers: [registry],
   });
+  return {
+    perSource: [duplicates, quarantined, conflicts, pages],
+    count(labels, info) {
+      pages.inc(labels, info.pages);
+      for (const e of info.result.inserted) stored.inc({ ...labels, type: typeLabel(e.type) });
+      if (info.result.duplicates > 0) duplicates.inc(labels, info.result.duplicates);
+      if (info.result.quarantined > 0) quarantined.inc(labels, info.result.quarantined);
+      if (info.result.conflicts > 0) conflicts.inc(labels, info.result.conflicts);
+      if (info.result.contactsWithoutEmail > 0) contactsWithoutEmail.inc(info.result.contactsWithoutEmail);
+    },
+  };
+}
+
+/** The feed's requests: how long each took, by status class, and how many were retried. */
+function feedMetrics(registry: Registry, bySource: string[]): { requests: Histogram; retries: Counter } {
   const requests = new Histogram({
     name: 'feedsync_feed_request_duration_seconds',
     help: 'Feed request latency, by source and HTTP status class (1xx–5xx, with 401, 403 and 429 apart; 0: no answer; other: not HTTP).',
@@ -124,52 +209,49 @@ export function createMetrics(gauges: GaugeSource, sources: readonly string[]): 
     labelNames: bySource,
     registers: [registry],
   });
-  const { onPublished, onPublishDelay } = publishMetrics(registry);
-  const runDuration = new Histogram({
-    name: 'feedsync_run_duration_seconds',
-    help: 'Duration of sync runs, by source.',
-    labelNames: bySource,
-    buckets: [0.1, 0.5, 1, 5, 15, 60, 300, 900, 3600],
-    registers: [registry],
-  });
-  const runFailures = new Counter({
-    name: 'feedsync_run_failures_total',
-    help: 'Runs that failed (threw, or could not drain the outbox), by source.',
-    labelNames: bySource,
-    registers: [registry],
-  });
-  const leaseLost = new Counter({
-    name: 'feedsync_lease_lost_total',
-    help: 'Turns of the source stopped because this process lost its lease (frozen or cut off past SOURCE_LEASE_MS); nothing more of them was committed.',
-    labelNames: bySource,
-    registers: [registry],
-  });
-  const held = new Gauge({
-    name: 'feedsync_source_held',
-    help: "1 while this process holds the source's lease (a turn of it is in flight here).",
-    labelNames: ['source'],
-    registers: [registry],
-  });
-  // A fleet's failures in a row come from the lease rows (fleet-gauges.ts): every replica's turns.
-  const consecutiveFailures = fleet ? null : singleSourceGauges(registry, gauges);
-  if (fleet) fleetGauges(registry, (k) => gauges.fleetStates(k));
-  const failed = (source: string): void => {
-    runFailures.inc(labelsOf(source));
-    consecutiveFailures?.inc({ source });
+  return { requests, retries };
+}
+
+/** The runs of a source and its lease: their durations, failures, leases lost and held. */
+interface RunMetrics {
+  duration: Histogram;
+  failures: Counter;
+  leaseLost: Counter;
+  held: Gauge;
+}
+
+function runMetrics(registry: Registry, bySource: string[]): RunMetrics {
+  return {
+    duration: new Histogram({
+      name: 'feedsync_run_duration_seconds',
+      help: 'Duration of sync runs, by source.',
+      labelNames: bySource,
+      buckets: [0.1, 0.5, 1, 5, 15, 60, 300, 900, 3600],
+      registers: [registry],
+    }),
+    failures: new Counter({
+      name: 'feedsync_run_failures_total',
+      help: 'Runs that failed (threw, or could not drain the outbox), by source.',
+      labelNames: bySource,
+      registers: [registry],
+    }),
+    leaseLost: new Counter({
+      name: 'feedsync_lease_lost_total',
+      help: 'Turns of the source stopped because this process lost its lease (frozen or cut off past SOURCE_LEASE_MS); nothing more of them was committed.',
+      labelNames: bySource,
+      registers: [registry],
+    }),
+    held: new Gauge({
+      name: 'feedsync_source_held',
+      help: "1 while this process holds the source's lease (a turn of it is in flight here).",
+      labelNames: ['source'],
+      registers: [registry],
+    }),
   };
-  // Every series exists from the start at 0: increase() cannot see a series born at 1, so
-  // the first quarantined item or failed run would go unseen by the alerts. A fleet's
-  // totals have no labels, and prom-client shows those at 0 by itself.
-  if (!fleet) {
-    for (const source of sources) {
-      held.set({ source }, 0);
-      consecutiveFailures?.set({ source }, 0);
-      runDuration.zero({ source });
-      for (const counter of [duplicates, quarantined, conflicts, pages, retries, runFailures, leaseLost]) {
-        counter.inc({ source }, 0);
-      }
-    }
-  }
+}
+
+/** The gauges of work not done yet, read from Postgres at scrape time (NaN while it does not answer). */
+function backlogGauges(registry: Registry, gauges: GaugeSource): void {
   new Gauge({
     name: 'feedsync_outbox_backlog',
     help: 'Outbox rows not yet published to BullMQ.',
@@ -187,72 +269,33 @@ export function createMetrics(gauges: GaugeSource, sources: readonly string[]): 
       this.set(await gauges.sourcesOverdue().catch(() => Number.NaN));
     },
   });
+}
 
-  const hooksFor = (source: string): SourceHooks => {
-    const labels = labelsOf(source);
-    return {
-      onCommit(info) {
-        pages.inc(labels, info.pages);
-        for (const e of info.result.inserted) stored.inc({ ...labels, type: typeLabel(e.type) });
-        if (info.result.duplicates > 0) duplicates.inc(labels, info.result.duplicates);
-        if (info.result.quarantined > 0) quarantined.inc(labels, info.result.quarantined);
-        if (info.result.conflicts > 0) conflicts.inc(labels, info.result.conflicts);
-        if (info.result.contactsWithoutEmail > 0) contactsWithoutEmail.inc(info.result.contactsWithoutEmail);
-      },
-      onFeedResponse: ({ status, seconds }) =>
-        requests.observe({ ...labels, status: statusClass(status) }, seconds),
-      onRetry: () => retries.inc(labels),
-      onPublished,
-      onPublishDelay,
-      // A fleet shows the sources held now only (at most SYNC_CONCURRENCY), never every one it held.
-      onLeaseChange: (isHeld) => {
-        if (isHeld) held.set({ source }, 1);
-        else if (fleet) held.remove({ source });
-        else held.set({ source }, 0);
-      },
-    };
+/** Metrics.summary: the counters' totals, the backlog and the worst lag (null where Postgres did not answer). */
+async function summarize(
+  registry: Registry,
+  gauges: GaugeSource,
+  fleet: boolean,
+): Promise<Record<string, number | null>> {
+  const sum = async (name: string): Promise<number> => {
+    const metric = await registry.getSingleMetric(name)?.get();
+    // Counters only: every value is a sample of the total, one per label set.
+    return (metric?.values ?? []).reduce((acc, v) => acc + v.value, 0);
   };
-
+  const lags = fleet
+    ? gauges.fleetStates(1).then((s) => s.worst.flatMap((w) => (w.lagSeconds === null ? [] : [w.lagSeconds])))
+    : gauges.cursorLagSeconds().then((lags) => [...lags.values()]);
   return {
-    registry,
-    hooksFor,
-    onPublished,
-    onPublishDelay,
-    observeRun(source, run) {
-      runDuration.observe(labelsOf(source), run.durationMs / 1000);
-      if (run.status === 'lease-lost') leaseLost.inc(labelsOf(source));
-      if (run.failed) failed(source);
-      // A run stopped by SIGTERM, or one that found or lost the lease to another worker, says nothing about the feed.
-      else if (run.status !== 'stopped' && run.status !== 'held-elsewhere' && run.status !== 'lease-lost')
-        consecutiveFailures?.set({ source }, 0);
-    },
-    observeFailure: failed,
-    async summary() {
-      const sum = async (name: string): Promise<number> => {
-        const metric = await registry.getSingleMetric(name)?.get();
-        // Counters only: every value is a sample of the total, one per label set.
-        return (metric?.values ?? []).reduce((acc, v) => acc + v.value, 0);
-      };
-      const lags = fleet
-        ? gauges
-            .fleetStates(1)
-            .then((s) => s.worst.flatMap((w) => (w.lagSeconds === null ? [] : [w.lagSeconds])))
-        : gauges.cursorLagSeconds().then((lags) => [...lags.values()]);
-      return {
-        events_stored: await sum('feedsync_events_stored_total'),
-        events_duplicate: await sum('feedsync_events_duplicate_total'),
-        events_quarantined: await sum('feedsync_events_quarantined_total'),
-        events_conflict: await sum('feedsync_events_conflict_total'),
-        contact_events_without_email: await sum('feedsync_contact_events_without_email_total'),
-        pages: await sum('feedsync_pages_total'),
-        feed_retries: await sum('feedsync_feed_retries_total'),
-        jobs_published: await sum('feedsync_jobs_published_total'),
-        outbox_backlog: await gauges.outboxBacklog().catch(() => null),
-        cursor_lag_seconds: await lags
-          .then((l) => (l.length === 0 ? null : Math.max(...l)))
-          .catch(() => null),
-      };
-    },
+    events_stored: await sum('feedsync_events_stored_total'),
+    events_duplicate: await sum('feedsync_events_duplicate_total'),
+    events_quarantined: await sum('feedsync_events_quarantined_total'),
+    events_conflict: await sum('feedsync_events_conflict_total'),
+    contact_events_without_email: await sum('feedsync_contact_events_without_email_total'),
+    pages: await sum('feedsync_pages_total'),
+    feed_retries: await sum('feedsync_feed_retries_total'),
+    jobs_published: await sum('feedsync_jobs_published_total'),
+    outbox_backlog: await gauges.outboxBacklog().catch(() => null),
+    cursor_lag_seconds: await lags.then((l) => (l.length === 0 ? null : Math.max(...l))).catch(() => null),
   };
 }
 

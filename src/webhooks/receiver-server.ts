@@ -1,9 +1,15 @@
-import { createServer, type IncomingMessage, type ServerResponse, STATUS_CODES } from 'node:http';
+import {
+  createServer,
+  type IncomingMessage,
+  type Server,
+  type ServerResponse,
+  STATUS_CODES,
+} from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import type { Logger } from '../logger.js';
 import type { RefusalReason } from '../metrics/webhook-metrics.js';
-import { bodyBudget } from './body-budget.js';
-import { capConnections } from './connection-cap.js';
+import { type BodyBudget, bodyBudget } from './body-budget.js';
+import { type ConnectionCap, capConnections } from './connection-cap.js';
 import { type BodyPace, type BodyRefusal, DEFAULT_BODY_PACE, readBody } from './read-body.js';
 import type { DeliveryAnswer, DeliveryHandler } from './receiver.js';
 import { SIGNATURE_HEADER } from './signature.js';
@@ -81,42 +87,120 @@ const LINGER_MS = 2_000;
 
 /** POST /webhooks, GET /healthz and /readyz, on node:http. Bad input never gets a 500. */
 export async function startReceiverServer(opts: ReceiverServerOptions): Promise<ReceiverServer> {
-  const log = opts.logger.child({ module: 'webhook-server' });
-  const budget = bodyBudget({
-    maxBytes: opts.maxBufferedBytes ?? 32 * 1024 * 1024,
-    // A whole body of the largest size arrives in well under a second on any link the service uses.
-    evictAfterMs: opts.evictAfterMs ?? 1_000,
-  });
-  const pace = opts.bodyPace ?? DEFAULT_BODY_PACE;
-  const refused = (reason: RefusalReason): void => opts.onRefused?.(reason);
-  let inFlight = 0;
-  let closing = false;
-  const idleWaiters: (() => void)[] = [];
+  const receiver = new Receiver(opts);
+  const port = await receiver.listen();
+  const host = opts.host && opts.host !== '0.0.0.0' && opts.host !== '::' ? opts.host : '127.0.0.1';
+  return {
+    port,
+    url: `http://${host.includes(':') ? `[${host}]` : host}:${port}${WEBHOOK_PATH}`,
+    inFlight: () => receiver.inFlight(),
+    close: () => receiver.close(),
+  };
+}
 
-  // Node checks the headers' deadline on this interval (30 s by default, which would
-  // let a sender that never finishes its headers hold a connection for 40 s).
-  const server = createServer({ connectionsCheckingInterval: 1_000 }, (req, res) => {
-    inFlight++;
-    res.once('close', () => {
-      inFlight--;
-      if (inFlight === 0) for (const wake of idleWaiters.splice(0)) wake();
+/**
+ * The server and the state its requests share: how many are being answered, and whether
+ * it is closing, which every answer and probe looks at.
+ */
+class Receiver {
+  private readonly server: Server;
+  private readonly log: Logger;
+  private readonly budget: BodyBudget;
+  private readonly pace: BodyPace;
+  private readonly cap: ConnectionCap;
+  /** Requests being answered now. */
+  private answering = 0;
+  private closing = false;
+  private readonly idleWaiters: (() => void)[] = [];
+  private closed: Promise<void> | undefined;
+
+  constructor(private readonly opts: ReceiverServerOptions) {
+    this.log = opts.logger.child({ module: 'webhook-server' });
+    this.budget = bodyBudget({
+      maxBytes: opts.maxBufferedBytes ?? 32 * 1024 * 1024,
+      // A whole body of the largest size arrives in well under a second on any link the service uses.
+      evictAfterMs: opts.evictAfterMs ?? 1_000,
     });
-    route(req, res).catch((err: unknown) => {
-      log.error({ err }, 'webhook request failed');
+    this.pace = opts.bodyPace ?? DEFAULT_BODY_PACE;
+    // Node checks the headers' deadline on this interval (30 s by default, which would
+    // let a sender that never finishes its headers hold a connection for 40 s).
+    this.server = createServer({ connectionsCheckingInterval: 1_000 }, (req, res) => this.request(req, res));
+    // Memory is bounded whatever the number of senders: connections are capped, bodies share
+    // one budget as their bytes arrive, and a request that does not arrive in time is cut
+    // (408): its headers by Node, its body by its pace (read-body.ts).
+    this.server.headersTimeout = opts.headersTimeoutMs ?? 10_000;
+    // A backstop only: the body's pace always ends a request sooner.
+    this.server.requestTimeout = this.server.headersTimeout + this.pace.maxMs + 5_000;
+    this.cap = capConnections(this.server, opts.maxConnections ?? 1024, () => this.refused('connections'));
+    // What Node answers itself (a request it cannot parse, headers too large, a timeout) is
+    // answered the same, and counted.
+    this.server.on('clientError', (err: NodeJS.ErrnoException, socket: Socket) =>
+      this.clientError(err, socket),
+    );
+  }
+
+  /** Requests being answered now. */
+  inFlight(): number {
+    return this.answering;
+  }
+
+  /** Listens at the options' port and host; resolves with the port. */
+  async listen(): Promise<number> {
+    const server = this.server;
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(this.opts.port, this.opts.host ?? '0.0.0.0', () => {
+        server.off('error', reject);
+        resolve();
+      });
+    });
+    // After listen, a server error (too many open files, say) is reported, never a crash.
+    server.on('error', (err) => this.log.error({ err }, 'webhook server error'));
+    return (server.address() as AddressInfo).port;
+  }
+
+  /** Stops accepting, lets requests in flight finish (up to closeTimeoutMs), then closes. */
+  close(): Promise<void> {
+    this.closed ??= this.shutDown();
+    return this.closed;
+  }
+
+  private async shutDown(): Promise<void> {
+    this.closing = true;
+    const done = new Promise<void>((resolve) => this.server.close(() => resolve()));
+    this.server.closeIdleConnections();
+    const timeoutMs = this.opts.closeTimeoutMs ?? 20_000;
+    let timer: NodeJS.Timeout | undefined;
+    const idle =
+      this.answering === 0 ? Promise.resolve() : new Promise<void>((r) => this.idleWaiters.push(r));
+    const expired = new Promise<'expired'>((r) => {
+      timer = setTimeout(() => r('expired'), timeoutMs);
+    });
+    if ((await Promise.race([idle, expired])) === 'expired') {
+      this.log.warn(
+        { inFlight: this.answering },
+        'requests still in flight at the close timeout; cutting them',
+      );
+    }
+    clearTimeout(timer);
+    this.server.closeAllConnections();
+    await done;
+  }
+
+  private request(req: IncomingMessage, res: ServerResponse): void {
+    this.answering++;
+    res.once('close', () => {
+      this.answering--;
+      if (this.answering === 0) for (const wake of this.idleWaiters.splice(0)) wake();
+    });
+    this.route(req, res).catch((err: unknown) => {
+      this.log.error({ err }, 'webhook request failed');
       if (!res.headersSent) writeJson(res, 503, { error: 'unavailable', message: 'retry later' });
       else res.destroy();
     });
-  });
-  // Memory is bounded whatever the number of senders: connections are capped, bodies share
-  // one budget as their bytes arrive, and a request that does not arrive in time is cut
-  // (408): its headers by Node, its body by its pace (read-body.ts).
-  server.headersTimeout = opts.headersTimeoutMs ?? 10_000;
-  // A backstop only: the body's pace always ends a request sooner.
-  server.requestTimeout = server.headersTimeout + pace.maxMs + 5_000;
-  const cap = capConnections(server, opts.maxConnections ?? 1024, () => refused('connections'));
-  // What Node answers itself (a request it cannot parse, headers too large, a timeout) is
-  // answered the same, and counted.
-  server.on('clientError', (err: NodeJS.ErrnoException, socket: Socket) => {
+  }
+
+  private clientError(err: NodeJS.ErrnoException, socket: Socket): void {
     // The client went away (a reset, or its end in the middle of a request): nobody to answer.
     if (err.code === 'ECONNRESET' || err.code === 'HPE_INVALID_EOF_STATE' || !socket.writable) {
       socket.destroy();
@@ -128,83 +212,99 @@ export async function startReceiverServer(opts: ReceiverServerOptions): Promise<
         : err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
           ? [408, 'timeout']
           : [400, 'bad_request'];
-    refused(reason);
+    this.refused(reason);
     socket.end(
       `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nConnection: close\r\nContent-Length: 0\r\n\r\n`,
     );
-  });
+  }
+
+  private refused(reason: RefusalReason): void {
+    this.opts.onRefused?.(reason);
+  }
 
   // While closing, every answer ends its connection, so keep-alive clients move on.
-  const reply = (
+  private reply(
     res: ServerResponse,
     status: number,
     body: Record<string, unknown>,
     headers: Record<string, string> = {},
-  ): void => writeJson(res, status, body, closing ? { ...headers, connection: 'close' } : headers);
+  ): void {
+    writeJson(res, status, body, this.closing ? { ...headers, connection: 'close' } : headers);
+  }
 
-  const route = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
+  private async route(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const path = (req.url ?? '/').split('?')[0];
     const method = req.method ?? 'GET';
     if (path === WEBHOOK_PATH) {
-      if (opts.onAnswered) {
-        const onAnswered = opts.onAnswered;
+      if (this.opts.onAnswered) {
+        const onAnswered = this.opts.onAnswered;
         res.once('finish', () => onAnswered(res.statusCode));
       }
-      if (method !== 'POST') return reply(res, 405, { error: 'method_not_allowed' }, { allow: 'POST' });
-      return delivery(req, res);
+      if (method !== 'POST') return this.reply(res, 405, { error: 'method_not_allowed' }, { allow: 'POST' });
+      return this.delivery(req, res);
     }
     if (path === '/healthz' || path === '/readyz') {
       if (method !== 'GET' && method !== 'HEAD') {
-        return reply(res, 405, { error: 'method_not_allowed' }, { allow: 'GET, HEAD' });
+        return this.reply(res, 405, { error: 'method_not_allowed' }, { allow: 'GET, HEAD' });
       }
-      if (path === '/healthz') return reply(res, closing ? 503 : 200, { ok: !closing });
-      const r = await opts.ready().catch(() => ({ ok: false, checks: {} }));
-      const ok = r.ok && !closing;
-      return reply(res, ok ? 200 : 503, { ...r, ok });
+      if (path === '/healthz') return this.reply(res, this.closing ? 503 : 200, { ok: !this.closing });
+      const r = await this.opts.ready().catch(() => ({ ok: false, checks: {} }));
+      const ok = r.ok && !this.closing;
+      return this.reply(res, ok ? 200 : 503, { ...r, ok });
     }
-    reply(res, 404, { error: 'not_found' });
-  };
+    this.reply(res, 404, { error: 'not_found' });
+  }
 
-  const delivery = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
+  private async delivery(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const header = req.headers[SIGNATURE_HEADER];
     const signature = Array.isArray(header) ? header.join(',') : header;
-    if (opts.headerMayVerify && !opts.headerMayVerify(signature)) {
+    if (this.opts.headerMayVerify && !this.opts.headerMayVerify(signature)) {
       // The handler answers (and counts) the refusal as it would after the body: 401.
-      const answer = await opts.handle(NO_BODY, signature);
-      reply(res, answer.status, answer.body, { connection: 'close' });
+      const answer = await this.opts.handle(NO_BODY, signature);
+      this.reply(res, answer.status, answer.body, { connection: 'close' });
       linger(req);
       return;
     }
-    const body = await readBody(req, { limit: opts.maxBodyBytes, budget, pace });
-    if (!body.ok) return refuseBody(req, res, body.reason);
+    const body = await readBody(req, { limit: this.opts.maxBodyBytes, budget: this.budget, pace: this.pace });
+    if (!body.ok) return this.refuseBody(req, res, body.reason);
     // Whole now: the cap spares this connection until its answer is out, and the body keeps its room.
     const socket = req.socket;
-    cap.handling(socket);
-    res.once('close', () => cap.handled(socket));
+    this.cap.handling(socket);
+    res.once('close', () => this.cap.handled(socket));
     try {
-      const answer: DeliveryAnswer = await opts.handle(body.body, signature);
+      const answer: DeliveryAnswer = await this.opts.handle(body.body, signature);
       const headers: Record<string, string> = {};
       if (answer.retryAfterSec !== undefined) headers['retry-after'] = String(answer.retryAfterSec);
-      reply(res, answer.status, answer.body, headers);
+      this.reply(res, answer.status, answer.body, headers);
     } finally {
       body.release();
     }
-  };
+  }
 
   /** Answers a body that was not read whole, and closes its connection. */
-  const refuseBody = (req: IncomingMessage, res: ServerResponse, reason: BodyRefusal): void => {
+  private refuseBody(req: IncomingMessage, res: ServerResponse, reason: BodyRefusal): void {
     if (reason === 'aborted') {
       res.destroy();
       return;
     }
     if (reason === 'too-large') {
-      reply(res, 413, { error: 'payload_too_large', limit: opts.maxBodyBytes }, { connection: 'close' });
+      this.reply(
+        res,
+        413,
+        { error: 'payload_too_large', limit: this.opts.maxBodyBytes },
+        { connection: 'close' },
+      );
     } else if (reason === 'busy' || reason === 'evicted') {
-      refused(reason);
-      reply(res, 503, { error: 'busy', message: 'retry later' }, { 'retry-after': '1', connection: 'close' });
+      this.refused(reason);
+      this.reply(
+        res,
+        503,
+        { error: 'busy', message: 'retry later' },
+        { 'retry-after': '1', connection: 'close' },
+      );
     } else {
-      refused('slow_body');
-      reply(
+      this.refused('slow_body');
+      this.reply(
         res,
         408,
         { error: 'request_timeout', message: 'the body came too slowly' },
@@ -212,46 +312,7 @@ export async function startReceiverServer(opts: ReceiverServerOptions): Promise<
       );
     }
     linger(req);
-  };
-
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(opts.port, opts.host ?? '0.0.0.0', () => {
-      server.off('error', reject);
-      resolve();
-    });
-  });
-  // After listen, a server error (too many open files, say) is reported, never a crash.
-  server.on('error', (err) => log.error({ err }, 'webhook server error'));
-  const { port } = server.address() as AddressInfo;
-  const host = opts.host && opts.host !== '0.0.0.0' && opts.host !== '::' ? opts.host : '127.0.0.1';
-
-  let closed: Promise<void> | undefined;
-  return {
-    port,
-    url: `http://${host.includes(':') ? `[${host}]` : host}:${port}${WEBHOOK_PATH}`,
-    inFlight: () => inFlight,
-    close() {
-      closed ??= (async () => {
-        closing = true;
-        const done = new Promise<void>((resolve) => server.close(() => resolve()));
-        server.closeIdleConnections();
-        const timeoutMs = opts.closeTimeoutMs ?? 20_000;
-        let timer: NodeJS.Timeout | undefined;
-        const idle = inFlight === 0 ? Promise.resolve() : new Promise<void>((r) => idleWaiters.push(r));
-        const expired = new Promise<'expired'>((r) => {
-          timer = setTimeout(() => r('expired'), timeoutMs);
-        });
-        if ((await Promise.race([idle, expired])) === 'expired') {
-          log.warn({ inFlight }, 'requests still in flight at the close timeout; cutting them');
-        }
-        clearTimeout(timer);
-        server.closeAllConnections();
-        await done;
-      })();
-      return closed;
-    },
-  };
+  }
 }
 
 function writeJson(

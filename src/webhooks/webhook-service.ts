@@ -1,4 +1,4 @@
-import { composeParts } from '../compose/parts.js';
+import { composeParts, type Parts } from '../compose/parts.js';
 import type { Config } from '../config/config.js';
 import { ConfigError, listenFailure } from '../errors.js';
 import { type Logger, loggerFor } from '../logger.js';
@@ -10,10 +10,10 @@ import { createApplier } from '../store/applier.js';
 import { noPostgresThere } from '../store/bounded-client.js';
 import type { Store } from '../store/db.js';
 import { pingPostgres } from '../store/health.js';
-import { startRetentionLoop } from '../store/retention-loop.js';
-import { createDeliveryHandler } from './receiver.js';
-import { type ReceiverServer, startReceiverServer } from './receiver-server.js';
-import { schemaGate } from './schema-gate.js';
+import { type RetentionLoop, startRetentionLoop } from '../store/retention-loop.js';
+import { createDeliveryHandler, type DeliveryHandler } from './receiver.js';
+import { type ReceiverServer, type ReceiverServerOptions, startReceiverServer } from './receiver-server.js';
+import { type SchemaGate, schemaGate } from './schema-gate.js';
 import { headerRefusal } from './signature.js';
 
 export interface WebhookServiceOptions {
@@ -67,79 +67,23 @@ export async function startWebhookService(
     config.queues.emailEvents,
     config.queues.contactEvents,
   ]);
-  const parts = composeParts(
-    config,
-    logger,
-    {
-      // Deliveries come in parallel; a few more connections than a sync run needs.
-      poolMax: 8,
-      applicationName: 'feedsync-webhooks',
-      relay: {
-        onPublished: metrics.onPublished,
-        onPublishDelay: metrics.onPublishDelay,
-        ...(opts.relaySweepMs === undefined ? {} : { sweepMs: opts.relaySweepMs }),
-      },
-    },
-    // A store or publisher given stays the caller's to close.
-    opts,
-  );
-  const { store } = parts;
-  const gate = schemaGate(store);
-  try {
-    await gate.ensure();
-  } catch (err) {
-    // A refusal (Postgres restarting) is answered 503 until it is back; an address where
-    // nothing answers, or something else does, would hold every delivery for the whole
-    // connect timeout: that stops the command, as it stops every other.
-    if (err instanceof ConfigError || noPostgresThere(err)) {
-      await parts.close();
-      throw err;
-    }
-    log.warn({ err }, 'Postgres does not answer yet; deliveries get 503 until it does');
-  }
-  const { publisher, relay } = parts;
+  const parts = webhookParts(config, logger, metrics, opts);
+  const gate = await checkedGate(parts, log);
+  const { store, relay } = parts;
   // Rows a previous run stored but did not publish.
   if (gate.current) relay.kick();
 
-  const handle = createDeliveryHandler({
-    secrets: config.webhooks.secrets,
-    source: config.feed.source,
-    applier: metrics.timeCommits(createApplier(store, routeFor(config.queues))),
-    types: config.feed.types,
-    ready: () => gate.ensure(),
-    // A duplicate may be the retry of a delivery whose commit outlived its 503: its row may wait in the outbox.
-    onStored: (result) => (result.duplicates > 0 ? relay.kick() : relay.offer(result.outbox)),
-    logger,
-    ...(opts.now ? { now: opts.now } : {}),
-  });
-
-  let server: ReceiverServer;
+  const service: ServiceParts = { config, opts, logger, log, metrics, parts, gate };
   const at = {
     portVar: 'WEBHOOK_PORT',
     hostVar: 'WEBHOOK_HOST',
     host: opts.host ?? config.webhooks.host,
     port: opts.port ?? config.webhooks.port,
   };
+  const receiver = receiverOptions(service, deliveryHandler(service), at);
+  let server: ReceiverServer;
   try {
-    server = await startReceiverServer({
-      port: at.port,
-      host: at.host,
-      maxBodyBytes: config.webhooks.maxBodyBytes,
-      handle: metrics.countRejections(handle),
-      headerMayVerify: (signature) => headerRefusal(signature, opts.now ? { now: opts.now() } : {}) === null,
-      onAnswered: metrics.onAnswered,
-      onRefused: metrics.onRefused,
-      logger,
-      ready: async () => {
-        const postgres = await gate
-          .ensure()
-          .then(() => pingPostgres(store.pool))
-          .catch(() => false);
-        // Redis is reported, not required: deliveries are stored while it is down and published later.
-        const redis = await publisher.ping();
-        return { ok: postgres, checks: { postgres, redis } };
-      },
-    });
+    server = await startReceiverServer(receiver);
   } catch (err) {
     await parts.close();
     throw listenFailure(err, at);
@@ -169,27 +113,131 @@ export async function startWebhookService(
     relay,
     metrics,
     close() {
-      closing ??= (async () => {
-        await server.close();
-        await retention.stop();
-        const drainMs = opts.drainTimeoutMs ?? 5_000;
-        let timer: NodeJS.Timeout | undefined;
-        const timeout = new Promise<void>((resolve) => {
-          timer = setTimeout(resolve, drainMs);
-        });
-        // What is left unpublished stays in the outbox; the next sync run's relay publishes it.
-        // Without a schema check that passed, Postgres never answered: nothing was stored to publish.
-        if (gate.current) {
-          await Promise.race([
-            relay.drain().catch((err: unknown) => log.warn({ err }, 'outbox not drained at shutdown')),
-            timeout,
-          ]);
-        }
-        clearTimeout(timer);
-        await parts.close();
-        log.info('webhook receiver stopped');
-      })();
+      closing ??= shutDown(service, server, retention);
       return closing;
     },
   };
+}
+
+/** What the service is made of once its schema was checked: its receiver and its close use them. */
+interface ServiceParts {
+  config: Config;
+  opts: WebhookServiceOptions;
+  logger: Logger;
+  log: Logger;
+  metrics: WebhookMetrics;
+  parts: Parts;
+  gate: SchemaGate;
+}
+
+/** The store, publisher and relay of the receiver, made on first use. */
+function webhookParts(
+  config: Config,
+  logger: Logger,
+  metrics: WebhookMetrics,
+  opts: WebhookServiceOptions,
+): Parts {
+  return composeParts(
+    config,
+    logger,
+    {
+      // Deliveries come in parallel; a few more connections than a sync run needs.
+      poolMax: 8,
+      applicationName: 'feedsync-webhooks',
+      relay: {
+        onPublished: metrics.onPublished,
+        onPublishDelay: metrics.onPublishDelay,
+        ...(opts.relaySweepMs === undefined ? {} : { sweepMs: opts.relaySweepMs }),
+      },
+    },
+    // A store or publisher given stays the caller's to close.
+    opts,
+  );
+}
+
+/** Checks the schema once at start; only a Postgres that refuses connections lets the service start unchecked. */
+async function checkedGate(parts: Parts, log: Logger): Promise<SchemaGate> {
+  const gate = schemaGate(parts.store);
+  try {
+    await gate.ensure();
+  } catch (err) {
+    // A refusal (Postgres restarting) is answered 503 until it is back; an address where
+    // nothing answers, or something else does, would hold every delivery for the whole
+    // connect timeout: that stops the command, as it stops every other.
+    if (err instanceof ConfigError || noPostgresThere(err)) {
+      await parts.close();
+      throw err;
+    }
+    log.warn({ err }, 'Postgres does not answer yet; deliveries get 503 until it does');
+  }
+  return gate;
+}
+
+/** Verifies, stores and hands on each delivery, its commits timed. */
+function deliveryHandler({ config, opts, logger, metrics, parts, gate }: ServiceParts): DeliveryHandler {
+  const { relay } = parts;
+  return createDeliveryHandler({
+    secrets: config.webhooks.secrets,
+    source: config.feed.source,
+    applier: metrics.timeCommits(createApplier(parts.store, routeFor(config.queues))),
+    types: config.feed.types,
+    ready: () => gate.ensure(),
+    // A duplicate may be the retry of a delivery whose commit outlived its 503: its row may wait in the outbox.
+    onStored: (result) => (result.duplicates > 0 ? relay.kick() : relay.offer(result.outbox)),
+    logger,
+    ...(opts.now ? { now: opts.now } : {}),
+  });
+}
+
+/** The HTTP receiver's settings: where it listens, its limits, its probes and metrics. */
+function receiverOptions(
+  { config, opts, logger, metrics, parts, gate }: ServiceParts,
+  handle: DeliveryHandler,
+  at: { host: string; port: number },
+): ReceiverServerOptions {
+  return {
+    port: at.port,
+    host: at.host,
+    maxBodyBytes: config.webhooks.maxBodyBytes,
+    handle: metrics.countRejections(handle),
+    headerMayVerify: (signature) => headerRefusal(signature, opts.now ? { now: opts.now() } : {}) === null,
+    onAnswered: metrics.onAnswered,
+    onRefused: metrics.onRefused,
+    logger,
+    ready: async () => {
+      const postgres = await gate
+        .ensure()
+        .then(() => pingPostgres(parts.store.pool))
+        .catch(() => false);
+      // Redis is reported, not required: deliveries are stored while it is down and published later.
+      const redis = await parts.publisher.ping();
+      return { ok: postgres, checks: { postgres, redis } };
+    },
+  };
+}
+
+/** WebhookService.close: the receiver first, so the relay drains what the last deliveries stored. */
+async function shutDown(
+  { opts, log, parts, gate }: ServiceParts,
+  server: ReceiverServer,
+  retention: RetentionLoop,
+): Promise<void> {
+  await server.close();
+  await retention.stop();
+  const drainMs = opts.drainTimeoutMs ?? 5_000;
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<void>((resolve) => {
+    timer = setTimeout(resolve, drainMs);
+  });
+  // What is left unpublished stays in the outbox; the next sync run's relay publishes it.
+  // Without a schema check that passed, Postgres never answered: nothing was stored to publish.
+  if (gate.current) {
+    await Promise.race([
+      parts.relay.drain().catch((err: unknown) => log.warn({ err }, 'outbox not drained at shutdown')),
+      timeout,
+    ]);
+  }
+  clearTimeout(timer);
+  await parts.close();
+  log.info('webhook receiver stopped');
 }
