@@ -2,7 +2,9 @@ import { clientFor, pgQueuesOf, publisherFor, storeFor } from '../compose/parts.
 import type { Config } from '../config/config.js';
 import { hostOf } from '../config/connection-url.js';
 import type { Logger } from '../logger.js';
-import { startSimulator } from '../simulator/index.js';
+import type { Publisher } from '../queue/publisher.js';
+import { type Simulator, startSimulator } from '../simulator/index.js';
+import type { Store } from '../store/db.js';
 import { demoTables, markDemoSchema } from '../store/demo.js';
 import { migrate } from '../store/migrate.js';
 import type { RunResult } from '../sync/sync.js';
@@ -64,6 +66,21 @@ export async function runDemo(
   );
 }
 
+/** What the demo's steps share: its configuration and names, and the parts it made. */
+interface Demo {
+  config: Config;
+  logger: Logger;
+  out: (line: string) => void;
+  /** The Postgres schema of its tables. */
+  schema: string;
+  /** The queues' Redis prefix, or their Postgres schema with QUEUE_BACKEND=postgres. */
+  prefix: string;
+  inPostgres: boolean;
+  sim: Simulator;
+  store: Store;
+  publisher: Publisher;
+}
+
 /** The demo's steps against `base`'s servers; `lasting`: whether its Postgres outlives the demo. */
 async function runSteps(
   base: Config,
@@ -92,87 +109,13 @@ async function runSteps(
   // The demo's own look at the tables and queues; each run is sync --once's, with parts of its own.
   const store = storeFor(config, logger);
   const publisher = publisherFor(config);
+  const demo: Demo = { config, logger, out, schema, prefix, inPostgres, sim, store, publisher };
   try {
-    const queuesAt = inPostgres
-      ? `drops the queues' schema ${prefix} in the Postgres at ${hostOf(config.queues.databaseUrl)} (QUEUE_BACKEND=postgres: no Redis)`
-      : `deletes the Redis keys that start with "${prefix}:" in the Redis at ${hostOf(config.redis.url)}`;
-    out(
-      `0. the demo starts afresh: it drops schema ${schema} in the Postgres at ${hostOf(config.database.url)} ` +
-        `and ${queuesAt} (only if it made them itself; DATABASE_SCHEMA and QUEUE_PREFIX choose other names)`,
-    );
-    // The demo's queues start empty, so their counts are its own. They go first: a Redis
-    // that does not answer stops the demo before it has dropped anything.
-    if (inPostgres) await resetDemoQueueSchema(pgQueuesOf(config), DEMO_QUEUE_SCHEMA);
-    else await clearDemoPrefix(config.redis, prefix);
-    await dropOwnDemoSchema(store);
-    out(`1. simulator listening at ${sim.baseUrl}`);
-    const client = clientFor(config);
-    for (const to of RECIPIENTS) {
-      const { id } = await client.sendEmail({
-        from: 'app@example.com',
-        to: [to],
-        subject: 'Hello',
-        html: '<p>Hi</p>',
-      });
-      out(`   sent ${id} to ${to}`);
-    }
-    await client.close();
-    sim.emitContactEvent('contact.subscribed', 'new.reader@example.com');
-    sim.emitContactEvent('contact.unsubscribed', 'old.reader@example.com');
-    const sent = sim.stats().emails_sent;
-    out(`   ${sent} emails sent, ${sim.stats().events} events in the feed`);
-
-    const { applied } = await migrate(store);
-    await markDemoSchema(store);
-    out(`2. migrated schema ${schema} (${applied.join(', ')})`);
-
-    const first = await syncOnce(config, logger);
-    out(
-      `3. sync --once: ${first.stored} events stored in ${first.pages} page(s), outbox drained: ${first.drained}`,
-    );
-    const again = await syncOnce(config, logger);
-    out(`   a second run stores ${again.stored} new events (${again.duplicates} duplicates): nothing twice`);
-
-    const tables = await demoTables(store);
-    out('4. events table:');
-    for (const e of tables.events) out(`   ${e.id}  ${e.type.padEnd(21)} ${e.who}`);
-    out('   email_status table:');
-    for (const r of tables.emailStatus)
-      out(`   ${r.email_id}  ${r.status.padEnd(10)} ${r.recipients.join(', ')}`);
-    out('   contact_status table:');
-    for (const c of tables.contactStatus) out(`   ${c.email.padEnd(28)} ${c.status}`);
-    // Printed for the person who ran the demo; addresses never go to the logs.
-    out('   suppressions table (feedsync send refuses these addresses unless --allow-suppressed):');
-    for (const r of tables.suppressions)
-      out(`   ${r.address.padEnd(28)} ${r.reason.padEnd(12)} ${r.event_id}`);
-    out('5. BullMQ queues (job counts):');
-    for (const queue of [config.queues.emailEvents, config.queues.contactEvents]) {
-      const name = inPostgres ? `${prefix}.${queue}` : `${prefix}:${queue}`;
-      out(`   ${name}  ${JSON.stringify(await publisher.counts(queue))}`);
-    }
-    let consumedOnce = true;
-    if (opts.leaveJobs) {
-      out(
-        `6. the jobs are left in the queues for a consumer of your own: QUEUE_PREFIX=${prefix} ` +
-          'node examples/consumer/dist/consumer.js (examples/consumer/README.md)',
-      );
-    } else {
-      const consumed = await consumeDemoJobs({
-        store,
-        prefix,
-        ...(inPostgres ? { connection: pgQueuesOf(config) } : {}),
-        queues: [config.queues.emailEvents, config.queues.contactEvents],
-        publisher,
-        logger,
-      });
-      const once = [...consumed.applied.values()].reduce((a, b) => a + b, 0);
-      out(
-        `6. a consumer (createConsumer, feedsync/consumer) took ${consumed.completed} jobs and applied ${once} ` +
-          `events once each to its own table ${schema}.app_events (inbox: ${schema}.feedsync_inbox):`,
-      );
-      for (const [type, n] of consumed.applied) out(`   ${type.padEnd(21)} ${n}`);
-      consumedOnce = once === consumed.completed;
-    }
+    await startAfresh(demo);
+    const sent = await sendMail(demo);
+    const first = await migrateAndSync(demo);
+    await showTablesAndQueues(demo);
+    const consumedOnce = opts.leaveJobs ? leaveJobs(demo) : await consumeJobs(demo);
     const after = sim.stats().emails_sent;
     out(
       `7. emails sent by the service: ${sent} before the sync, ${after} after: ${after === sent ? 'no mail was sent again' : 'MAIL WAS SENT AGAIN'}`,
@@ -188,6 +131,122 @@ async function runSteps(
     await store.close();
     await sim.close();
   }
+}
+
+/** Step 0: says what it drops, then drops the demo's queues and schema (only those it made itself). */
+async function startAfresh({ config, out, schema, prefix, inPostgres, store }: Demo): Promise<void> {
+  const queuesAt = inPostgres
+    ? `drops the queues' schema ${prefix} in the Postgres at ${hostOf(config.queues.databaseUrl)} (QUEUE_BACKEND=postgres: no Redis)`
+    : `deletes the Redis keys that start with "${prefix}:" in the Redis at ${hostOf(config.redis.url)}`;
+  out(
+    `0. the demo starts afresh: it drops schema ${schema} in the Postgres at ${hostOf(config.database.url)} ` +
+      `and ${queuesAt} (only if it made them itself; DATABASE_SCHEMA and QUEUE_PREFIX choose other names)`,
+  );
+  // The demo's queues start empty, so their counts are its own. They go first: a Redis
+  // that does not answer stops the demo before it has dropped anything.
+  if (inPostgres) await resetDemoQueueSchema(pgQueuesOf(config), DEMO_QUEUE_SCHEMA);
+  else await clearDemoPrefix(config.redis, prefix);
+  await dropOwnDemoSchema(store);
+}
+
+/** Step 1: mail sent through the simulator, and contact events beside it. Returns how many were sent. */
+async function sendMail({ config, out, sim }: Demo): Promise<number> {
+  out(`1. simulator listening at ${sim.baseUrl}`);
+  const client = clientFor(config);
+  for (const to of RECIPIENTS) {
+    const { id } = await client.sendEmail({
+      from: 'app@example.com',
+      to: [to],
+      subject: 'Hello',
+      html: '<p>Hi</p>',
+    });
+    out(`   sent ${id} to ${to}`);
+  }
+  await client.close();
+  sim.emitContactEvent('contact.subscribed', 'new.reader@example.com');
+  sim.emitContactEvent('contact.unsubscribed', 'old.reader@example.com');
+  const sent = sim.stats().emails_sent;
+  out(`   ${sent} emails sent, ${sim.stats().events} events in the feed`);
+  return sent;
+}
+
+/** Steps 2 and 3: the schema migrated, then two `sync --once`, the second storing nothing twice. */
+async function migrateAndSync({ config, logger, out, schema, store }: Demo): Promise<RunResult> {
+  const { applied } = await migrate(store);
+  await markDemoSchema(store);
+  out(`2. migrated schema ${schema} (${applied.join(', ')})`);
+
+  const first = await syncOnce(config, logger);
+  out(
+    `3. sync --once: ${first.stored} events stored in ${first.pages} page(s), outbox drained: ${first.drained}`,
+  );
+  const again = await syncOnce(config, logger);
+  out(`   a second run stores ${again.stored} new events (${again.duplicates} duplicates): nothing twice`);
+  return first;
+}
+
+/** Steps 4 and 5: what the sync stored, and the jobs it handed to the queues. */
+async function showTablesAndQueues({
+  config,
+  out,
+  prefix,
+  inPostgres,
+  store,
+  publisher,
+}: Demo): Promise<void> {
+  const tables = await demoTables(store);
+  out('4. events table:');
+  for (const e of tables.events) out(`   ${e.id}  ${e.type.padEnd(21)} ${e.who}`);
+  out('   email_status table:');
+  for (const r of tables.emailStatus)
+    out(`   ${r.email_id}  ${r.status.padEnd(10)} ${r.recipients.join(', ')}`);
+  out('   contact_status table:');
+  for (const c of tables.contactStatus) out(`   ${c.email.padEnd(28)} ${c.status}`);
+  // Printed for the person who ran the demo; addresses never go to the logs.
+  out('   suppressions table (feedsync send refuses these addresses unless --allow-suppressed):');
+  for (const r of tables.suppressions) out(`   ${r.address.padEnd(28)} ${r.reason.padEnd(12)} ${r.event_id}`);
+  out('5. BullMQ queues (job counts):');
+  for (const queue of [config.queues.emailEvents, config.queues.contactEvents]) {
+    const name = inPostgres ? `${prefix}.${queue}` : `${prefix}:${queue}`;
+    out(`   ${name}  ${JSON.stringify(await publisher.counts(queue))}`);
+  }
+}
+
+/** Step 6 with `leaveJobs`: the jobs wait for a consumer of the user's own. */
+function leaveJobs({ out, prefix }: Demo): true {
+  out(
+    `6. the jobs are left in the queues for a consumer of your own: QUEUE_PREFIX=${prefix} ` +
+      'node examples/consumer/dist/consumer.js (examples/consumer/README.md)',
+  );
+  return true;
+}
+
+/** Step 6: the demo's own consumer takes the jobs. Returns whether it applied each event once. */
+async function consumeJobs({
+  config,
+  logger,
+  out,
+  schema,
+  prefix,
+  inPostgres,
+  store,
+  publisher,
+}: Demo): Promise<boolean> {
+  const consumed = await consumeDemoJobs({
+    store,
+    prefix,
+    ...(inPostgres ? { connection: pgQueuesOf(config) } : {}),
+    queues: [config.queues.emailEvents, config.queues.contactEvents],
+    publisher,
+    logger,
+  });
+  const once = [...consumed.applied.values()].reduce((a, b) => a + b, 0);
+  out(
+    `6. a consumer (createConsumer, feedsync/consumer) took ${consumed.completed} jobs and applied ${once} ` +
+      `events once each to its own table ${schema}.app_events (inbox: ${schema}.feedsync_inbox):`,
+  );
+  for (const [type, n] of consumed.applied) out(`   ${type.padEnd(21)} ${n}`);
+  return once === consumed.completed;
 }
 
 /**

@@ -3,6 +3,7 @@ import { readFile } from 'node:fs/promises';
 import { Command } from 'commander';
 import { isAddress, isFromField } from '../../api/address.js';
 import { logRetries } from '../../api/retry.js';
+import type { SendEmailRequest } from '../../api/types.js';
 import { type Config, requireService } from '../../config/config.js';
 import { ApiError, ConfigError, FeedsyncError } from '../../errors.js';
 import type { Logger } from '../../logger.js';
@@ -70,105 +71,118 @@ export function sendCommand(): Command {
         '2 missing or invalid fields, a suppressed recipient, or an --idempotency-key used before with other\n' +
         'fields (HTTP 409), 3 key rejected.',
     )
-    .action(
-      action(async ({ config, logger }, flags: SendFlags) => {
-        const usage = (message: string) => new ConfigError(message, 'USAGE');
+    .action(action(({ config, logger }, flags: SendFlags) => send(config, logger, flags)));
+}
 
-        const from = flags.from?.trim();
-        if (!from) throw usage('send: --from is required');
-        if (!isFromField(from)) {
-          throw usage(
-            `send: --from "${from}" is neither an address (app@example.com) nor a name and an address (Acme <app@example.com>)`,
-          );
-        }
-        const to = (flags.to ?? [])
-          .flatMap((t) => t.split(','))
-          .map((t) => t.trim())
-          .filter(Boolean);
-        if (to.length === 0)
-          throw usage('send: --to is required (repeat it or separate addresses with commas)');
-        const bad = to.find((address) => !isAddress(address));
-        if (bad !== undefined) throw usage(`send: --to "${bad}" is not an email address`);
-        if (flags.subject === undefined) throw usage('send: --subject is required (it may be empty)');
-        if (flags.html !== undefined && flags.htmlFile !== undefined) {
-          throw usage('send: give either --html or --html-file, not both');
-        }
-        let html = flags.html;
-        if (flags.htmlFile !== undefined) {
-          try {
-            html = await readFile(flags.htmlFile, 'utf8');
-          } catch (err) {
-            const code = (err as NodeJS.ErrnoException).code ?? 'error';
-            throw usage(`send: cannot read --html-file ${flags.htmlFile} (${code})`);
-          }
-        }
-        if (html === undefined) throw usage('send: --html or --html-file is required');
-        const key = flags.idempotencyKey ?? randomUUID();
-        if (key.length === 0 || key.length > 256)
-          throw usage('send: --idempotency-key must be 1 to 256 characters');
-        const own = await knownSourceConfig(config, logger, flags.source);
-        // Asked before the key is printed: without the service, nothing was tried.
-        requireService(own);
-        if (!flags.allowSuppressed) {
-          const refusal = await suppressedRecipients(own, logger, to, flags.idempotencyKey);
-          if (refusal !== null) {
-            // Written here, not thrown: a failure's line also goes to the debug log, and addresses never do.
-            process.stderr.write(`feedsync: ${refusal}\n`);
-            return 2;
-          }
-        }
+const usage = (message: string) => new ConfigError(message, 'USAGE');
 
-        // Printed before the request: if the outcome is never known, the key makes a retry safe.
-        if (flags.idempotencyKey === undefined) process.stderr.write(`idempotency key: ${key}\n`);
-        const { clientFor } = await import('../../compose/parts.js');
-        const logRetry = logRetries(logger.child({ module: 'send' }));
-        // Whether any attempt reached the service: only then can the outcome be unknown.
-        let mayHaveSent = false;
-        const client = clientFor(own, {
-          retryDeps: {
-            onRetry: (info) => {
-              if (!neverConnected(info.error)) mayHaveSent = true;
-              logRetry(info);
-            },
-          },
-        });
-        try {
-          const { id, replayed } = await client.sendEmail(
-            { from, to, subject: flags.subject, html },
-            { idempotencyKey: key },
-          );
-          // A replay after an attempt of this run that may have reached the service can be that
-          // attempt's own send (its answer lost): only a replay on the first contact was sent before.
-          const again = replayed && !mayHaveSent;
-          process.stdout.write(
-            flags.json
-              ? `${JSON.stringify({ id, idempotency_key: key, replayed: again })}\n`
-              : again
-                ? `already sent as ${id} with idempotency key ${key}: nothing sent again\n`
-                : `sent ${id} (idempotency key ${key})\n`,
-          );
-          return 0;
-        } catch (err) {
-          if (err instanceof ApiError && err.status === 409) {
-            throw usage(
-              `send: the idempotency key ${key} was used before with other fields (HTTP 409), and nothing was sent: ` +
-                'repeat those same fields with it, or leave out --idempotency-key for a new send',
-            );
-          }
-          if (err instanceof ApiError && neverConnected(err) && !mayHaveSent) {
-            process.stderr.write('feedsync: nothing was sent: no connection to the service was made\n');
-          } else if (err instanceof ApiError && (err.status === 0 || err.status >= 500)) {
-            // No answer, or a server error: the service may have sent it. A 4xx refused it for sure.
-            process.stderr.write(
-              `feedsync: the send may or may not have happened; retry with --idempotency-key ${key} and the same fields\n`,
-            );
-          }
-          throw err;
-        } finally {
-          await client.close();
-        }
-      }),
+async function send(config: Config, logger: Logger, flags: SendFlags): Promise<number> {
+  const email = await emailOf(flags);
+  const key = flags.idempotencyKey ?? randomUUID();
+  if (key.length === 0 || key.length > 256)
+    throw usage('send: --idempotency-key must be 1 to 256 characters');
+  const own = await knownSourceConfig(config, logger, flags.source);
+  // Asked before the key is printed: without the service, nothing was tried.
+  requireService(own);
+  if (!flags.allowSuppressed) {
+    const refusal = await suppressedRecipients(own, logger, email.to, flags.idempotencyKey);
+    if (refusal !== null) {
+      // Written here, not thrown: a failure's line also goes to the debug log, and addresses never do.
+      process.stderr.write(`feedsync: ${refusal}\n`);
+      return 2;
+    }
+  }
+
+  // Printed before the request: if the outcome is never known, the key makes a retry safe.
+  if (flags.idempotencyKey === undefined) process.stderr.write(`idempotency key: ${key}\n`);
+  return sendOnce(own, logger, email, key, flags.json === true);
+}
+
+/** The email the flags describe, every field checked (a USAGE error names the first one wrong). */
+async function emailOf(flags: SendFlags): Promise<SendEmailRequest> {
+  const from = flags.from?.trim();
+  if (!from) throw usage('send: --from is required');
+  if (!isFromField(from)) {
+    throw usage(
+      `send: --from "${from}" is neither an address (app@example.com) nor a name and an address (Acme <app@example.com>)`,
     );
+  }
+  const to = (flags.to ?? [])
+    .flatMap((t) => t.split(','))
+    .map((t) => t.trim())
+    .filter(Boolean);
+  if (to.length === 0) throw usage('send: --to is required (repeat it or separate addresses with commas)');
+  const bad = to.find((address) => !isAddress(address));
+  if (bad !== undefined) throw usage(`send: --to "${bad}" is not an email address`);
+  if (flags.subject === undefined) throw usage('send: --subject is required (it may be empty)');
+  if (flags.html !== undefined && flags.htmlFile !== undefined) {
+    throw usage('send: give either --html or --html-file, not both');
+  }
+  let html = flags.html;
+  if (flags.htmlFile !== undefined) {
+    try {
+      html = await readFile(flags.htmlFile, 'utf8');
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code ?? 'error';
+      throw usage(`send: cannot read --html-file ${flags.htmlFile} (${code})`);
+    }
+  }
+  if (html === undefined) throw usage('send: --html or --html-file is required');
+  return { from, to, subject: flags.subject, html };
+}
+
+/** POST /emails under `key`, and what its outcome means for a retry, on stdout or stderr. */
+async function sendOnce(
+  config: Config,
+  logger: Logger,
+  email: SendEmailRequest,
+  key: string,
+  json: boolean,
+): Promise<number> {
+  const { clientFor } = await import('../../compose/parts.js');
+  const logRetry = logRetries(logger.child({ module: 'send' }));
+  // Whether any attempt reached the service: only then can the outcome be unknown.
+  let mayHaveSent = false;
+  const client = clientFor(config, {
+    retryDeps: {
+      onRetry: (info) => {
+        if (!neverConnected(info.error)) mayHaveSent = true;
+        logRetry(info);
+      },
+    },
+  });
+  try {
+    const { id, replayed } = await client.sendEmail(email, { idempotencyKey: key });
+    // A replay after an attempt of this run that may have reached the service can be that
+    // attempt's own send (its answer lost): only a replay on the first contact was sent before.
+    const again = replayed && !mayHaveSent;
+    process.stdout.write(
+      json
+        ? `${JSON.stringify({ id, idempotency_key: key, replayed: again })}\n`
+        : again
+          ? `already sent as ${id} with idempotency key ${key}: nothing sent again\n`
+          : `sent ${id} (idempotency key ${key})\n`,
+    );
+    return 0;
+  } catch (err) {
+    if (err instanceof ApiError && err.status === 409) {
+      throw usage(
+        `send: the idempotency key ${key} was used before with other fields (HTTP 409), and nothing was sent: ` +
+          'repeat those same fields with it, or leave out --idempotency-key for a new send',
+      );
+    }
+    if (err instanceof ApiError && neverConnected(err) && !mayHaveSent) {
+      process.stderr.write('feedsync: nothing was sent: no connection to the service was made\n');
+    } else if (err instanceof ApiError && (err.status === 0 || err.status >= 500)) {
+      // No answer, or a server error: the service may have sent it. A 4xx refused it for sure.
+      process.stderr.write(
+        `feedsync: the send may or may not have happened; retry with --idempotency-key ${key} and the same fields\n`,
+      );
+    }
+    throw err;
+  } finally {
+    await client.close();
+  }
 }
 
 /**
