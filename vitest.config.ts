@@ -20,6 +20,10 @@ export const POSTGRES_QUEUE_FILES = [
   'test/queue/requeue.test.ts',
   'test/queue/job-retries.test.ts',
   'test/tracing/traces.test.ts',
+  'test/sync/reconcile.test.ts',
+  'test/webhooks/receiver.test.ts',
+  'test/webhooks/hybrid.test.ts',
+  'test/metrics/watch-metrics.test.ts',
 ];
 
 export default defineConfig({

@@ -11,7 +11,7 @@ import { startHealthServer } from './server.js';
  * Liveness goes stale when the loop has not beaten for `staleAfterMs`, or at once while one
  * lane's turn shows no progress (SourceLease.stalled): the loop may beat for the other
  * lanes. Failing runs keep it fresh: restarting the pod cannot fix the service's outage
- * (docs/DEPLOYMENT.md, Probes). Readiness says whether Postgres and Redis answer.
+ * (docs/DEPLOYMENT.md, Probes). Readiness says whether Postgres and the queues (Redis, or their Postgres) answer.
  */
 export function startWorkerHealth(opts: {
   /** METRICS_PORT and METRICS_HOST. */
@@ -49,8 +49,8 @@ export function startWorkerHealth(opts: {
       return stalled === null && Date.now() - opts.lastBeat() < staleAfterMs;
     },
     ready: async () => {
-      const [postgres, redis] = await Promise.all([pingPostgres(opts.store.pool), opts.publisher.ping()]);
-      return { ok: postgres && redis, checks: { postgres, redis } };
+      const [postgres, queues] = await Promise.all([pingPostgres(opts.store.pool), opts.publisher.ping()]);
+      return { ok: postgres && queues, checks: { postgres, [opts.publisher.pings]: queues } };
     },
   });
 }

@@ -58,6 +58,7 @@ export function createPgPublisher(opts: PgPublisherOptions): Publisher {
           return true;
         })
         .catch(() => false),
+    pings: 'queues',
   });
 }
 

@@ -41,6 +41,8 @@ export interface Publisher {
   retryFailed(queue: string): Promise<string[]>;
   /** The queues' store answers (Redis a PING, Postgres a `select 1`). */
   ping(): Promise<boolean>;
+  /** The name /readyz reports `ping()` under: Redis, or the queues' Postgres. */
+  readonly pings: 'redis' | 'queues';
   /** Waiting, active, completed, failed and delayed counts of a queue. */
   counts(queue: string): Promise<Record<string, number>>;
   close(): Promise<void>;
@@ -96,6 +98,7 @@ export function createPublisher(opts: PublisherOptions): Publisher {
       }),
     ping: () =>
       session.withConnection(async (redis) => (await redis.client.ping()) === 'PONG').catch(() => false),
+    pings: 'redis',
   });
 }
 

@@ -124,7 +124,7 @@ export class QueueSession<H, C extends QueueConnection = QueueConnection> {
 /** A Publisher of a backend's own calls, and of those both backends make alike. */
 export function publisherOn<H, C extends QueueConnection>(
   session: QueueSession<H, C>,
-  own: Pick<Publisher, 'addBulk' | 'present' | 'ping'>,
+  own: Pick<Publisher, 'addBulk' | 'present' | 'ping' | 'pings'>,
 ): Publisher {
   return {
     ...own,

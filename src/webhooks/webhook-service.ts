@@ -209,9 +209,9 @@ function receiverOptions(
         .ensure()
         .then(() => pingPostgres(parts.store.pool))
         .catch(() => false);
-      // Redis is reported, not required: deliveries are stored while it is down and published later.
-      const redis = await parts.publisher.ping();
-      return { ok: postgres, checks: { postgres, redis } };
+      // The queues are reported, not required: deliveries are stored while they are down and published later.
+      const queues = await parts.publisher.ping();
+      return { ok: postgres, checks: { postgres, [parts.publisher.pings]: queues } };
     },
   };
 }

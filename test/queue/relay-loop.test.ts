@@ -94,6 +94,7 @@ function recordingPublisher(): Publisher & {
     present: async () => new Set<string>(),
     retryFailed: async () => [],
     ping: async () => true,
+    pings: 'redis' as const,
     counts: async () => ({}),
     close: async () => {
       waiting = [];
