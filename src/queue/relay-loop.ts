@@ -1,15 +1,12 @@
 import { ConfigError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import type { OutboxEntry } from '../store/applier.js';
-import type { OutboxRow } from '../store/outbox.js';
-import { inSpan, type Link, linksFrom, SpanKind } from '../tracing/tracing.js';
-import { jobData, jobDataBytes } from './job-data.js';
-import type { JobToAdd } from './publisher.js';
+import { jobDataBytes } from './job-data.js';
 import type { Relay, RelayOptions } from './relay.js';
-import { jobIdFor } from './routes.js';
+import { addJobs, jobOfOffer, jobsOfRows, type Pending } from './relay-jobs.js';
 
 /** RelayOptions with every default filled in (startRelay does it), and the relay's own logger. */
-export type RelayLoopOptions = Required<Omit<RelayOptions, 'logger' | 'onPublished' | 'onPublishDelay'>> &
+type RelayLoopOptions = Required<Omit<RelayOptions, 'logger' | 'onPublished' | 'onPublishDelay'>> &
   Pick<RelayOptions, 'onPublished' | 'onPublishDelay'> & { log: Logger };
 
 /**
@@ -25,14 +22,7 @@ export type RelayLoopOptions = Required<Omit<RelayOptions, 'logger' | 'onPublish
  * - backingOff: after a failure (Redis down), before reading the outbox again;
  * - closed: stop() was called; the step in hand ends, and the loop with it.
  */
-export type RelayState = 'idle' | 'reading' | 'publishing' | 'marking' | 'settling' | 'backingOff' | 'closed';
-
-/** A job to add, with the moment its row was committed. */
-interface Pending {
-  queue: string;
-  job: JobToAdd;
-  committedAt: number;
-}
+type RelayState = 'idle' | 'reading' | 'publishing' | 'marking' | 'settling' | 'backingOff' | 'closed';
 
 /** A row on offer: its event, when it was offered, the size of its job data. */
 interface Offered {
@@ -216,7 +206,7 @@ export class RelayLoop implements Relay {
       this.roomMade();
       this.enter('reading');
       const open = new Set(await this.opts.outbox.unpublishedOf(batch.map((o) => o.entry.seq)));
-      await this.publish(batch.filter((o) => open.has(o.entry.seq)).map(pendingOfOffered));
+      await this.publish(batch.filter((o) => open.has(o.entry.seq)).map((o) => jobOfOffer(o.entry, o.at)));
       await this.mark([...open]);
     });
   }
@@ -238,7 +228,7 @@ export class RelayLoop implements Relay {
       );
     }
     await this.sending(bytes, async () => {
-      await this.publish(this.pendingOfRead(rows));
+      await this.publish(jobsOfRows(rows, this.opts.log));
       await this.mark(rows.map((r) => r.seq));
     });
     // Empty, with nothing held back for the memory path: every drain() asked before it is done.
@@ -248,36 +238,9 @@ export class RelayLoop implements Relay {
     if (rows.length === asked || bytes >= this.opts.batchBytes) this.kicked = true;
   }
 
-  /** addBulk per queue, each queue's jobs in the order given. */
   private async publish(pending: readonly Pending[]): Promise<void> {
     this.enter('publishing');
-    const byQueue = new Map<string, Pending[]>();
-    for (const p of pending) {
-      const list = byQueue.get(p.queue) ?? [];
-      byQueue.set(p.queue, list);
-      list.push(p);
-    }
-    for (const [queue, list] of byQueue) {
-      await inSpan(
-        'publish',
-        {
-          'messaging.system': 'bullmq',
-          'messaging.destination.name': queue,
-          'messaging.batch.message_count': list.length,
-        },
-        () =>
-          this.opts.publisher.addBulk(
-            queue,
-            list.map((p) => p.job),
-          ),
-        { kind: SpanKind.PRODUCER, links: commitLinks(list) },
-      );
-      this.opts.onPublished?.(queue, list.length);
-      if (this.opts.onPublishDelay) {
-        const at = this.opts.now();
-        for (const p of list) this.opts.onPublishDelay(Math.max(0, at - p.committedAt) / 1000);
-      }
-    }
+    await addJobs(pending, this.opts);
   }
 
   private async mark(seqs: readonly string[]): Promise<void> {
@@ -403,48 +366,6 @@ export class RelayLoop implements Relay {
     this.settled = [];
     for (const w of settled) w.resolve();
   }
-
-  /** Rows read from the outbox, as jobs to add. */
-  private pendingOfRead(rows: readonly OutboxRow[]): Pending[] {
-    const pending: Pending[] = [];
-    const missing: { source: string; eventId: string }[] = [];
-    for (const row of rows) {
-      if (row.data === null) missing.push({ source: row.source, eventId: row.eventId });
-      else
-        pending.push({
-          queue: row.queue,
-          job: { name: row.jobName, jobId: jobIdFor(row.source, row.eventId), data: row.data },
-          committedAt: row.committedAt,
-        });
-    }
-    // The retention keeps every event with an unpublished row; a row without one has no job to give.
-    if (missing.length > 0)
-      this.opts.log.error(
-        { rows: missing.length, first: missing[0] },
-        'outbox rows whose event is gone were marked published without a job: the events were deleted outside feedsync',
-      );
-    return pending;
-  }
-}
-
-function pendingOfOffered({ entry, at }: Offered): Pending {
-  return {
-    queue: entry.queue,
-    job: {
-      name: entry.jobName,
-      jobId: jobIdFor(entry.source, entry.event.id),
-      data: jobData(entry.source, entry.event),
-      trace: entry.trace,
-    },
-    committedAt: at,
-  };
-}
-
-/** Links to the commits a batch's jobs came from (a few: a batch is a few commits' rows), none for rows read back. */
-function commitLinks(list: readonly Pending[]): Link[] {
-  const traces = new Set<string>();
-  for (const p of list) if (p.job.trace !== undefined && traces.size < 32) traces.add(p.job.trace);
-  return [...traces].flatMap(linksFrom);
 }
 
 function sumBytes(rows: readonly { bytes: number }[]): number {
