@@ -1,7 +1,9 @@
 import type { Registry } from 'prom-client';
-import { composeParts, type Parts } from '../compose/parts.js';
+import type { RetryDeps } from '../api/retry.js';
+import { composeParts, type GivenParts, type Parts } from '../compose/parts.js';
 import { type Config, configForSource } from '../config/config.js';
 import { ConfigError } from '../errors.js';
+import type { FetchPage } from '../feed/feed-client.js';
 import type { Logger } from '../logger.js';
 import { dbGauges } from '../metrics/db-gauges.js';
 import { createMetrics, type Metrics } from '../metrics/metrics.js';
@@ -18,7 +20,7 @@ import {
   type SourceSync,
   type SyncHooks,
   sourceSettings,
-} from './sync.js';
+} from './source-sync.js';
 import { TurnsInFlight } from './turns-in-flight.js';
 
 /** What the caller sees of a worker's run as it goes; every one is optional. */
@@ -72,6 +74,20 @@ export interface WorkerResult {
   readonly registry: Registry;
 }
 
+/** What an application that runs one source itself (`createSync`) brings to a worker. */
+export interface EmbeddedParts {
+  /** Parts it made: used as they are, and left to it to close. */
+  given?: GivenParts;
+  /** The sources to run. Default: every source of the config. */
+  sources?: readonly string[];
+  /** Its hooks, called after the worker's own. */
+  hooks?: SyncHooks;
+  /** Replaces the feed fetcher (tests, benchmarks). */
+  fetchPage?: FetchPage;
+  /** The clock and sleep of the feed client's retries. */
+  retryDeps?: RetryDeps;
+}
+
 /** The shared parts of one worker run and its turns, for the once and the watch rounds. */
 export interface WorkerParts {
   readonly config: Config;
@@ -112,25 +128,31 @@ export function workerParts(
   config: Config,
   logger: Logger,
   opts: Omit<WorkerOptions, 'logger'> & { signal: AbortSignal },
+  embedded: EmbeddedParts = {},
 ): WorkerParts {
   const watch = opts.mode === 'watch';
   const hooks = opts.hooks ?? {};
   const upkeepMs = Math.min(60_000, Math.max(1_000, config.syncIntervalMs));
-  const names = config.sources.map((s) => s.source);
-  const parts = composeParts(config, logger, {
-    // Per turn in flight, one connection for its commits; then the relay's, and one for
-    // claims, renewals, gauges and the schema check. No connection holds a source.
-    poolMax: config.syncConcurrency + 2,
-    stopping: opts.signal,
-    // Called once the relay publishes, by which time the metrics below exist.
-    relay: {
-      onPublished: (queue, count) => metrics.onPublished(queue, count),
-      onPublishDelay: (seconds) => metrics.onPublishDelay(seconds),
-      // A watch's turns leave the outbox to the relay: it reads it on this timer for rows
-      // nobody offers (a failed publication, a worker that died), about once an interval.
-      ...(watch ? { sweepMs: upkeepMs } : {}),
+  const names = embedded.sources ?? config.sources.map((s) => s.source);
+  const parts = composeParts(
+    config,
+    logger,
+    {
+      // Per turn in flight, one connection for its commits; then the relay's, and one for
+      // claims, renewals, gauges and the schema check. No connection holds a source.
+      poolMax: config.syncConcurrency + 2,
+      stopping: opts.signal,
+      // Called once the relay publishes, by which time the metrics below exist.
+      relay: {
+        onPublished: (queue, count) => metrics.onPublished(queue, count),
+        onPublishDelay: (seconds) => metrics.onPublishDelay(seconds),
+        // A watch's turns leave the outbox to the relay: it reads it on this timer for rows
+        // nobody offers (a failed publication, a worker that died), about once an interval.
+        ...(watch ? { sweepMs: upkeepMs } : {}),
+      },
     },
-  });
+    embedded.given,
+  );
   // The metrics read their gauges from the parts' store; the relay, made on first use, counts into them.
   const metrics = createMetrics(dbGauges(parts.store, names, config.syncIntervalMs), names);
   const applier = applierFor(config, parts.store);
@@ -145,6 +167,7 @@ export function workerParts(
   const keyProblems = new Map(
     config.sources.flatMap((s) => (s.keyProblem ? [[s.source, s.keyProblem]] : [])),
   );
+  const theirs = embedded.hooks ?? {};
   const hooksFor = (source: string): SyncHooks => {
     const counted = metrics.hooksFor(source);
     return {
@@ -152,17 +175,24 @@ export function workerParts(
       onCommit: (info) => {
         hooks.onCommit?.(source, info);
         counted.onCommit(info);
+        theirs.onCommit?.(info);
         inFlight.progress(source);
         beat();
       },
       onFeedResponse: (info) => {
         counted.onFeedResponse(info);
+        theirs.onFeedResponse?.(info);
         inFlight.progress(source);
       },
       onRetry: (info) => {
         counted.onRetry();
+        theirs.onRetry?.(info);
         inFlight.progress(source, info.waitMs);
         beat();
+      },
+      onLeaseChange: (held) => {
+        counted.onLeaseChange(held);
+        theirs.onLeaseChange?.(held);
       },
     };
   };
@@ -178,7 +208,9 @@ export function workerParts(
       store: parts.store,
       relay: parts.relay,
       applier,
-      openFeed: feedOf(own, log, sourceHooks),
+      openFeed: embedded.fetchPage
+        ? fixedFeed(embedded.fetchPage)
+        : feedOf(own, log, sourceHooks, embedded.retryDeps),
       logger: log,
       hooks: sourceHooks,
       autoMigrate: opts.migrate === true,
@@ -226,4 +258,9 @@ export function workerParts(
     beat,
     stalledSource: () => inFlight.stalledSource(),
   };
+}
+
+/** A feed fetcher given by the caller, which closes it. */
+function fixedFeed(fetchPage: FetchPage): () => { fetchPage: FetchPage; close(): Promise<void> } {
+  return () => ({ fetchPage, close: async () => {} });
 }
