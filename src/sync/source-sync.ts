@@ -1,14 +1,12 @@
-import { logRetries, type RetryDeps } from '../api/retry.js';
-import { type FeedReader, feedReaderFor, leaseOptionsFor } from '../compose/parts.js';
-import type { Config } from '../config/config.js';
-import { type KeyKind, keyKindOf } from '../config/key-kind.js';
+import type { RetryDeps } from '../api/retry.js';
+import type { FeedReader } from '../compose/parts.js';
+import type { KeyKind } from '../config/key-kind.js';
 import { ConfigError } from '../errors.js';
 import type { FetchPage } from '../feed/feed-client.js';
 import { unknownEventReason } from '../feed/known-event.js';
 import type { Logger } from '../logger.js';
 import type { Relay } from '../queue/relay.js';
-import { routeFor } from '../queue/routes.js';
-import { type Applier, createApplier } from '../store/applier.js';
+import type { Applier } from '../store/applier.js';
 import { ensureCursor, getCursor, isStored } from '../store/cursor.js';
 import type { Store } from '../store/db.js';
 import type { LeaseOptions, SourceLease } from '../store/lease.js';
@@ -82,18 +80,6 @@ export interface SourceSettings {
   eventsRetentionDays: number | null;
 }
 
-/** The settings of the source the config describes (`configForSource` picks one of a sources file). */
-export function sourceSettings(config: Config): SourceSettings {
-  return {
-    source: config.feed.source,
-    types: config.feed.types,
-    keyKind: keyKindOf(config.feed.apiKey),
-    maxPageBytes: config.feed.maxResponseBytes,
-    lease: leaseOptionsFor(config),
-    eventsRetentionDays: config.eventsRetentionDays,
-  };
-}
-
 /** The parts a source's turns use, made by the composition root. */
 export interface SourceSyncDeps {
   settings: SourceSettings;
@@ -112,35 +98,6 @@ export interface SourceSyncDeps {
    * memory bounded per process, not per lane. Default: each catch-up a budget of its own.
    */
   pageBudget?: ByteBudget;
-}
-
-/**
- * Readers of the feed of the source the config describes, one per turn: its retries
- * logged and told to the hooks, its responses timed by them.
- */
-export function feedOf(
-  config: Config,
-  logger: Logger,
-  hooks: SyncHooks,
-  retryDeps: RetryDeps = {},
-): () => FeedReader {
-  const logRetry = logRetries(logger.child({ module: 'sync' }));
-  return () =>
-    feedReaderFor(config, {
-      retryDeps: {
-        ...retryDeps,
-        onRetry: (info) => {
-          logRetry(info);
-          hooks.onRetry?.(info);
-        },
-      },
-      ...(hooks.onFeedResponse ? { onResponse: hooks.onFeedResponse } : {}),
-    });
-}
-
-/** The page applier for the config's queues, its transactions bounded below SOURCE_LEASE_MS. */
-export function applierFor(config: Config, store: Store): Applier {
-  return createApplier(store, routeFor(config.queues), { leaseMs: config.sourceLeaseMs });
 }
 
 /** The turns of one source over parts made elsewhere: the once run's, the watch's and reconcile's alike. */
