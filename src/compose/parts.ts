@@ -14,8 +14,12 @@ import { pgOutbox } from '../store/outbox.js';
 
 // The composition root: every Postgres pool, BullMQ publisher, outbox relay and client
 // of the service that feedsync uses is built here, from the Config, and nowhere else.
-// A command or a library entry builds its parts once; the modules below get the part
-// they use (a store, a relay, a fetchPage), never the Config it came from.
+// Who reads the Config: a command, a library entry (runWorker, createSync, the webhook
+// service) and a composition: this file, the root logger (loggerFor) and, for the
+// worker, workerParts with round-settings.ts and source-parts.ts. Each builds its parts
+// and settings once; everything it calls, the worker's rounds and turns, the health
+// server and the relay included, gets the parts and the values it uses (a store, a
+// relay, a fetchPage, RoundSettings), never the Config.
 
 /** How a command wants its parts: its pool, its waits for Redis, its relay's hooks. */
 export interface PartsShape {

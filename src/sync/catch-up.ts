@@ -111,68 +111,11 @@ export async function catchUp(opts: CatchUpOptions): Promise<CatchUpResult> {
     for (const f of pages) budget.release(f.reserved);
   };
   const buffer = held.buffered;
-  let fetchDone = false;
-  let fetchError: unknown = null;
-  // One waker each: the committer waits for pages, the fetcher for room (never both at once).
-  let wakeCommitter: (() => void) | null = null;
-  let wakeFetcher: (() => void) | null = null;
-  const pagesChanged = (): void => {
-    wakeCommitter?.();
-    wakeCommitter = null;
-  };
-  const roomMade = (): void => {
-    wakeFetcher?.();
-    wakeFetcher = null;
-  };
-  const morePages = (timeoutMs?: number): Promise<void> =>
-    new Promise((resolve) => {
-      const timer = timeoutMs === undefined ? undefined : setTimeout(resolve, timeoutMs);
-      wakeCommitter = () => {
-        clearTimeout(timer);
-        resolve();
-      };
-    });
-  const room = (): Promise<void> => new Promise((resolve) => (wakeFetcher = resolve));
+  const handoff = new Handoff();
   // Our own controller, so a commit failure also stops the fetcher.
   const fetchAbort = new AbortController();
   const fetchSignal = AbortSignal.any([opts.signal, fetchAbort.signal, ...(opts.limit ? [opts.limit] : [])]);
-  // Whether the fetcher read the feed's last page: a limit after it changes nothing.
-  let reachedEnd = false;
-
-  const fetcher = async (): Promise<void> => {
-    const checkCursor = cursorGuard(opts.start, opts.isStored);
-    let after = opts.start;
-    try {
-      while (!fetchSignal.aborted) {
-        const taken = await budget.reserve(maxPageBytes, fetchSignal);
-        let reserved = taken;
-        let page: FetchedPage;
-        try {
-          page = await opts.fetchPage(after, fetchSignal);
-          // The page keeps what it weighs; the rest of an answer's worth goes back at once.
-          reserved = Math.min(taken, page.bytes);
-          budget.release(taken - reserved);
-          await checkCursor(page, after);
-        } catch (err) {
-          budget.release(reserved);
-          throw err;
-        }
-        held.push({ page, prev: after, at: performance.now(), bytes: page.bytes, reserved });
-        pagesChanged();
-        if (page.last) {
-          reachedEnd = true;
-          break;
-        }
-        after = page.nextAfter;
-        while (!held.roomForAnother() && !fetchSignal.aborted) await room();
-      }
-    } catch (err) {
-      if (!fetchSignal.aborted) fetchError = err;
-    } finally {
-      fetchDone = true;
-      pagesChanged();
-    }
-  };
+  const fetched: FetchState = { done: false, error: null, reachedEnd: false };
 
   const result: CatchUpResult = {
     status: 'caught-up',
@@ -183,7 +126,7 @@ export async function catchUp(opts: CatchUpOptions): Promise<CatchUpResult> {
     quarantined: 0,
   };
   let foreign: ForeignPage | undefined;
-  const fetching = fetcher();
+  const fetching = fetchAhead(opts, { held, budget, maxPageBytes, handoff, signal: fetchSignal }, fetched);
   try {
     while (true) {
       if (opts.signal.aborted) {
@@ -191,28 +134,28 @@ export async function catchUp(opts: CatchUpOptions): Promise<CatchUpResult> {
         break;
       }
       if (buffer.length === 0) {
-        if (fetchDone) break;
-        await morePages();
+        if (fetched.done) break;
+        await handoff.morePages();
         continue;
       }
       // Catching up: give the fetcher a moment to fill a whole load (fewer, larger transactions),
       // unless it is waiting for room itself.
-      if (!held.fullLoad() && !fetchDone && wakeFetcher === null) {
+      if (!held.fullLoad() && !fetched.done && !handoff.fetcherWaiting) {
         const waited = performance.now() - buffer[0]!.at;
         if (waited < maxDelay) {
-          await morePages(maxDelay - waited);
+          await handoff.morePages(maxDelay - waited);
           continue;
         }
       }
       const taken = held.take();
-      roomMade();
+      handoff.roomMade();
       let info: CommitInfo;
       try {
         info = await commit(opts, taken);
       } finally {
         held.committed(taken);
         release(taken);
-        roomMade();
+        handoff.roomMade();
       }
       result.pages += taken.length;
       if (info.result.status === 'foreign-feed') {
@@ -231,15 +174,116 @@ export async function catchUp(opts: CatchUpOptions): Promise<CatchUpResult> {
     }
   } finally {
     fetchAbort.abort();
-    roomMade();
+    handoff.roomMade();
     await fetching;
     // Pages fetched and never committed (a stop, a failed commit) give their room back.
     release(held.buffered);
   }
   if (foreign) throw foreignFeedError(opts.source, foreign);
-  if (fetchError && result.status === 'caught-up') throw fetchError;
-  if (result.status === 'caught-up' && !reachedEnd && opts.limit?.aborted) result.status = 'limit-reached';
+  if (fetched.error && result.status === 'caught-up') throw fetched.error;
+  if (result.status === 'caught-up' && !fetched.reachedEnd && opts.limit?.aborted)
+    result.status = 'limit-reached';
   return result;
+}
+
+/** How the fetcher ended: read by the committer once it is done. */
+interface FetchState {
+  done: boolean;
+  /** What stopped it, unless its signal did. */
+  error: unknown;
+  /** Whether it read the feed's last page: a limit after it changes nothing. */
+  reachedEnd: boolean;
+}
+
+/**
+ * The hand-offs between the fetcher and the committer. One waker each: the committer
+ * waits for pages, the fetcher for room (never both at once).
+ */
+class Handoff {
+  private wakeCommitter: (() => void) | null = null;
+  private wakeFetcher: (() => void) | null = null;
+
+  /** Whether the fetcher is waiting for room. */
+  get fetcherWaiting(): boolean {
+    return this.wakeFetcher !== null;
+  }
+
+  pagesChanged(): void {
+    this.wakeCommitter?.();
+    this.wakeCommitter = null;
+  }
+
+  roomMade(): void {
+    this.wakeFetcher?.();
+    this.wakeFetcher = null;
+  }
+
+  /** Until pages change, or `timeoutMs` passes. */
+  morePages(timeoutMs?: number): Promise<void> {
+    return new Promise((resolve) => {
+      const timer = timeoutMs === undefined ? undefined : setTimeout(resolve, timeoutMs);
+      this.wakeCommitter = () => {
+        clearTimeout(timer);
+        resolve();
+      };
+    });
+  }
+
+  room(): Promise<void> {
+    return new Promise((resolve) => {
+      this.wakeFetcher = resolve;
+    });
+  }
+}
+
+/**
+ * Fetches pages ahead of the commits into `held`, an answer's worth of the budget
+ * reserved before each request, until the feed's last page, an error or the signal.
+ */
+async function fetchAhead(
+  opts: CatchUpOptions,
+  into: {
+    held: HeldPages<Fetched>;
+    budget: ByteBudget;
+    maxPageBytes: number;
+    handoff: Handoff;
+    signal: AbortSignal;
+  },
+  state: FetchState,
+): Promise<void> {
+  const { held, budget, handoff, signal } = into;
+  const checkCursor = cursorGuard(opts.start, opts.isStored);
+  let after = opts.start;
+  try {
+    while (!signal.aborted) {
+      const taken = await budget.reserve(into.maxPageBytes, signal);
+      let reserved = taken;
+      let page: FetchedPage;
+      try {
+        page = await opts.fetchPage(after, signal);
+        // The page keeps what it weighs; the rest of an answer's worth goes back at once.
+        reserved = Math.min(taken, page.bytes);
+        budget.release(taken - reserved);
+        await checkCursor(page, after);
+      } catch (err) {
+        budget.release(reserved);
+        throw err;
+      }
+      held.push({ page, prev: after, at: performance.now(), bytes: page.bytes, reserved });
+      handoff.pagesChanged();
+      if (page.last) {
+        state.reachedEnd = true;
+        break;
+      }
+      after = page.nextAfter;
+      while (!held.roomForAnother() && !signal.aborted) await handoff.room();
+    }
+  } catch (err) {
+    if (!signal.aborted) state.error = err;
+  } finally {
+    state.done = true;
+    handoff.pagesChanged();
+  }
 }
 
 async function commit(opts: CatchUpOptions, taken: Fetched[]): Promise<CommitInfo> {

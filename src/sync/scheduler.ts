@@ -3,7 +3,7 @@ import type { Logger } from '../logger.js';
 import { defaultSleep } from '../sleep.js';
 import type { Claimed, SourceLease } from '../store/lease.js';
 import { linkedAbort } from './signals.js';
-import { heldElsewhere, type RunResult, runFailed } from './sync.js';
+import { heldElsewhere, type RunResult, runFailed } from './source-sync.js';
 
 /**
  * One turn of one source under its lease (Sync.runHeld of a Sync made for the turn); a

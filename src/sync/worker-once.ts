@@ -11,22 +11,22 @@ import type { WorkerParts, WorkerResult } from './worker-parts.js';
  * run, not once a source, and the run's summary line.
  */
 export async function runOnceRound(w: WorkerParts): Promise<WorkerResult> {
-  const { config, log, names, signal, limit, hooks } = w;
+  const { settings, log, names, signal, limit, hooks } = w;
   const { store, relay } = w.parts;
   const started = performance.now();
   await ensureLeaseRows(store, names);
   // Who holds a source this run skipped, and until when: wait for it, rather than look for a second worker.
   const heldBy = new Map<string, Holder>();
   const outcomes = await runEachOnce({
-    concurrency: config.syncConcurrency,
+    concurrency: settings.concurrency,
     signal,
     turn: w.turn,
-    intervalMs: config.syncIntervalMs,
+    intervalMs: settings.intervalMs,
     describe: w.describe,
     ...(limit ? { limit } : {}),
     sources: names,
     take: async (source) => {
-      const taken = await takeLease(store, source, w.lease);
+      const taken = await takeLease(store, source, settings.lease);
       const holder = taken ? null : await leaseHolderOf(store, source);
       if (holder) heldBy.set(source, holder);
       return taken;
@@ -48,8 +48,8 @@ export async function runOnceRound(w: WorkerParts): Promise<WorkerResult> {
       await pruneRound({
         store,
         logger: w.logger,
-        days: config.eventsRetentionDays,
-        outboxHours: config.queues.outboxRetentionHours,
+        days: settings.eventsRetentionDays,
+        outboxHours: settings.outboxRetentionHours,
         signal,
       });
     } catch (err) {
@@ -77,7 +77,7 @@ export async function runOnceRound(w: WorkerParts): Promise<WorkerResult> {
   for (const source of names) {
     if (!reached.has(source)) log.info({ source, outcome: 'not-started' }, 'source not started: stopping');
   }
-  const only = config.sourcesFile === null ? outcomes[0] : undefined;
+  const only = settings.fromFile ? undefined : outcomes[0];
   const durationMs = Math.round(performance.now() - started);
   log.info(
     {

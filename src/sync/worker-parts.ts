@@ -1,24 +1,19 @@
 import type { Registry } from 'prom-client';
-import { composeParts, type Parts } from '../compose/parts.js';
+import type { RetryDeps } from '../api/retry.js';
+import { composeParts, type GivenParts, type Parts } from '../compose/parts.js';
 import { type Config, configForSource } from '../config/config.js';
 import { ConfigError } from '../errors.js';
+import type { FetchPage } from '../feed/feed-client.js';
 import type { Logger } from '../logger.js';
 import { dbGauges } from '../metrics/db-gauges.js';
 import { createMetrics, type Metrics } from '../metrics/metrics.js';
-import type { LeaseOptions } from '../store/lease.js';
 import { ByteBudget } from './byte-budget.js';
 import type { CommitInfo } from './catch-up.js';
 import { HELD_PAGES_DEFAULTS } from './held-pages.js';
+import { type RoundSettings, roundSettings } from './round-settings.js';
 import type { Outcome, Turn } from './scheduler.js';
-import {
-  applierFor,
-  createSourceSync,
-  feedOf,
-  runFailed,
-  type SourceSync,
-  type SyncHooks,
-  sourceSettings,
-} from './sync.js';
+import { applierFor, feedOf, sourceSettings } from './source-parts.js';
+import { createSourceSync, runFailed, type SourceSync, type SyncHooks } from './source-sync.js';
 import { TurnsInFlight } from './turns-in-flight.js';
 
 /** What the caller sees of a worker's run as it goes; every one is optional. */
@@ -72,16 +67,30 @@ export interface WorkerResult {
   readonly registry: Registry;
 }
 
+/** What an application that runs one source itself (`createSync`) brings to a worker. */
+export interface EmbeddedParts {
+  /** Parts it made: used as they are, and left to it to close. */
+  given?: GivenParts;
+  /** The sources to run. Default: every source of the config. */
+  sources?: readonly string[];
+  /** Its hooks, called after the worker's own. */
+  hooks?: SyncHooks;
+  /** Replaces the feed fetcher (tests, benchmarks). */
+  fetchPage?: FetchPage;
+  /** The clock and sleep of the feed client's retries. */
+  retryDeps?: RetryDeps;
+}
+
 /** The shared parts of one worker run and its turns, for the once and the watch rounds. */
 export interface WorkerParts {
-  readonly config: Config;
+  /** What the rounds read of the configuration; the Config itself stays in workerParts. */
+  readonly settings: RoundSettings;
   readonly logger: Logger;
   /** The worker's own lines. */
   readonly log: Logger;
   readonly parts: Parts;
   readonly metrics: Metrics;
   readonly names: readonly string[];
-  readonly lease: LeaseOptions;
   readonly signal: AbortSignal;
   /** A once run's SYNC_ONCE_MAX_MS; none for a watch. */
   readonly limit: AbortSignal | undefined;
@@ -89,8 +98,6 @@ export interface WorkerParts {
   readonly describe: (err: unknown) => string;
   /** WorkerOptions.serveMetrics: whether a watch opens METRICS_PORT. */
   readonly serveMetrics: boolean;
-  /** The per-worker rounds of a watch (lease rows, the outbox's sweep): once an interval, between 1 and 60 s. */
-  readonly upkeepMs: number;
   /** The runs of one source over the shared parts; its feed client lives for one turn. */
   syncOf(source: string): SourceSync;
   turn: Turn;
@@ -106,34 +113,39 @@ export interface WorkerParts {
 /**
  * One Postgres pool, one publisher and one outbox relay shared by the turns; a turn
  * runs over them with a feed client of its own, closed at its end, so memory and
- * sockets follow SYNC_CONCURRENCY, not the number of sources.
+ * sockets follow SYNC_CONCURRENCY, not the number of sources. The composition of a
+ * worker: the one place below the command that reads the `Config`.
  */
 export function workerParts(
   config: Config,
   logger: Logger,
   opts: Omit<WorkerOptions, 'logger'> & { signal: AbortSignal },
+  embedded: EmbeddedParts = {},
 ): WorkerParts {
-  const watch = opts.mode === 'watch';
+  const settings = roundSettings(config, opts.mode);
   const hooks = opts.hooks ?? {};
-  const upkeepMs = Math.min(60_000, Math.max(1_000, config.syncIntervalMs));
-  const names = config.sources.map((s) => s.source);
-  const parts = composeParts(config, logger, {
-    // Per turn in flight, one connection for its commits; then the relay's, and one for
-    // claims, renewals, gauges and the schema check. No connection holds a source.
-    poolMax: config.syncConcurrency + 2,
-    stopping: opts.signal,
-    // Called once the relay publishes, by which time the metrics below exist.
-    relay: {
-      onPublished: (queue, count) => metrics.onPublished(queue, count),
-      onPublishDelay: (seconds) => metrics.onPublishDelay(seconds),
-      // A watch's turns leave the outbox to the relay: it reads it on this timer for rows
-      // nobody offers (a failed publication, a worker that died), about once an interval.
-      ...(watch ? { sweepMs: upkeepMs } : {}),
+  const names = embedded.sources ?? config.sources.map((s) => s.source);
+  const parts = composeParts(
+    config,
+    logger,
+    {
+      // Per turn in flight, one connection for its commits; then the relay's, and one for
+      // claims, renewals, gauges and the schema check. No connection holds a source.
+      poolMax: settings.concurrency + 2,
+      stopping: opts.signal,
+      // Called once the relay publishes, by which time the metrics below exist.
+      relay: {
+        onPublished: (queue, count) => metrics.onPublished(queue, count),
+        onPublishDelay: (seconds) => metrics.onPublishDelay(seconds),
+        // A watch's turns leave the outbox to the relay: it reads it on this timer for rows
+        // nobody offers (a failed publication, a worker that died), about once an interval.
+        ...(opts.mode === 'watch' ? { sweepMs: settings.upkeepMs } : {}),
+      },
     },
-  });
+    embedded.given,
+  );
   // The metrics read their gauges from the parts' store; the relay, made on first use, counts into them.
-  const metrics = createMetrics(dbGauges(parts.store, names, config.syncIntervalMs), names);
-  const applier = applierFor(config, parts.store);
+  const metrics = createMetrics(dbGauges(parts.store, names, settings.intervalMs), names);
   let lastBeat = Date.now();
   const beat = (): void => {
     lastBeat = Date.now();
@@ -141,81 +153,35 @@ export function workerParts(
   const inFlight = new TurnsInFlight();
   // A once run's own end, well inside a CronJob's activeDeadlineSeconds: the turns in
   // flight commit what they fetched, and the next run goes on from their cursors.
-  const limit = watch ? undefined : AbortSignal.timeout(config.syncOnceMaxMs);
+  const limit = opts.mode === 'watch' ? undefined : AbortSignal.timeout(config.syncOnceMaxMs);
   const keyProblems = new Map(
     config.sources.flatMap((s) => (s.keyProblem ? [[s.source, s.keyProblem]] : [])),
   );
-  const hooksFor = (source: string): SyncHooks => {
-    const counted = metrics.hooksFor(source);
-    return {
-      ...counted,
-      onCommit: (info) => {
-        hooks.onCommit?.(source, info);
-        counted.onCommit(info);
-        inFlight.progress(source);
-        beat();
-      },
-      onFeedResponse: (info) => {
-        counted.onFeedResponse(info);
-        inFlight.progress(source);
-      },
-      onRetry: (info) => {
-        counted.onRetry();
-        inFlight.progress(source, info.waitMs);
-        beat();
-      },
-    };
-  };
-  // One budget of response bytes for every lane: SYNC_CONCURRENCY lanes with pages near
-  // FEED_MAX_RESPONSE_BYTES hold what one lane may, not that many times it.
-  const pageBudget = new ByteBudget(HELD_PAGES_DEFAULTS.maxHeldBytes);
-  const syncOf = (source: string): SourceSync => {
-    const own = configForSource(config, source);
-    const sourceHooks = hooksFor(source);
-    const log = logger.child({ source });
-    return createSourceSync({
-      settings: sourceSettings(own),
-      store: parts.store,
-      relay: parts.relay,
-      applier,
-      openFeed: feedOf(own, log, sourceHooks),
-      logger: log,
-      hooks: sourceHooks,
-      autoMigrate: opts.migrate === true,
-      pageBudget,
-    });
-  };
+  const syncOf = sourceSyncs(config, logger, parts, {
+    embedded,
+    autoMigrate: opts.migrate === true,
+    hooksFor: (source) =>
+      turnHooks(source, { counted: metrics.hooksFor(source), hooks, embedded, inFlight, beat }),
+  });
   return {
-    config,
+    settings,
     logger,
     log: logger.child({ module: 'worker' }),
     parts,
     metrics,
     names,
-    // Between two signs of progress a watch's turn waits for one statement (under the
-    // lease) and for feed requests: its own, and those of the lanes ahead of it in line
-    // for the shared budget of response bytes, one a lane (FEED_TIMEOUT_MS each). A
-    // retry's back-off is announced as it starts. A once run's turns need no such watch:
-    // SYNC_ONCE_MAX_MS ends them all.
-    lease: watch
-      ? {
-          ...sourceSettings(config).lease,
-          stallMs: config.sourceLeaseMs + config.syncConcurrency * config.feed.timeoutMs,
-        }
-      : sourceSettings(config).lease,
     signal: opts.signal,
     limit,
     hooks,
     describe: opts.describe ?? ((err) => (err instanceof Error ? err.message : String(err))),
     serveMetrics: opts.serveMetrics ?? true,
-    upkeepMs,
     syncOf,
-    turn: async (held, signal) => {
+    turn: async (held, signal, turnLimit) => {
       const problem = keyProblems.get(held.source);
       // The source is named by whoever prints this: the stderr line's prefix, the log line's field, status's row.
       if (problem)
         throw new ConfigError(`${problem}; this source fails every turn until it is fixed`, 'KEY_FILE');
-      return inFlight.run(held, () => syncOf(held.source).runHeld(held, signal, limit));
+      return inFlight.run(held, () => syncOf(held.source).runHeld(held, signal, turnLimit));
     },
     observe: (outcome) => {
       if (outcome.ok)
@@ -226,4 +192,87 @@ export function workerParts(
     beat,
     stalledSource: () => inFlight.stalledSource(),
   };
+}
+
+/**
+ * The runs of each source over the worker's parts: its own settings and feed from the
+ * config (`configForSource`), one applier and one budget of response bytes for all.
+ */
+function sourceSyncs(
+  config: Config,
+  logger: Logger,
+  parts: Parts,
+  opts: { embedded: EmbeddedParts; autoMigrate: boolean; hooksFor: (source: string) => SyncHooks },
+): (source: string) => SourceSync {
+  const { embedded } = opts;
+  const applier = applierFor(config, parts.store);
+  // One budget of response bytes for every lane: SYNC_CONCURRENCY lanes with pages near
+  // FEED_MAX_RESPONSE_BYTES hold what one lane may, not that many times it.
+  const pageBudget = new ByteBudget(HELD_PAGES_DEFAULTS.maxHeldBytes);
+  return (source) => {
+    const own = configForSource(config, source);
+    const hooks = opts.hooksFor(source);
+    const log = logger.child({ source });
+    return createSourceSync({
+      settings: sourceSettings(own),
+      store: parts.store,
+      relay: parts.relay,
+      applier,
+      openFeed: embedded.fetchPage
+        ? fixedFeed(embedded.fetchPage)
+        : feedOf(own, log, hooks, embedded.retryDeps),
+      logger: log,
+      hooks,
+      autoMigrate: opts.autoMigrate,
+      pageBudget,
+    });
+  };
+}
+
+/**
+ * A turn's hooks: the metrics', the caller's and an embedding's, and the signs of
+ * progress that keep a watch's liveness and stall checks quiet.
+ */
+function turnHooks(
+  source: string,
+  to: {
+    counted: ReturnType<Metrics['hooksFor']>;
+    hooks: WorkerHooks;
+    embedded: EmbeddedParts;
+    inFlight: TurnsInFlight;
+    beat: () => void;
+  },
+): SyncHooks {
+  const { counted, hooks, inFlight, beat } = to;
+  const theirs = to.embedded.hooks ?? {};
+  return {
+    ...counted,
+    onCommit: (info) => {
+      hooks.onCommit?.(source, info);
+      counted.onCommit(info);
+      theirs.onCommit?.(info);
+      inFlight.progress(source);
+      beat();
+    },
+    onFeedResponse: (info) => {
+      counted.onFeedResponse(info);
+      theirs.onFeedResponse?.(info);
+      inFlight.progress(source);
+    },
+    onRetry: (info) => {
+      counted.onRetry();
+      theirs.onRetry?.(info);
+      inFlight.progress(source, info.waitMs);
+      beat();
+    },
+    onLeaseChange: (held) => {
+      counted.onLeaseChange(held);
+      theirs.onLeaseChange?.(held);
+    },
+  };
+}
+
+/** A feed fetcher given by the caller, which closes it. */
+function fixedFeed(fetchPage: FetchPage): () => { fetchPage: FetchPage; close(): Promise<void> } {
+  return () => ({ fetchPage, close: async () => {} });
 }

@@ -1,5 +1,3 @@
-import { maxBackoffMs } from '../config/backoff.js';
-import type { Config } from '../config/config.js';
 import { startWorkerHealth } from '../metrics/worker-health.js';
 import { nextDueInMs } from '../store/lease.js';
 import { type RetentionLoop, startRetentionLoop } from '../store/retention-loop.js';
@@ -15,31 +13,17 @@ const WATCH_DEFAULTS = Object.freeze({
 });
 
 /**
- * How long a watch's loop may go without a beat. It beats at each claim, each commit and
- * each retry: between two beats it either sleeps (at most the longest back-off) or waits
- * on one request (two timeouts, or a Retry-After up to FEED_MAX_RETRY_WAIT_MS). Stale
- * after the longer of the two plus three intervals (docs/DEPLOYMENT.md, livenessProbe).
- */
-function livenessDeadlineMs(config: Config): number {
-  const { syncIntervalMs, feed } = config;
-  return (
-    Math.max(maxBackoffMs(syncIntervalMs), 2 * feed.timeoutMs + feed.maxRetryWaitMs) + 3 * syncIntervalMs
-  );
-}
-
-/**
  * A watch: /healthz, /readyz and /metrics on METRICS_PORT (unless serveMetrics is false), the fleet's claims, pruning
  * once a minute a replica, and the scheduler's loop until the signal aborts. Its turns
  * go to the metrics, the log and onOutcome; none is kept.
  */
 export async function runWatchRound(w: WorkerParts): Promise<WorkerResult> {
-  const { config, log, logger, names, lease, upkeepMs } = w;
+  const { settings, log, logger, names } = w;
+  const { lease } = settings;
   const { store, publisher } = w.parts;
   const health = w.serveMetrics
     ? await startWorkerHealth({
-        port: config.metricsPort,
-        host: config.metricsHost,
-        staleAfterMs: livenessDeadlineMs(config),
+        ...settings.health,
         registry: w.metrics.registry,
         logger,
         store,
@@ -51,10 +35,10 @@ export async function runWatchRound(w: WorkerParts): Promise<WorkerResult> {
   log.info(
     {
       ...(health
-        ? { host: config.metricsHost, port: health.port }
+        ? { host: settings.health.host, port: health.port }
         : { metrics: 'not served (serveMetrics: false)' }),
-      intervalMs: config.syncIntervalMs,
-      leaseMs: config.sourceLeaseMs,
+      intervalMs: settings.intervalMs,
+      leaseMs: lease.leaseMs,
       sources: names.length,
       holder: lease.holder,
     },
@@ -68,17 +52,17 @@ export async function runWatchRound(w: WorkerParts): Promise<WorkerResult> {
     const started = await startFleetClaims({
       store,
       sources: names,
-      fromFile: config.sourcesFile !== null,
+      fromFile: settings.fromFile,
       lease,
-      everyMs: upkeepMs,
+      everyMs: settings.upkeepMs,
       logger,
     });
     claims = started;
     retention = startRetentionLoop({
       store,
       logger,
-      days: config.eventsRetentionDays,
-      outboxHours: config.queues.outboxRetentionHours,
+      days: settings.eventsRetentionDays,
+      outboxHours: settings.outboxRetentionHours,
       intervalMs: WATCH_DEFAULTS.pruneEveryMs,
     });
     // A source that a once run (or another worker) ran moments ago is due an interval after
@@ -92,10 +76,10 @@ export async function runWatchRound(w: WorkerParts): Promise<WorkerResult> {
       );
     }
     await watchSources({
-      concurrency: config.syncConcurrency,
+      concurrency: settings.concurrency,
       signal: w.signal,
       turn: w.turn,
-      intervalMs: config.syncIntervalMs,
+      intervalMs: settings.intervalMs,
       describe: w.describe,
       claim: (limit) => started.claim(limit),
       logger,

@@ -1,7 +1,7 @@
 import { type Config, requireService } from '../config/config.js';
 import { loggerFor } from '../logger.js';
 import { runOnceRound } from './worker-once.js';
-import { type WorkerOptions, type WorkerResult, workerParts } from './worker-parts.js';
+import { type WorkerOptions, type WorkerParts, type WorkerResult, workerParts } from './worker-parts.js';
 import { runWatchRound } from './worker-watch.js';
 
 export type { WorkerHooks, WorkerOptions, WorkerResult } from './worker-parts.js';
@@ -21,13 +21,21 @@ export async function runWorker(config: Config, opts: WorkerOptions): Promise<Wo
   if (config.sourcesFile === null) requireService(config);
   const w = workerParts(config, logger, { ...opts, signal: opts.signal ?? new AbortController().signal });
   try {
-    // Once, before any turn starts, so that two turns never migrate at the same time.
-    await w.syncOf(w.names[0]!).checkSchema();
-    await w.parts.checkQueues({ migrate: opts.migrate === true });
-    // Rows an earlier run committed but did not publish: the relay reads them first.
-    w.parts.relay.kick();
-    return opts.mode === 'watch' ? await runWatchRound(w) : await runOnceRound(w);
+    return await runRound(w, opts);
   } finally {
     await w.parts.close();
   }
+}
+
+/** A round over parts already made: runWorker's, and `createSync().runOnce()`'s once round. */
+export async function runRound(
+  w: WorkerParts,
+  opts: Pick<WorkerOptions, 'mode' | 'migrate'>,
+): Promise<WorkerResult> {
+  // Once, before any turn starts, so that two turns never migrate at the same time.
+  await w.syncOf(w.names[0]!).checkSchema();
+  await w.parts.checkQueues({ migrate: opts.migrate === true });
+  // Rows an earlier run committed but did not publish: the relay reads them first.
+  w.parts.relay.kick();
+  return opts.mode === 'watch' ? await runWatchRound(w) : await runOnceRound(w);
 }
