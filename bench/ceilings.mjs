@@ -1,8 +1,8 @@
 import { Pool } from 'undici';
 import { parseRedisSettings } from '../dist/config/redis-settings.js';
 import { createLogger } from '../dist/logger.js';
-import { createPublisher } from '../dist/queue/publisher.js';
-import { startRelay } from '../dist/queue/relay.js';
+import { createPublisher } from '../dist/queue/redis-publisher.js';
+import { startRelay } from '../dist/queue/relay-loop.js';
 import { jobIdFor, jobOptionsFor } from '../dist/queue/routes.js';
 import { createApplier } from '../dist/store/applier.js';
 import { ensureCursor } from '../dist/store/cursor.js';

@@ -5,8 +5,10 @@ import { createFeedClient, type FeedClientOptions, type FetchPage } from '../fee
 import type { Logger } from '../logger.js';
 import { createPgPublisher } from '../queue/pg-publisher.js';
 import { assertQueueSchema, migrateQueues, type PgQueueSettings, toQueueError } from '../queue/pg-queues.js';
-import { createPublisher, type Publisher } from '../queue/publisher.js';
-import { type Relay, type RelayOptions, startRelay } from '../queue/relay.js';
+import type { Publisher } from '../queue/publisher.js';
+import { createPublisher } from '../queue/redis-publisher.js';
+import type { Relay, RelayOptions } from '../queue/relay.js';
+import { startRelay } from '../queue/relay-loop.js';
 import { jobOptionsFor } from '../queue/routes.js';
 import { createStore, type Store } from '../store/db.js';
 import type { LeaseOptions } from '../store/lease.js';
@@ -27,7 +29,7 @@ export interface PartsShape {
   poolMax?: number;
   /** `application_name` in pg_stat_activity. Default: STORE_DEFAULTS.applicationName (store/db.ts). */
   applicationName?: string;
-  /** The publisher's longest wait for the queues' store. Default: the publisher's own (queue/publisher.ts). */
+  /** The publisher's longest wait for the queues' store. Default: the publisher's own (queue/redis-publisher.ts, queue/pg-publisher.ts). */
   redisTimeoutMs?: number;
   /** Aborted on SIGTERM: the publisher stops reconnecting to a Redis that fails. */
   stopping?: AbortSignal;

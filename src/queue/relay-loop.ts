@@ -1,8 +1,9 @@
 import { ConfigError } from '../errors.js';
 import type { Logger } from '../logger.js';
+import { defaultSleep } from '../sleep.js';
 import type { OutboxEntry } from '../store/applier.js';
 import { jobDataBytes } from './job-data.js';
-import type { Relay, RelayOptions } from './relay.js';
+import { RELAY_DEFAULTS, type Relay, type RelayOptions } from './relay.js';
 import { addJobs, jobOfOffer, jobsOfRows, type Pending } from './relay-jobs.js';
 
 /** RelayOptions with every default filled in (startRelay does it), and the relay's own logger. */
@@ -53,7 +54,7 @@ interface Waiter {
  * same rows re-adds a jobId, which BullMQ ignores. Storing waits for the relay only
  * through ready(), while it keeps up and memory is full; never while Redis fails.
  */
-export class RelayLoop implements Relay {
+class RelayLoop implements Relay {
   private state: RelayState = 'idle';
   /** Aborted to end a sleep (an offer, a kick, a stop); one per sleep, so nothing gathers on a long-lived signal. */
   private wake = new AbortController();
@@ -372,4 +373,33 @@ function sumBytes(rows: readonly { bytes: number }[]): number {
   let bytes = 0;
   for (const r of rows) bytes += r.bytes;
   return bytes;
+}
+
+/**
+ * Starts the relay loop (RelayLoop: its states and why each step adds jobs before it marks
+ * rows), with the defaults filled in.
+ */
+export function startRelay(opts: RelayOptions): Relay {
+  const batchSize = opts.batchSize ?? RELAY_DEFAULTS.batchSize;
+  const batchBytes = Math.max(1, opts.batchBytes ?? RELAY_DEFAULTS.batchBytes);
+  const loop = new RelayLoop({
+    outbox: opts.outbox,
+    publisher: opts.publisher,
+    log: opts.logger.child({ module: 'relay' }),
+    batchSize,
+    batchBytes,
+    drainAttempts: opts.drainAttempts ?? RELAY_DEFAULTS.drainAttempts,
+    maxBackoffMs: opts.maxBackoffMs ?? RELAY_DEFAULTS.maxBackoffMs,
+    remindMs: opts.remindMs ?? RELAY_DEFAULTS.remindMs,
+    sweepMs: opts.sweepMs ?? RELAY_DEFAULTS.sweepMs,
+    // What may wait in memory: beyond it (Redis slower than Postgres) the outbox holds the rest.
+    maxOffered: opts.maxOffered ?? 4 * batchSize,
+    maxHeldBytes: opts.maxHeldBytes ?? 4 * batchBytes,
+    sleep: opts.sleep ?? defaultSleep,
+    now: opts.now ?? Date.now,
+    ...(opts.onPublished && { onPublished: opts.onPublished }),
+    ...(opts.onPublishDelay && { onPublishDelay: opts.onPublishDelay }),
+  });
+  loop.start();
+  return loop;
 }

@@ -1,9 +1,7 @@
 import type { Logger } from '../logger.js';
-import { defaultSleep } from '../sleep.js';
 import type { OutboxEntry } from '../store/applier.js';
 import type { Outbox } from '../store/outbox.js';
 import type { Publisher } from './publisher.js';
-import { RelayLoop } from './relay-loop.js';
 
 /** The relay's defaults, each in one place: RelayOptions names them. */
 export const RELAY_DEFAULTS = Object.freeze({
@@ -104,33 +102,4 @@ export interface Relay {
   stop(): Promise<void>;
   /** The last error, while failures go on; null after a success. */
   readonly lastError: unknown;
-}
-
-/**
- * Starts the relay loop (RelayLoop: its states and why each step adds jobs before it marks
- * rows), with the defaults filled in.
- */
-export function startRelay(opts: RelayOptions): Relay {
-  const batchSize = opts.batchSize ?? RELAY_DEFAULTS.batchSize;
-  const batchBytes = Math.max(1, opts.batchBytes ?? RELAY_DEFAULTS.batchBytes);
-  const loop = new RelayLoop({
-    outbox: opts.outbox,
-    publisher: opts.publisher,
-    log: opts.logger.child({ module: 'relay' }),
-    batchSize,
-    batchBytes,
-    drainAttempts: opts.drainAttempts ?? RELAY_DEFAULTS.drainAttempts,
-    maxBackoffMs: opts.maxBackoffMs ?? RELAY_DEFAULTS.maxBackoffMs,
-    remindMs: opts.remindMs ?? RELAY_DEFAULTS.remindMs,
-    sweepMs: opts.sweepMs ?? RELAY_DEFAULTS.sweepMs,
-    // What may wait in memory: beyond it (Redis slower than Postgres) the outbox holds the rest.
-    maxOffered: opts.maxOffered ?? 4 * batchSize,
-    maxHeldBytes: opts.maxHeldBytes ?? 4 * batchBytes,
-    sleep: opts.sleep ?? defaultSleep,
-    now: opts.now ?? Date.now,
-    ...(opts.onPublished && { onPublished: opts.onPublished }),
-    ...(opts.onPublishDelay && { onPublishDelay: opts.onPublishDelay }),
-  });
-  loop.start();
-  return loop;
 }

@@ -3,7 +3,7 @@ import { Queue } from 'bullmq';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger } from '../../src/logger.js';
-import { createPublisher } from '../../src/queue/publisher.js';
+import { createPublisher } from '../../src/queue/redis-publisher.js';
 import { requeue } from '../../src/queue/requeue.js';
 import { jobOptionsFor } from '../../src/queue/routes.js';
 import { createSync, type Sync } from '../../src/sync/sync.js';

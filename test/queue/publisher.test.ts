@@ -1,5 +1,5 @@
 import { afterAll, describe, expect, it } from 'vitest';
-import { createPublisher } from '../../src/queue/publisher.js';
+import { createPublisher } from '../../src/queue/redis-publisher.js';
 import { deletePrefix, redisSettings, TEST_JOB_OPTIONS, TEST_REDIS, uniquePrefix } from '../support/redis.js';
 
 const prefix = uniquePrefix('publisher');

@@ -3,7 +3,8 @@ import type { ServiceEvent } from '../../src/api/types.js';
 import { createLogger } from '../../src/logger.js';
 import { jobDataBytes } from '../../src/queue/job-data.js';
 import type { JobToAdd, Publisher } from '../../src/queue/publisher.js';
-import { RELAY_DEFAULTS, startRelay } from '../../src/queue/relay.js';
+import { RELAY_DEFAULTS } from '../../src/queue/relay.js';
+import { startRelay } from '../../src/queue/relay-loop.js';
 import type { OutboxEntry } from '../../src/store/applier.js';
 import type { Outbox, OutboxRow } from '../../src/store/outbox.js';
 

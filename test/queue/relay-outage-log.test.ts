@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { ServiceEvent } from '../../src/api/types.js';
-import { createPublisher } from '../../src/queue/publisher.js';
-import { startRelay } from '../../src/queue/relay.js';
+import { createPublisher } from '../../src/queue/redis-publisher.js';
+import { startRelay } from '../../src/queue/relay-loop.js';
 import type { OutboxEntry } from '../../src/store/applier.js';
 import type { Outbox, OutboxRow } from '../../src/store/outbox.js';
 import { captureLogger } from '../support/logs.js';

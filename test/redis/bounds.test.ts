@@ -2,7 +2,7 @@ import { createServer, type Server, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseRedisSettings, type RedisSettings } from '../../src/config/redis-settings.js';
 import { RedisError } from '../../src/errors.js';
-import { createPublisher } from '../../src/queue/publisher.js';
+import { createPublisher } from '../../src/queue/redis-publisher.js';
 import { connectRedis } from '../../src/redis/connect.js';
 import { planWait } from '../../src/redis/replicas.js';
 import { deletePrefix, TEST_JOB_OPTIONS, TEST_REDIS_URL, uniquePrefix } from '../support/redis.js';

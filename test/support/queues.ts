@@ -3,7 +3,8 @@ import { createPostgresBackend, type Job, Queue, Worker } from 'bullmq';
 import pg from 'pg';
 import { createPgPublisher } from '../../src/queue/pg-publisher.js';
 import { migrateQueues, pgQueueConnection } from '../../src/queue/pg-queues.js';
-import { createPublisher, type Publisher } from '../../src/queue/publisher.js';
+import type { Publisher } from '../../src/queue/publisher.js';
+import { createPublisher } from '../../src/queue/redis-publisher.js';
 import { dropSchema, TEST_DATABASE_URL } from './postgres.js';
 import { deletePrefix, TEST_JOB_OPTIONS, TEST_REDIS, TEST_REDIS_URL } from './redis.js';
 

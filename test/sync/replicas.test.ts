@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { statusReport } from '../../src/cli/status-report.js';
 import { loadConfig } from '../../src/config/config.js';
-import { createPublisher } from '../../src/queue/publisher.js';
+import { createPublisher } from '../../src/queue/redis-publisher.js';
 import { jobOptionsFor } from '../../src/queue/routes.js';
 import type { Simulator } from '../../src/simulator/index.js';
 import { testEnv } from '../support/config.js';
