@@ -1,10 +1,13 @@
 import { createPostgresBackend, Queue } from 'bullmq';
 import pg from 'pg';
+import { CONSUMER_DEFAULTS } from '../dist/consumer/defaults.js';
 import { createConsumer } from '../dist/consumer/index.js';
 import { createLogger } from '../dist/logger.js';
 import { migrateQueues } from '../dist/queue/pg-queues.js';
 import { fillQueue } from './consumer.mjs';
 import { syncOnce } from './end-to-end.mjs';
+import { commitRate } from './lib/commit-rate.mjs';
+import { backendMeter, cpuMs } from './lib/cpu.mjs';
 import { benchSchema, DATABASE_URL, dropSchema, REDIS_URL, withPg } from './lib/env.mjs';
 import { redisPid } from './lib/machine.mjs';
 import { startSimChild } from './lib/simulator.mjs';
@@ -14,12 +17,17 @@ import { pct } from './lib/table.mjs';
 const ROUNDS = 3;
 const QUEUE = 'email-events';
 const BACKENDS = ['redis', 'postgres'];
+/** The consumer's concurrencies measured: the default was 4 until these figures. */
+const CONCURRENCIES = [4, 8, 16, 32];
+const DEFAULT = CONSUMER_DEFAULTS.concurrency;
 
 /**
  * The two homes of the queues side by side, in one run: `sync --once` end to end (the
  * CLI, the simulator, the outbox relay publishing every job) with the queues in Redis and
  * in Postgres (QUEUE_BACKEND=postgres, BullMQ's backend, the same database as the events),
- * then createConsumer at its default concurrency taking the same jobs from each.
+ * then createConsumer at each of CONCURRENCIES taking the same jobs from each, and after
+ * each pair the bare commit rate of this Postgres with as many clients for as long: the
+ * ceiling of a consumer that commits one transaction per job.
  */
 export async function queueBackends({ events, jobs, log }) {
   const sim = await startSimChild();
@@ -27,7 +35,10 @@ export async function queueBackends({ events, jobs, log }) {
   await monitor.connect();
   const cpu = { pg: monitor, redisPid: await redisPid(), simPid: sim.pid };
   const sync = { redis: [], postgres: [] };
-  const consumer = { redis: [], postgres: [] };
+  const consumer = Object.fromEntries(
+    BACKENDS.map((b) => [b, Object.fromEntries(CONCURRENCIES.map((c) => [c, []]))]),
+  );
+  const ceiling = Object.fromEntries(CONCURRENCIES.map((c) => [c, []]));
   try {
     for (let round = 0; round < ROUNDS; round++) {
       for (const backend of BACKENDS) {
@@ -44,9 +55,20 @@ export async function queueBackends({ events, jobs, log }) {
         });
         if (schema) await dropSchema(schema);
       }
-      for (const backend of BACKENDS) {
-        log(`queue backends: createConsumer, ${jobs} jobs, ${backend} (round ${round + 1} of ${ROUNDS})`);
-        consumer[backend].push(await consume(backend, jobs, round));
+      for (const concurrency of CONCURRENCIES) {
+        let seconds = 0;
+        for (const backend of BACKENDS) {
+          log(
+            `queue backends: createConsumer, concurrency ${concurrency}, ${jobs} jobs, ${backend} (round ${round + 1} of ${ROUNDS})`,
+          );
+          const run = await consume(backend, jobs, round, concurrency, cpu, monitor);
+          consumer[backend][concurrency].push(run);
+          seconds += run.seconds / BACKENDS.length;
+        }
+        log(`queue backends: bare commit rate, ${concurrency} clients, ${seconds.toFixed(1)} s`);
+        ceiling[concurrency].push(
+          await commitRate({ clients: concurrency, ms: seconds * 1000, label: `qb_${concurrency}_${round}` }),
+        );
       }
     }
   } finally {
@@ -72,8 +94,29 @@ export async function queueBackends({ events, jobs, log }) {
         },
       ]),
     ),
+    concurrencies: CONCURRENCIES,
     consumer: Object.fromEntries(
-      BACKENDS.map((b) => [b, { jobsPerSec: median(consumer[b]), runs: consumer[b].map(Math.round) }]),
+      BACKENDS.map((b) => [
+        b,
+        Object.fromEntries(
+          CONCURRENCIES.map((c) => {
+            const runs = consumer[b][c];
+            return [
+              c,
+              {
+                jobsPerSec: summary(runs, (r) => r.jobsPerSec),
+                node: summary(runs, (r) => r.cpuUs.node),
+                postgres: summary(runs, (r) => r.cpuUs.postgres),
+                redis: summary(runs, (r) => r.cpuUs.redis),
+                runs: runs.map((r) => Math.round(r.jobsPerSec)),
+              },
+            ];
+          }),
+        ),
+      ]),
+    ),
+    ceiling: Object.fromEntries(
+      CONCURRENCIES.map((c) => [c, { commitsPerSec: median(ceiling[c]), runs: ceiling[c].map(Math.round) }]),
     ),
   };
 }
@@ -102,18 +145,23 @@ function queueOn(backend, where) {
     : new Queue(QUEUE, { connection: { url: REDIS_URL }, prefix: where });
 }
 
-/** createConsumer at its default concurrency over `jobs` email.delivered jobs, one INSERT each; jobs/s. */
-async function consume(backend, jobs, round) {
+/**
+ * createConsumer at `concurrency` over `jobs` email.delivered jobs, one INSERT each: jobs/s,
+ * seconds, and µs of CPU per job of this process (the consumer, and the Queue polling its
+ * count), its Postgres backends (the inbox's pool, and on Postgres the queues') and Redis.
+ */
+async function consume(backend, jobs, round, concurrency, cpu, monitor) {
   const where =
     backend === 'postgres'
-      ? await queueSchema(`qb_consumer_${round}`)
-      : `bench-qb-consumer-${round}-${process.pid}`;
-  const app = benchSchema(`qb_app_${backend}_${round}`);
+      ? await queueSchema(`qb_consumer_${concurrency}_${round}`)
+      : `bench-qb-consumer-${concurrency}-${round}-${process.pid}`;
+  const app = benchSchema(`qb_app_${backend}_${concurrency}_${round}`);
   await withPg((c) =>
     c.query(`CREATE SCHEMA "${app}"; CREATE TABLE "${app}".effects (source text, event_id text)`),
   );
   const queue = queueOn(backend, where);
-  const pool = new pg.Pool({ connectionString: DATABASE_URL, max: 10 });
+  // As CONSUMER.md sizes it: a client per job in flight, and two to spare.
+  const pool = new pg.Pool({ connectionString: DATABASE_URL, max: concurrency + 2 });
   try {
     await fillQueue(queue, jobs);
     const env =
@@ -124,20 +172,37 @@ async function consume(backend, jobs, round) {
     const c = createConsumer({
       name: 'bench',
       pool,
+      concurrency,
       schema: app,
       handlers: { 'email.delivered': (e, db) => db.query(statement, [e.source, e.id]) },
       env,
       logger: createLogger({ level: 'silent' }),
     });
     await c.migrate();
+    const meter = backendMeter(monitor, process.pid);
+    await meter.sample();
+    const before = { node: process.cpuUsage(), postgres: meter.totalMs(), redis: cpuMs(cpu.redisPid) };
     const started = performance.now();
     const running = c.run();
     try {
       for (;;) {
         if ((await queue.getCompletedCount()) >= jobs) break;
+        await meter.sample();
         await new Promise((resolve) => setTimeout(resolve, 20));
       }
-      return jobs / ((performance.now() - started) / 1000);
+      const seconds = (performance.now() - started) / 1000;
+      await meter.sample();
+      const node = process.cpuUsage(before.node);
+      const perJob = (ms) => (ms * 1000) / jobs;
+      return {
+        jobsPerSec: jobs / seconds,
+        seconds,
+        cpuUs: {
+          node: (node.user + node.system) / jobs,
+          postgres: perJob(meter.totalMs() - before.postgres),
+          redis: perJob((cpuMs(cpu.redisPid) ?? 0) - (before.redis ?? 0)),
+        },
+      };
     } finally {
       await c.close();
       await running;
@@ -182,19 +247,43 @@ export function queueBackendsRows(r) {
       measure: '  every round, Redis / Postgres (events/s)',
       result: redis.runs.map((x, i) => `${x}/${postgres.runs[i]}`).join(' '),
     },
+    ...r.concurrencies.flatMap((c) => consumerRows(r, c)),
+  ];
+}
+
+/** The consumer at concurrency `c` on both backends, as a share of the bare commit rate at `c`. */
+function consumerRows(r, c) {
+  const { redis, postgres } = { redis: r.consumer.redis[c], postgres: r.consumer.postgres[c] };
+  const ceiling = r.ceiling[c].commitsPerSec;
+  const us = (s) => `${s.node.toFixed(0)} / ${s.postgres.toFixed(0)} / ${s.redis.toFixed(0)} µs`;
+  // The issue's target, at the default concurrency.
+  const target = (s) => (c === DEFAULT ? { target: '≥ 1,000 jobs/s', ok: s.jobsPerSec >= 1000 } : {});
+  return [
     {
-      measure: `createConsumer, default concurrency (4), one INSERT a job, queues in Redis (${r.jobs.toLocaleString('en-US')} jobs)`,
-      result: perSec(r.consumer.redis.jobsPerSec, 'jobs'),
+      measure: `bare commit rate of this Postgres, ${c} clients (BEGIN; INSERT; COMMIT, median of ${r.rounds})`,
+      result: perSec(ceiling, 'commits'),
+    },
+    {
+      measure: `  createConsumer, concurrency ${c}${c === DEFAULT ? ' (default)' : ''}, queues in Redis (${r.jobs.toLocaleString('en-US')} jobs)`,
+      result: perSec(redis.jobsPerSec, 'jobs'),
+      against: 'the commit rate',
+      ratio: pct(redis.jobsPerSec / ceiling),
+      ...target(redis),
     },
     {
       measure: '  queues in Postgres',
-      result: perSec(r.consumer.postgres.jobsPerSec, 'jobs'),
-      against: 'Redis',
-      ratio: pct(r.consumer.postgres.jobsPerSec / r.consumer.redis.jobsPerSec),
+      result: perSec(postgres.jobsPerSec, 'jobs'),
+      against: 'the commit rate',
+      ratio: pct(postgres.jobsPerSec / ceiling),
+      ...target(postgres),
     },
     {
-      measure: '  every round, Redis / Postgres (jobs/s)',
-      result: r.consumer.redis.runs.map((x, i) => `${x}/${r.consumer.postgres.runs[i]}`).join(' '),
+      measure: '  CPU per job, Redis / Postgres queues: node / Postgres backends / Redis',
+      result: `${us(redis)}, ${us(postgres)}`,
+    },
+    {
+      measure: '  every round, Redis / Postgres / commit rate (per s)',
+      result: redis.runs.map((x, i) => `${x}/${postgres.runs[i]}/${r.ceiling[c].runs[i]}`).join(' '),
     },
   ];
 }

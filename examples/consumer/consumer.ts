@@ -35,6 +35,9 @@ const MARK = 'feedsync example consumer';
 const pool = new pg.Pool({
   connectionString: settings.databaseUrl,
   options: `-c search_path=${settings.schema}`,
+  // A client per job in flight (the consumer's default concurrency, 16, on the email
+  // queue), and two to spare; pg's default of 10 would hold jobs waiting for a client.
+  max: 18,
 });
 
 type EmailEvent = EventOfType<

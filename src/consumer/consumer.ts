@@ -1,22 +1,19 @@
-import { createRequire } from 'node:module';
+import { setMaxListeners } from 'node:events';
 import type { ConnectionOptions, PostgresConnectionOptions, Worker, WorkerOptions } from 'bullmq';
 import type { Pool, PoolClient } from 'pg';
-import { type Env, loadConsumerSettings, VARIABLES } from '../config/config.js';
+import { type ConsumerSettings, type Env, loadConsumerSettings, VARIABLES } from '../config/config.js';
 import { unknownVariables, warnOnce } from '../config/unknown-variables.js';
 import { FeedsyncError } from '../errors.js';
 import { createLogger, type Logger } from '../logger.js';
-import { assertQueueSchema, pgQueueConnection } from '../queue/pg-queues.js';
-import { connectForWorkers, type WorkerConnection } from '../redis/worker-connection.js';
+import type { WorkerConnection } from '../redis/worker-connection.js';
 import { CONSUMER_DEFAULTS } from './defaults.js';
-import { type FeedsyncEvent, type FeedsyncEventType, withoutAddresses } from './events.js';
+import type { FeedsyncEvent, FeedsyncEventType } from './events.js';
 import { checkInbox, inboxTable, migrateInbox } from './inbox.js';
 import { jobProcessor } from './job.js';
 import { queueName, retentionHours, settled } from './options.js';
 import { startPruning } from './pruning.js';
-import { redisUnreachable } from './redis-failure.js';
-
-// BullMQ is loaded when a consumer runs, as the publisher loads it: a bundle does not follow createRequire.
-const require = createRequire(import.meta.url);
+import { queueConnection } from './queue-connection.js';
+import { closeWorkers, makeWorkers, runWorkers } from './workers.js';
 
 /** The event of one type, as its handler receives it. */
 export type EventOfType<T extends FeedsyncEventType> = Extract<FeedsyncEvent, { type: T }>;
@@ -37,7 +34,10 @@ export interface ConsumerOptions {
   /** The application's own pg Pool: the inbox and the handlers' writes. It stays open at close(). */
   pool: Pool;
   handlers: Handlers;
-  /** Jobs run at once, per queue (each holds a client of the pool while it runs). Default 4. */
+  /**
+   * Jobs run at once, per queue (each holds a client of the pool while it runs: size the
+   * pool for `concurrency + 2` per queue that carries jobs). Default 16.
+   */
   concurrency?: number;
   /** The schema of the inbox table `feedsync_inbox`. Default `public`. */
   schema?: string;
@@ -128,15 +128,7 @@ export function createConsumer(opts: ConsumerOptions): Consumer {
   const { name, concurrency, schema, limits, connectTimeoutMs, closeTimeoutMs } = settled(opts);
   inboxTable(schema);
   const settings = loadConsumerSettings(opts.env);
-  const prefix = queueName('queues.prefix', opts.queues?.prefix ?? settings.queues.prefix);
-  const queueNames = [
-    queueName('queues.emailEvents', opts.queues?.emailEvents ?? settings.queues.emailEvents),
-    queueName('queues.contactEvents', opts.queues?.contactEvents ?? settings.queues.contactEvents),
-  ];
-  const keepHours = retentionHours(
-    opts.retentionHours ??
-      Math.max(CONSUMER_DEFAULTS.minRetentionHours, settings.queues.outboxRetentionHours),
-  );
+  const { prefix, queueNames, keepHours } = queuesAndRetention(opts, settings.queues);
   const logger = (opts.logger ?? createLogger({ level: settings.logLevel })).child({
     module: 'consumer',
     consumer: name,
@@ -145,10 +137,12 @@ export function createConsumer(opts: ConsumerOptions): Consumer {
   const { pool, handlers } = opts;
   // Aborted when close() has waited closeTimeoutMs: the transactions in hand are cut off.
   const cutOff = new AbortController();
+  // Each job's transaction listens to it while it runs: up to `concurrency` per queue.
+  setMaxListeners(concurrency * queueNames.length, cutOff.signal);
 
   let started = false;
   let workers: Worker[] = [];
-  let made: WorkerConnection | null = null;
+  let made: WorkerConnection | undefined;
   let stopPruning: (() => Promise<void>) | null = null;
   let closing: Promise<void> | null = null;
   let closed!: () => void;
@@ -156,42 +150,20 @@ export function createConsumer(opts: ConsumerOptions): Consumer {
     closed = resolve;
   });
 
-  /** The Workers' connection and backend: Postgres (its schema checked first) or Redis (connected once, to fail fast). */
-  async function queueConnection(): Promise<{
-    connection: ConnectionOptions | PostgresConnectionOptions;
-    backend?: typeof import('bullmq').createPostgresBackend;
-  }> {
-    if (settings.queues.backend === 'postgres') {
-      const { createPostgresBackend } = require('bullmq') as typeof import('bullmq');
-      const queues = { url: settings.queues.databaseUrl, schema: prefix };
-      if (opts.connection === undefined) await assertQueueSchema(queues, connectTimeoutMs);
-      const connection =
-        opts.connection ??
-        pgQueueConnection(queues, {
-          // Each job in hand holds a connection for its moves; the LISTEN connection is apart.
-          max: concurrency + 2,
-          connectTimeoutMs,
-          applicationName: `feedsync-consumer`,
-        });
-      return { connection, backend: createPostgresBackend };
-    }
-    if (opts.connection !== undefined) return { connection: opts.connection };
-    made = await connectForWorkers(settings.redis, { prefix, timeoutMs: connectTimeoutMs }).catch(
-      (err: unknown) => {
-        throw redisUnreachable(settings.redis, err, connectTimeoutMs);
-      },
-    );
-    return { connection: made.client };
-  }
-
   async function start(): Promise<void> {
-    const { Worker: BullWorker } = require('bullmq') as typeof import('bullmq');
     await checkInbox(pool, schema);
-    const { connection, backend } = await queueConnection();
+    const queues = await queueConnection({
+      settings,
+      given: opts.connection,
+      prefix,
+      concurrency,
+      connectTimeoutMs,
+    });
+    made = queues.made;
     if (closing) {
       // close() came while Redis was being reached: nothing to start.
       made?.disconnect();
-      made = null;
+      made = undefined;
       return;
     }
     const processor = jobProcessor({
@@ -202,34 +174,29 @@ export function createConsumer(opts: ConsumerOptions): Consumer {
       limits: { ...limits, signal: cutOff.signal },
       logger,
     });
-    workers = queueNames.map((queue) => {
-      const options = { ...opts.stalls, prefix, concurrency, autorun: false };
-      const worker = backend
-        ? (new BullWorker(
-            queue,
-            processor,
-            { ...options, connection: connection as PostgresConnectionOptions },
-            backend,
-          ) as unknown as Worker)
-        : new BullWorker(queue, processor, { ...options, connection: connection as ConnectionOptions });
-      worker.on('failed', (job, err) => {
-        const again =
-          job !== undefined &&
-          job.attemptsMade < (job.opts.attempts ?? 1) &&
-          err.name !== 'UnrecoverableError';
-        logger.warn(
-          { job: job?.id, type: job?.name, attempt: job?.attemptsMade, err: redacted(err) },
-          again ? 'job failed, rolled back; BullMQ retries it' : 'job failed for good, rolled back',
-        );
-      });
-      worker.on('error', (err) => logger.error({ queue, err: redacted(err) }, 'worker error'));
-      return worker;
+    workers = makeWorkers({
+      queueNames,
+      processor,
+      queues,
+      prefix,
+      concurrency,
+      stalls: opts.stalls,
+      logger,
     });
     stopPruning = startPruning({ pool, schema, name, hours: keepHours, ...limits, logger });
     logger.info({ queues: queueNames, prefix, concurrency }, 'consuming');
-    for (const worker of workers) {
-      void worker.run().catch((err: unknown) => logger.error({ err: redacted(err) }, 'worker stopped'));
-    }
+    runWorkers(workers, logger);
+  }
+
+  /**
+   * Workers closed (their jobs in hand finished, or cut off after closeTimeoutMs), pruning
+   * stopped, our own Redis connection ended.
+   */
+  async function release(): Promise<void> {
+    await closeWorkers(workers, { closeTimeoutMs, cutOff, logger });
+    await stopPruning?.();
+    made?.disconnect();
+    made = undefined;
   }
 
   return {
@@ -251,55 +218,18 @@ export function createConsumer(opts: ConsumerOptions): Consumer {
       return closing;
     },
   };
-
-  /**
-   * Workers closed (their jobs in hand finished, or cut off after closeTimeoutMs), pruning
-   * stopped, our own Redis connection ended.
-   */
-  async function release(): Promise<void> {
-    const closingWorkers = Promise.all(workers.map((w) => w.close()));
-    if (!(await settlesWithin(closingWorkers, closeTimeoutMs))) {
-      logger.warn(
-        { closeTimeoutMs },
-        'jobs still in hand at close: rolled back, they run again after their lock',
-      );
-      cutOff.abort();
-      // The jobs cut off fail at once; recording that in Redis no longer holds close() up for long.
-      await settlesWithin(closingWorkers, CUT_OFF_GRACE_MS);
-    }
-    await stopPruning?.();
-    made?.disconnect();
-    made = null;
-  }
 }
 
-/** Milliseconds close() gives the jobs it cut off to be recorded as failed. */
-const CUT_OFF_GRACE_MS = 2_000;
-
-/** True when `promise` settles within `ms`, false when the time passes first. */
-async function settlesWithin(promise: Promise<unknown>, ms: number): Promise<boolean> {
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<false>((resolve) => {
-    timer = setTimeout(() => resolve(false), ms);
-  });
-  const settled = promise.then(
-    () => true as const,
-    () => true as const,
-  );
-  try {
-    return await Promise.race([settled, late]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
-
-/** The error as a log line may hold it: its type, code and message, every address in the message taken out. */
-function redacted(err: unknown): Error {
-  const source = err instanceof Error ? err : new Error(String(err));
-  const clean = new Error(withoutAddresses(source.message));
-  clean.name = source.name;
-  const code = (source as { code?: unknown }).code;
-  if (typeof code === 'string') Object.assign(clean, { code });
-  clean.stack = `${clean.name}: ${clean.message}`;
-  return clean;
+/** The queues' prefix and names, and the inbox's retention: as given, else as feedsync reads them. */
+function queuesAndRetention(opts: ConsumerOptions, queues: ConsumerSettings['queues']) {
+  return {
+    prefix: queueName('queues.prefix', opts.queues?.prefix ?? queues.prefix),
+    queueNames: [
+      queueName('queues.emailEvents', opts.queues?.emailEvents ?? queues.emailEvents),
+      queueName('queues.contactEvents', opts.queues?.contactEvents ?? queues.contactEvents),
+    ],
+    keepHours: retentionHours(
+      opts.retentionHours ?? Math.max(CONSUMER_DEFAULTS.minRetentionHours, queues.outboxRetentionHours),
+    ),
+  };
 }

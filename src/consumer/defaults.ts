@@ -5,8 +5,13 @@ import { CONFIG_DEFAULTS } from '../config/config-defaults.js';
  * use for an option that is not given. CONSUMER.md's options table lists the same.
  */
 export const CONSUMER_DEFAULTS = Object.freeze({
-  /** Jobs run at once, per queue; each holds a client of the pool while it runs. */
-  concurrency: 4,
+  /**
+   * Jobs run at once, per queue; each holds a client of the pool while it runs. Each job
+   * waits mostly on round trips and its commit's fsync, and Postgres flushes the commits
+   * of concurrent transactions together: 16 gave about twice the jobs/s of 4 on both
+   * backends, 32 little more (docs/BENCHMARKS.md, the queues side by side).
+   */
+  concurrency: 16,
   /** The schema of the inbox table. */
   schema: 'public',
   /**

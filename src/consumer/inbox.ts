@@ -120,17 +120,26 @@ export async function withInbox(
   opts: InboxOptions = {},
 ): Promise<boolean> {
   const table = inboxTable(opts.schema ?? CONSUMER_DEFAULTS.schema);
-  return inTransaction(pool, limitsOf(opts), async (db) => {
-    const recorded = await db.query(sql.record(table), [name, event.source, event.id]);
-    if (recorded.rowCount !== 1) return false;
-    try {
-      await fn(db);
-    } catch (err) {
-      // A throw of a string, null or undefined fails as an Error would, or BullMQ could not fail the job.
-      throw err instanceof Error ? err : handlerThrew(err);
-    }
-    return true;
-  });
+  return inTransaction(
+    pool,
+    limitsOf(opts),
+    async (db, recorded) => {
+      if (recorded?.rowCount !== 1) return false;
+      try {
+        await fn(db);
+      } catch (err) {
+        // A throw of a string, null or undefined fails as an Error would, or BullMQ could not fail the job.
+        throw err instanceof Error ? err : handlerThrew(err);
+      }
+      return true;
+    },
+    // The inbox row goes with BEGIN, in its round trip.
+    (db) =>
+      sql.record(
+        table,
+        [name, event.source, event.id].map((v) => db.escapeLiteral(v)),
+      ),
+  );
 }
 
 /** What a function that threw something other than an Error fails with. */

@@ -45,12 +45,12 @@ export function jobProcessor(ctx: JobContext): (job: Job) => Promise<void> {
 }
 
 async function handleJob(ctx: JobContext, job: Job, onApplied: (applied: boolean) => void): Promise<void> {
-  const { UnrecoverableError } = require('bullmq') as typeof import('bullmq');
   let event: FeedsyncEvent;
   try {
     event = readEvent(job.data, job.id ?? '?');
   } catch (err) {
     // No retry can mend the job's data: failed at once, kept by BullMQ for a look.
+    const { UnrecoverableError } = require('bullmq') as typeof import('bullmq');
     throw new UnrecoverableError((err as Error).message);
   }
   const handler = ctx.handlers[event.type] as

@@ -14,7 +14,7 @@
  *   schemaExists / createSchema / createTable / createIndex   migrate()'s DDL
  *   beginLimited   BEGIN with the transaction's deadlines (SET LOCAL: they end with it)
  *   commit / rollback
- *   record         the inbox row of an event, or nothing when it is there already
+ *   record         the inbox row of an event, or nothing when it is there already (sent with BEGIN)
  *   prune          up to a batch of a consumer's rows older than some hours, oldest first
  */
 
@@ -64,9 +64,13 @@ export const beginLimited = (limits: { lockTimeoutMs: number; timeoutMs: number 
 export const commit = 'COMMIT';
 export const rollback = 'ROLLBACK';
 
-/** $1 consumer, $2 source, $3 event id; one row affected when the event is new. */
-export const record = (table: string): string =>
-  `INSERT INTO ${table} (consumer, source, event_id) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING`;
+/**
+ * The consumer, the source and the event id, each a quoted literal (escapeLiteral's), so
+ * that the statement can ride in BEGIN's simple-protocol round trip, which takes no
+ * parameters; one row affected when the event is new.
+ */
+export const record = (table: string, [consumer, source, eventId]: readonly string[]): string =>
+  `INSERT INTO ${table} (consumer, source, event_id) VALUES (${consumer}, ${source}, ${eventId}) ON CONFLICT DO NOTHING`;
 
 /** $1 consumer, $2 hours, $3 batch: deletes up to $3 rows of $1 older than $2 hours, oldest first. */
 export const prune = (table: string): string =>

@@ -1,4 +1,4 @@
-import type { Pool, PoolClient } from 'pg';
+import type { Pool, PoolClient, QueryResult } from 'pg';
 import { FeedsyncError } from '../errors.js';
 import { beginLimited, commit, rollback } from './statements.js';
 
@@ -13,7 +13,10 @@ export interface TransactionLimits {
 }
 
 /**
- * BEGIN with `limits`, `fn`, COMMIT; ROLLBACK when `fn` throws. Past the deadline (or
+ * BEGIN with `limits`, `fn`, COMMIT; ROLLBACK when `fn` throws. `opening`, when given,
+ * is a statement of literal values (made with the client's escapeLiteral) sent with BEGIN
+ * in its round trip, its result handed to `fn`: a job's transaction is three round trips,
+ * not four. Past the deadline (or
  * on `signal`) the transaction is cut off: the error is thrown at once and the client's
  * connection is ended, not returned to the pool, so the server rolls back and a
  * function still holding `db` can write nothing more. A client whose ROLLBACK failed is
@@ -22,7 +25,8 @@ export interface TransactionLimits {
 export async function inTransaction<T>(
   pool: Pool,
   limits: TransactionLimits,
-  fn: (db: PoolClient) => Promise<T>,
+  fn: (db: PoolClient, opened: QueryResult | undefined) => Promise<T>,
+  opening?: (db: PoolClient) => string,
 ): Promise<T> {
   const db = await pool.connect();
   let broken: Error | undefined;
@@ -62,8 +66,10 @@ export async function inTransaction<T>(
     else limits.signal?.addEventListener('abort', onAbort, { once: true });
   });
   try {
-    await Promise.race([db.query(beginLimited(limits)), cutOff]);
-    const work = fn(db);
+    const begin = beginLimited(limits) + (opening ? `; ${opening(db)}` : '');
+    // A string of several statements resolves to one result each: the last is `opening`'s.
+    const results = (await Promise.race([db.query(begin), cutOff])) as unknown as QueryResult[];
+    const work = fn(db, opening ? results.at(-1) : undefined);
     // Cut off, `fn` fails later on the ended connection: nobody waits for it then.
     work.catch(() => {});
     const result = await Promise.race([work, cutOff]);

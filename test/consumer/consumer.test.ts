@@ -257,6 +257,19 @@ describe('createConsumer', () => {
     ).toBe(true);
   });
 
+  it('withInbox records ids and names holding quotes and backslashes as they are', async () => {
+    // The inbox row is sent with BEGIN as literals, not parameters: each must come back intact.
+    const name = "o'brien\\worker";
+    const event = { source: "sou'rce\\", id: "id'); DROP TABLE x; --\\'" };
+    expect(await withInbox(pool, name, event, async () => {}, { schema })).toBe(true);
+    expect(await withInbox(pool, name, event, async () => {}, { schema })).toBe(false);
+    const { rows } = await pool.query(
+      `SELECT source, event_id FROM "${schema}".feedsync_inbox WHERE consumer = $1`,
+      [name],
+    );
+    expect(rows).toEqual([{ source: event.source, event_id: event.id }]);
+  });
+
   it('prunes only rows older than the retention, of its own name', async () => {
     await pool.query(
       `INSERT INTO "${schema}".feedsync_inbox (consumer, source, event_id, processed_at)

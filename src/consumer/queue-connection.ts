@@ -1,0 +1,53 @@
+import { createRequire } from 'node:module';
+import type { ConnectionOptions, PostgresConnectionOptions } from 'bullmq';
+import type { ConsumerSettings } from '../config/config.js';
+import { assertQueueSchema, pgQueueConnection } from '../queue/pg-queues.js';
+import { connectForWorkers, type WorkerConnection } from '../redis/worker-connection.js';
+import { redisUnreachable } from './redis-failure.js';
+
+// BullMQ is loaded when a consumer runs, as the publisher loads it: a bundle does not follow createRequire.
+const require = createRequire(import.meta.url);
+
+/** Where the consumer's Workers take their jobs from. */
+export interface QueueConnection {
+  readonly connection: ConnectionOptions | PostgresConnectionOptions;
+  /** BullMQ's Postgres backend, when the queues are in Postgres. */
+  readonly backend?: typeof import('bullmq').createPostgresBackend;
+  /** The Redis connection made here (none given), which the consumer ends at close(). */
+  readonly made?: WorkerConnection;
+}
+
+/**
+ * The Workers' connection and backend: Postgres (its schema checked first, unless the
+ * application gives the connection) or Redis (connected once, to fail fast, unless given).
+ */
+export async function queueConnection(opts: {
+  settings: Pick<ConsumerSettings, 'redis' | 'queues'>;
+  given: ConnectionOptions | PostgresConnectionOptions | undefined;
+  prefix: string;
+  concurrency: number;
+  connectTimeoutMs: number;
+}): Promise<QueueConnection> {
+  const { settings, given, prefix, concurrency, connectTimeoutMs } = opts;
+  if (settings.queues.backend === 'postgres') {
+    const { createPostgresBackend } = require('bullmq') as typeof import('bullmq');
+    const queues = { url: settings.queues.databaseUrl, schema: prefix };
+    if (given === undefined) await assertQueueSchema(queues, connectTimeoutMs);
+    const connection =
+      given ??
+      pgQueueConnection(queues, {
+        // Each job in hand holds a connection for its moves; the LISTEN connection is apart.
+        max: concurrency + 2,
+        connectTimeoutMs,
+        applicationName: `feedsync-consumer`,
+      });
+    return { connection, backend: createPostgresBackend };
+  }
+  if (given !== undefined) return { connection: given };
+  const made = await connectForWorkers(settings.redis, { prefix, timeoutMs: connectTimeoutMs }).catch(
+    (err: unknown) => {
+      throw redisUnreachable(settings.redis, err, connectTimeoutMs);
+    },
+  );
+  return { connection: made.client, made };
+}

@@ -1,0 +1,107 @@
+import { createRequire } from 'node:module';
+import type { Job, Worker, WorkerOptions } from 'bullmq';
+import type { Logger } from '../logger.js';
+import { withoutAddresses } from './events.js';
+import type { QueueConnection } from './queue-connection.js';
+
+// BullMQ is loaded when a consumer runs, as the publisher loads it: a bundle does not follow createRequire.
+const require = createRequire(import.meta.url);
+
+/** Milliseconds close() gives the jobs it cut off to be recorded as failed. */
+const CUT_OFF_GRACE_MS = 2_000;
+
+/** What the consumer's Workers are made with: one Worker per queue, not yet running. */
+export interface WorkersOptions {
+  readonly queueNames: readonly string[];
+  readonly processor: (job: Job) => Promise<void>;
+  readonly queues: QueueConnection;
+  readonly prefix: string;
+  readonly concurrency: number;
+  readonly stalls: Pick<WorkerOptions, 'lockDuration' | 'stalledInterval' | 'maxStalledCount'> | undefined;
+  readonly logger: Logger;
+}
+
+/** A Worker per queue, whose failures and errors are logged without an address. */
+export function makeWorkers(opts: WorkersOptions): Worker[] {
+  const { Worker: BullWorker } = require('bullmq') as typeof import('bullmq');
+  const { connection, backend } = opts.queues;
+  const { logger } = opts;
+  return opts.queueNames.map((queue) => {
+    const options = { ...opts.stalls, prefix: opts.prefix, concurrency: opts.concurrency, autorun: false };
+    const worker = backend
+      ? (new BullWorker(
+          queue,
+          opts.processor,
+          { ...options, connection: connection as import('bullmq').PostgresConnectionOptions },
+          backend,
+        ) as unknown as Worker)
+      : new BullWorker(queue, opts.processor, {
+          ...options,
+          connection: connection as import('bullmq').ConnectionOptions,
+        });
+    worker.on('failed', (job, err) => {
+      const again =
+        job !== undefined && job.attemptsMade < (job.opts.attempts ?? 1) && err.name !== 'UnrecoverableError';
+      logger.warn(
+        { job: job?.id, type: job?.name, attempt: job?.attemptsMade, err: redacted(err) },
+        again ? 'job failed, rolled back; BullMQ retries it' : 'job failed for good, rolled back',
+      );
+    });
+    worker.on('error', (err) => logger.error({ queue, err: redacted(err) }, 'worker error'));
+    return worker;
+  });
+}
+
+/** Runs the Workers; a Worker that stops on an error is logged. */
+export function runWorkers(workers: readonly Worker[], logger: Logger): void {
+  for (const worker of workers) {
+    void worker.run().catch((err: unknown) => logger.error({ err: redacted(err) }, 'worker stopped'));
+  }
+}
+
+/**
+ * Closes the Workers: their jobs in hand finish, or past `closeTimeoutMs` are cut off
+ * (`cutOff` aborted: their transactions roll back) and given a moment to be recorded.
+ */
+export async function closeWorkers(
+  workers: readonly Worker[],
+  opts: { closeTimeoutMs: number; cutOff: AbortController; logger: Logger },
+): Promise<void> {
+  const closing = Promise.all(workers.map((w) => w.close()));
+  if (await settlesWithin(closing, opts.closeTimeoutMs)) return;
+  opts.logger.warn(
+    { closeTimeoutMs: opts.closeTimeoutMs },
+    'jobs still in hand at close: rolled back, they run again after their lock',
+  );
+  opts.cutOff.abort();
+  // The jobs cut off fail at once; recording that in Redis no longer holds close() up for long.
+  await settlesWithin(closing, CUT_OFF_GRACE_MS);
+}
+
+/** True when `promise` settles within `ms`, false when the time passes first. */
+async function settlesWithin(promise: Promise<unknown>, ms: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<false>((resolve) => {
+    timer = setTimeout(() => resolve(false), ms);
+  });
+  const settled = promise.then(
+    () => true as const,
+    () => true as const,
+  );
+  try {
+    return await Promise.race([settled, late]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** The error as a log line may hold it: its type, code and message, every address in the message taken out. */
+function redacted(err: unknown): Error {
+  const source = err instanceof Error ? err : new Error(String(err));
+  const clean = new Error(withoutAddresses(source.message));
+  clean.name = source.name;
+  const code = (source as { code?: unknown }).code;
+  if (typeof code === 'string') Object.assign(clean, { code });
+  clean.stack = `${clean.name}: ${clean.message}`;
+  return clean;
+}
