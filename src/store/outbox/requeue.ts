@@ -108,10 +108,14 @@ export async function goneEventIds(store: Store, range: PublishedRange, limit: n
   return rows.map((r) => r.event_id);
 }
 
-/** The seq of the event's own row; null when it has none (no job for its type, or pruned). */
+/**
+ * The seq of the event's own row; null when it has none (no job for its type, or pruned).
+ * An event stored again (reconcile after a manual delete) has two rows: the first is
+ * where `--since` starts, or the rows between them would be skipped.
+ */
 export async function outboxSeqOf(store: Store, source: string, eventId: string): Promise<string | null> {
-  const { rows } = await store.pool.query<{ seq: string }>(
-    `SELECT seq FROM ${outboxTable(store)} WHERE source = $1 AND event_id = $2`,
+  const { rows } = await store.pool.query<{ seq: string | null }>(
+    `SELECT min(seq) AS seq FROM ${outboxTable(store)} WHERE source = $1 AND event_id = $2`,
     [source, eventId],
   );
   return rows[0]?.seq ?? null;
