@@ -157,6 +157,20 @@ async function once(path, round, loads, monitor) {
   };
 }
 
+/** Applies one page as sync does (the cursor's compare-and-set from `prev` to `next`); throws unless applied. */
+async function applyPage(applier, path, { events, pageStarts, prev, next }) {
+  const result = await applier.apply({
+    source: SOURCE,
+    receivedVia: 'feed',
+    events,
+    quarantine: [],
+    cursor: { prev, next },
+    pageStarts,
+  });
+  if (result.status !== 'applied') throw new Error(`${path}: a page was not applied (${result.status})`);
+  return result;
+}
+
 /** (A) Today's path, as sync applies a page: wait for the relay's room, commit, offer the outbox rows; then drain. */
 async function viaRelay(store, queues, loads) {
   const publisher = createPgPublisher({ queues, jobOptions: jobOptionsFor(defaultQueues) });
@@ -166,15 +180,7 @@ async function viaRelay(store, queues, loads) {
   for (const { events, pageStarts } of loads) {
     const next = events[events.length - 1].id;
     await relay.ready();
-    const result = await applier.apply({
-      source: SOURCE,
-      receivedVia: 'feed',
-      events,
-      quarantine: [],
-      cursor: { prev, next },
-      pageStarts,
-    });
-    if (result.status !== 'applied') throw new Error(`relay: a page was not applied (${result.status})`);
+    const result = await applyPage(applier, 'relay', { events, pageStarts, prev, next });
     relay.offer(result.outbox);
     prev = next;
   }
@@ -226,16 +232,7 @@ async function inTransaction(store, queues, loads) {
     client = await store.pool.connect();
     try {
       await client.query('BEGIN');
-      const result = await applier.apply({
-        source: SOURCE,
-        receivedVia: 'feed',
-        events,
-        quarantine: [],
-        cursor: { prev, next },
-        pageStarts,
-      });
-      if (result.status !== 'applied')
-        throw new Error(`transaction: a page was not applied (${result.status})`);
+      const result = await applyPage(applier, 'transaction', { events, pageStarts, prev, next });
       for (const [name, jobs] of jobsByQueue(result.inserted)) {
         await client.query(addJobs, [name, JSON.stringify(batchEntries(builderOf(name), jobs, jobOptions))]);
       }
