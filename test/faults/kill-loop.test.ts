@@ -116,6 +116,19 @@ it('1. kill -9 loop: 50 SIGKILLs during a 20,000-event catch-up lose and duplica
         await child.exited;
         gate.open();
         rec.injected++;
+        // A statement the killed run sent before it died still runs, and commits (a lease
+        // renewal among them): its sessions must end before its lease can be seen to run out.
+        await waitFor(
+          async () => {
+            const { rows } = await box.store.pool.query<{ busy: number }>(
+              `SELECT count(*)::int AS busy FROM pg_stat_activity
+                WHERE application_name = 'feedsync' AND pid <> pg_backend_pid() AND query LIKE $1`,
+              [`%"${box.schema}"%`],
+            );
+            return rows[0]!.busy === 0;
+          },
+          { what: "the killed run's sessions to end", timeoutMs: 10_000 },
+        );
         // Until its lease runs out, the killed run still holds the source: a run started now would find it held.
         await waitFor(
           async () => {
