@@ -33,7 +33,8 @@ function expectedItems(): Map<number, string[]> {
   const items = new Map<number, string[]>();
   for (const file of FILES) {
     const text = readFileSync(join(FAULTS, file), 'utf8');
-    for (const m of text.matchAll(/^\s*item: (\d+),$/gm)) {
+    // `item: N,` on a line of its own, or first in an object literal on one line (a table of variants).
+    for (const m of text.matchAll(/^\s*(?:\{ )?item: (\d+),/gm)) {
       const n = Number(m[1]);
       items.set(n, [...(items.get(n) ?? []), file]);
     }
