@@ -1,7 +1,6 @@
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { createLogger } from '../../src/logger.js';
 import { createSync } from '../../src/sync/sync.js';
-import { testConfig } from '../support/config.js';
 import { runCli } from '../support/processes.js';
 import { fateOf } from './support/fate.js';
 import { type BadPage, type FeedServer, feedEvents, startFeedServer } from './support/feed-server.js';
@@ -36,10 +35,11 @@ afterAll(async () => {
 });
 
 async function runOnce(source: string) {
-  const config = testConfig(
-    { schema: box.schema, prefix: box.prefix, baseUrl: feed.baseUrl },
-    { FEED_SOURCE: source, FEED_PAGE_LIMIT: String(LIMIT), FEED_MAX_RESPONSE_BYTES: String(MAX_BYTES) },
-  );
+  const config = box.config(feed.baseUrl, {
+    FEED_SOURCE: source,
+    FEED_PAGE_LIMIT: String(LIMIT),
+    FEED_MAX_RESPONSE_BYTES: String(MAX_BYTES),
+  });
   const sync = createSync(config, { logger, store: box.store, retryDeps: { sleep: async () => {} } });
   try {
     return await sync.runOnce();
@@ -128,13 +128,7 @@ it('8. pages that break the rules: the run fails or de-duplicates; the cursor ne
             expect(fixed).toMatchObject({ status: 'caught-up', drained: true });
           }
           feed.setBad(null);
-          const fate = await fateOf({
-            store: box.store,
-            prefix: box.prefix,
-            redisUrl: box.redisUrl,
-            served: EVENTS,
-            source,
-          });
+          const fate = await fateOf(box, EVENTS, source);
           checked += fate.served;
           lost += fate.lost;
           duplicated += fate.duplicated;

@@ -81,12 +81,7 @@ it('2. two and three workers (processes) on one source at once: exactly once', a
             const status = statusOf(r.stdout);
             statuses[status] = (statuses[status] ?? 0) + 1;
           }
-          const fate = await fateOf({
-            store: box.store,
-            prefix: box.prefix,
-            redisUrl: box.redisUrl,
-            served: await readWholeFeed(locked.baseUrl, TEST_API_KEY),
-          });
+          const fate = await fateOf(box, await readWholeFeed(locked.baseUrl, TEST_API_KEY));
           expect(fate).toMatchObject({ lost: 0, duplicated: 0, strangers: 0, unpublished: 0 });
           if (round === ROUNDS - 1) {
             lockedChecked += fate.served;
@@ -112,12 +107,7 @@ it('2. two and three workers (processes) on one source at once: exactly once', a
           conflicts += totals.conflicts;
           racedDuplicates += totals.duplicates;
         }
-        const fate = await fateOf({
-          store: box.store,
-          prefix: box.prefix,
-          redisUrl: box.redisUrl,
-          served: await readWholeFeed(lockless.baseUrl, TEST_API_KEY),
-        });
+        const fate = await fateOf(box, await readWholeFeed(lockless.baseUrl, TEST_API_KEY));
         locklessChecked += fate.served;
         lost += fate.lost;
         duplicated += fate.duplicated;

@@ -1,5 +1,4 @@
 import { fileURLToPath } from 'node:url';
-import { Queue } from 'bullmq';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createConsumer } from '../../src/consumer/index.js';
@@ -16,16 +15,18 @@ import {
   startRedisServer,
   waitFor,
 } from '../support/processes.js';
+import { TEST_QUEUE_BACKEND } from '../support/queues.js';
 import { between, seeded } from '../support/random.js';
 import { startTestSimulator, TEST_API_KEY } from '../support/simulator.js';
 import { QUEUES } from './support/fate.js';
 import { measured } from './support/results.js';
 import { type Sandbox, useSandboxes } from './support/sandbox.js';
+import { loseJobs, QUEUES_IN, queueOf } from './support/sandbox-queues.js';
 import { readWholeFeed, routed } from './support/served.js';
 
 // Exactly one effect per event at the consumer's end (DESIGN section 8), under the
 // faults a consumer meets: kills (some between its commit and the job's completion),
-// handlers that throw, jobs handed over again after Redis lost them, and replicas that
+// handlers that throw, jobs handed over again after the queues lost them, and replicas that
 // run one job at once. Every handler writes its effect with a plain INSERT into a table
 // without a unique key: a second effect of one event would be a second row.
 
@@ -106,7 +107,7 @@ async function consumeAll(world: Fed, name: string, handler: Handler): Promise<v
     pool,
     schema: world.app,
     concurrency: 8,
-    env: { REDIS_URL: world.box.redisUrl, QUEUE_PREFIX: world.box.prefix },
+    env: world.box.queueEnv(),
     logger: createLogger({ level: 'silent' }),
     handlers: Object.fromEntries([...EMAIL_EVENT_TYPES, ...CONTACT_EVENT_TYPES].map((t) => [t, handler])),
   });
@@ -124,7 +125,7 @@ async function consumeAll(world: Fed, name: string, handler: Handler): Promise<v
 async function jobCounts(box: Sandbox): Promise<{ completed: number; failed: number }> {
   const out = { completed: 0, failed: 0 };
   for (const name of QUEUES) {
-    const queue = new Queue(name, { connection: { url: box.redisUrl }, prefix: box.prefix });
+    const queue = queueOf(box, name);
     try {
       const counts = await queue.getJobCounts('completed', 'failed');
       out.completed += counts.completed ?? 0;
@@ -144,8 +145,7 @@ function childEnv(world: Fed, extra: Record<string, string> = {}): Record<string
     APP_DATABASE_URL: TEST_DATABASE_URL,
     APP_SCHEMA: world.app,
     CONSUMER_NAME: 'faults',
-    REDIS_URL: world.box.redisUrl,
-    QUEUE_PREFIX: world.box.prefix,
+    ...world.box.queueEnv(),
     LOG_LEVEL: 'debug',
     ...extra,
   };
@@ -284,24 +284,30 @@ describe('the consumer applies each event once under faults', () => {
     );
   });
 
-  it('33. requeue --since after Redis lost the completed jobs: every job runs again, no effect twice', async () => {
+  it('33. requeue --since after the queues lost the completed jobs: every job runs again, no effect twice', async () => {
+    const inPostgres = TEST_QUEUE_BACKEND === 'postgres';
     await measured(
       {
         item: 35,
         title: 'consumer after requeue --since',
         claim:
-          'When Redis loses its jobs and `feedsync requeue --since` hands every event over again, the consumer runs ' +
+          `When ${QUEUES_IN} loses its jobs and \`feedsync requeue --since\` hands every event over again, the consumer runs ` +
           'each job again and applies none of them a second time.',
         method:
-          `A real \`sync --once\` from the simulator (${BACKLOG} events) fills the queues of a redis-server the test ` +
-          'starts; a createConsumer consumes them all; the test closes it and runs FLUSHALL on that server (never ' +
-          'the shared one), then `feedsync requeue --since 1h` (the built CLI) re-adds every published event, and ' +
+          `A real \`sync --once\` from the simulator (${BACKLOG} events) fills the queues ` +
+          (inPostgres
+            ? "(a schema of the item's own); a createConsumer consumes them all; the test closes it and empties " +
+              "every table of the queues' schema but BullMQ's migration ledger, "
+            : 'of a redis-server the test starts; a createConsumer consumes them all; the test closes it and runs ' +
+              'FLUSHALL on that server (never the shared one), ') +
+          'then `feedsync requeue --since 1h` (the built CLI) re-adds every published event, and ' +
           'a new consumer of the same name consumes them all again.',
       },
       async (rec) => {
-        rec.injectedWhat = 'FLUSHALL + requeue';
-        redis = await startRedisServer();
-        const world = await fed('consumer_requeue', { redisUrl: redis.url });
+        rec.injectedWhat = inPostgres ? 'emptied queues + requeue' : 'FLUSHALL + requeue';
+        // On Redis, a server of the item's own: FLUSHALL is never run on the shared one.
+        redis = inPostgres ? null : await startRedisServer();
+        const world = await fed('consumer_requeue', redis ? { redisUrl: redis.url } : {});
         let calls = 0;
         const consume = (): Promise<void> =>
           consumeAll(world, 'requeue', async (event, db) => {
@@ -312,12 +318,14 @@ describe('the consumer applies each event once under faults', () => {
             );
           });
         await consume();
-        const admin = redis.admin();
-        try {
-          await admin.flushall();
-        } finally {
-          admin.disconnect();
-        }
+        if (redis) {
+          const admin = redis.admin();
+          try {
+            await admin.flushall();
+          } finally {
+            admin.disconnect();
+          }
+        } else await loseJobs(world.box);
         rec.injected = 1;
         expect((await jobCounts(world.box)).completed).toBe(0);
         const requeue = await runCli(['requeue', '--since', '1h', '--json'], world.box.env(null), 60_000);

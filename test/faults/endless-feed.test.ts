@@ -7,6 +7,7 @@ import { fateOf } from './support/fate.js';
 import { isPrefix, prefixState } from './support/prefix-check.js';
 import { measured } from './support/results.js';
 import { useSandboxes } from './support/sandbox.js';
+import { QUEUES_IN } from './support/sandbox-queues.js';
 import { timedCli } from './support/timed-cli.js';
 
 /** As good as endless: each run of a few seconds reads a small part of it. */
@@ -31,7 +32,7 @@ it('36. a feed that never ends: a once run stops at SYNC_ONCE_MAX_MS, exit 4, an
       method:
         `The simulator with a synthetic backlog of ${BACKLOG.toLocaleString('en-US')} events (generated on the fly), ` +
         `SYNC_ONCE_MAX_MS=${LIMIT_MS}; two \`feedsync sync --once\` runs through the CLI, then the events 1..cursor ` +
-        'compared with the store and the BullMQ wait lists.',
+        `compared with the store and the jobs in ${QUEUES_IN}.`,
     },
     async (rec) => {
       rec.injectedWhat = 'runs against a feed without end';
@@ -52,7 +53,7 @@ it('36. a feed that never ends: a once run stops at SYNC_ONCE_MAX_MS, exit 4, an
         id: `evt_${String(i + 1).padStart(12, '0')}`,
         type: backlogType(i + 1),
       }));
-      const fate = await fateOf({ store: box.store, prefix: box.prefix, redisUrl: box.redisUrl, served });
+      const fate = await fateOf(box, served);
       rec.checked = fate.served;
       rec.lost = fate.lost;
       rec.duplicated = fate.duplicated;

@@ -2,7 +2,6 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import { createLogger } from '../../src/logger.js';
 import type { Simulator } from '../../src/simulator/index.js';
 import { createSync } from '../../src/sync/sync.js';
-import { testConfig } from '../support/config.js';
 import { runCli } from '../support/processes.js';
 import { startTestSimulator, TEST_API_KEY } from '../support/simulator.js';
 import { fateOf } from './support/fate.js';
@@ -32,10 +31,10 @@ afterAll(async () => {
 /** One in-process run with a short body timeout; the retry waits are skipped, the timeouts are real. */
 async function run(box: Sandbox, baseUrl: string) {
   const attempts: number[] = [];
-  const config = testConfig(
-    { schema: box.schema, prefix: box.prefix, baseUrl },
-    { FEED_TIMEOUT_MS: String(TIMEOUT_MS), FEED_MAX_RETRIES: String(RETRIES) },
-  );
+  const config = box.config(baseUrl, {
+    FEED_TIMEOUT_MS: String(TIMEOUT_MS),
+    FEED_MAX_RETRIES: String(RETRIES),
+  });
   const sync = createSync(config, {
     logger,
     store: box.store,
@@ -107,18 +106,8 @@ it('7. a hung response (headers sent, body never finished): aborted at the body 
       const healed2 = await run(box2, feed.baseUrl);
       rec.injected += stalled.attempts.length;
 
-      const fate1 = await fateOf({
-        store: box.store,
-        prefix: box.prefix,
-        redisUrl: box.redisUrl,
-        served: await readWholeFeed(sim.baseUrl, TEST_API_KEY),
-      });
-      const fate2 = await fateOf({
-        store: box2.store,
-        prefix: box2.prefix,
-        redisUrl: box2.redisUrl,
-        served: EVENTS,
-      });
+      const fate1 = await fateOf(box, await readWholeFeed(sim.baseUrl, TEST_API_KEY));
+      const fate2 = await fateOf(box2, EVENTS);
       const all = [...hung.attempts, ...stalled.attempts];
       rec.checked = fate1.served + fate2.served;
       rec.lost = fate1.lost + fate2.lost;

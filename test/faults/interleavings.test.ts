@@ -3,17 +3,14 @@ import fc from 'fast-check';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { createLogger } from '../../src/logger.js';
 import type { Publisher } from '../../src/queue/publisher.js';
-import { createPublisher } from '../../src/queue/redis-publisher.js';
 import { createSync } from '../../src/sync/sync.js';
-import { testConfig } from '../support/config.js';
-import { TEST_DATABASE_URL } from '../support/postgres.js';
 import { seeded } from '../support/random.js';
-import { redisSettings, TEST_JOB_OPTIONS } from '../support/redis.js';
 import { crashablePublisher, crashableStore } from './support/crashable.js';
 import { fateOf } from './support/fate.js';
 import { ModelFeed } from './support/model-feed.js';
 import { measured } from './support/results.js';
 import { type Sandbox, useSandboxes } from './support/sandbox.js';
+import { publisherOf, QUEUES_IN } from './support/sandbox-queues.js';
 
 const SEED = 0x5eed10;
 const NUM_RUNS = 100;
@@ -24,11 +21,7 @@ let publisher: Publisher;
 
 beforeAll(async () => {
   box = await sandbox('interleavings');
-  publisher = createPublisher({
-    redis: redisSettings(box.redisUrl),
-    prefix: box.prefix,
-    jobOptions: TEST_JOB_OPTIONS,
-  });
+  publisher = publisherOf(box);
 });
 afterAll(async () => {
   await publisher.close();
@@ -80,7 +73,7 @@ interface Tally {
 
 /** One worker "process": its own pool and relay, crashing where `crash` says. */
 async function runWorker(feed: ModelFeed, source: string, limit: number, crash: Crash, random: () => number) {
-  const conn = crashableStore(TEST_DATABASE_URL, box.schema);
+  const conn = crashableStore(box.databaseUrl, box.schema);
   // A dead process does nothing more: once crashed, the run is abandoned (everything it
   // still tries is refused) rather than awaited, and the relay stopped.
   let dead: () => void = () => {};
@@ -109,10 +102,7 @@ async function runWorker(feed: ModelFeed, source: string, limit: number, crash: 
     if (r < 0.3) await sleep(Math.floor(r * 10));
     else if (r < 0.7) await new Promise((resolve) => setImmediate(resolve));
   });
-  const config = testConfig(
-    { schema: box.schema, prefix: box.prefix },
-    { FEED_SOURCE: source, FEED_PAGE_LIMIT: String(limit) },
-  );
+  const config = box.config(null, { FEED_SOURCE: source, FEED_PAGE_LIMIT: String(limit) });
   const sync = createSync(config, {
     logger,
     store: conn.store,
@@ -164,7 +154,7 @@ it('10. property: random interleavings of fetches, commits, crashes and restarts
       method:
         `fast-check (${NUM_RUNS} scenarios, seed 0x${SEED.toString(16)}) over a model feed in memory that grows between runs and ` +
         'sometimes repeats the last events of the previous page, read through the real page parser, catch-up pipeline, ' +
-        'applier and relay against the real Postgres and Redis. Each scenario is a sequence of runs and appends; a run ' +
+        `applier and relay against the real Postgres and ${QUEUES_IN}. Each scenario is a sequence of runs and appends; a run ` +
         'may crash after its n-th fetch, after its n-th commit, before or after its n-th addBulk (from then on every ' +
         'query is refused and each connection is destroyed, so Postgres rolls back what was open), or be stopped as by ' +
         'SIGTERM. Each run is a new worker with its own connections. A last run without faults ends each scenario.',
@@ -221,13 +211,7 @@ it('10. property: random interleavings of fetches, commits, crashes and restarts
             await expireLease(source);
           }
           tally.pagesServed += feed.pages;
-          const fate = await fateOf({
-            store: box.store,
-            prefix: box.prefix,
-            redisUrl: box.redisUrl,
-            served: feed.events,
-            source,
-          });
+          const fate = await fateOf(box, feed.events, source);
           tally.checked += fate.served;
           tally.lost += fate.lost;
           tally.duplicated += fate.duplicated;

@@ -115,13 +115,7 @@ async function fleet(label: string): Promise<Fleet> {
       let lost = 0;
       let duplicated = 0;
       for (let i = 0; i < SOURCES; i++) {
-        const fate = await fateOf({
-          store: box.store,
-          prefix: box.prefix,
-          redisUrl: box.redisUrl,
-          served: await readWholeFeed(sim.baseUrl, keyOf(i)),
-          source: `acct-${i}`,
-        });
+        const fate = await fateOf(box, await readWholeFeed(sim.baseUrl, keyOf(i)), `acct-${i}`);
         expect(fate).toMatchObject({ stored: EVENTS, lost: 0, duplicated: 0, strangers: 0, unpublished: 0 });
         checked += fate.served;
         lost += fate.lost;

@@ -141,13 +141,7 @@ it('16. kill loop over a fleet: 50 sources, 3 watch replicas, SIGKILLs while the
       let jobs = 0;
       for (let i = 0; i < SOURCES; i++) {
         const served = await readWholeFeed(sim.baseUrl, keyOf(i));
-        const fate = await fateOf({
-          store: box.store,
-          prefix: box.prefix,
-          redisUrl: box.redisUrl,
-          served,
-          source: `acct-${i}`,
-        });
+        const fate = await fateOf(box, served, `acct-${i}`);
         rec.checked += fate.served;
         rec.lost += fate.lost;
         rec.duplicated += fate.duplicated;

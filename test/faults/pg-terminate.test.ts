@@ -6,7 +6,6 @@ import { backlogEvent } from '../../src/simulator/backlog.js';
 import type { Simulator } from '../../src/simulator/index.js';
 import { createStore, type Store } from '../../src/store/db.js';
 import { createSync } from '../../src/sync/sync.js';
-import { testConfig } from '../support/config.js';
 import { TEST_DATABASE_URL } from '../support/postgres.js';
 import { between, seeded } from '../support/random.js';
 import { startTestSimulator, TEST_API_KEY } from '../support/simulator.js';
@@ -84,13 +83,7 @@ it('3. pg_terminate_backend mid-transaction: rollback, reconnect, no partial pag
       const boxA = await sandbox('terminate_applier');
       const appA = `faults-apply-${boxA.schema}`;
       const storeA = namedStore(boxA.schema, appA);
-      const syncA = createSync(
-        testConfig({ schema: boxA.schema, prefix: boxA.prefix, baseUrl: simA.baseUrl }),
-        {
-          logger,
-          store: storeA,
-        },
-      );
+      const syncA = createSync(boxA.config(simA.baseUrl), { logger, store: storeA });
       let withWrites = 0;
       let failedRuns = 0;
       let finishedRuns = 0;
@@ -165,26 +158,15 @@ it('3. pg_terminate_backend mid-transaction: rollback, reconnect, no partial pag
       }
       const final = await check();
       const servedA = await readWholeFeed(simA.baseUrl, TEST_API_KEY);
-      const fateA = await fateOf({
-        store: boxA.store,
-        prefix: boxA.prefix,
-        redisUrl: boxA.redisUrl,
-        served: servedA,
-      });
+      const fateA = await fateOf(boxA, servedA);
 
       // The relay: it holds no transaction while it adds jobs, so its sessions are terminated
       // whenever they last ran one of its statements: mid-statement, or between its add and its mark.
       const boxB = await sandbox('terminate_relay');
       const appB = `faults-relay-${boxB.schema}`;
       const storeB = namedStore(boxB.schema, appB);
-      const adds = followAdds(boxB.redisUrl, boxB.prefix);
-      const syncB = createSync(
-        testConfig({ schema: boxB.schema, prefix: boxB.prefix, baseUrl: simB.baseUrl }),
-        {
-          logger,
-          store: storeB,
-        },
-      );
+      const adds = await followAdds(boxB);
+      const syncB = createSync(boxB.config(simB.baseUrl), { logger, store: storeB });
       let relayKills = 0;
       try {
         // Bounded: each run either ends or loses one more transaction; at most RELAY_KILLS + 3 runs.
@@ -212,12 +194,7 @@ it('3. pg_terminate_backend mid-transaction: rollback, reconnect, no partial pag
       }
       const counts = await adds.stop();
       const servedB = await readWholeFeed(simB.baseUrl, TEST_API_KEY);
-      const fateB = await fateOf({
-        store: boxB.store,
-        prefix: boxB.prefix,
-        redisUrl: boxB.redisUrl,
-        served: servedB,
-      });
+      const fateB = await fateOf(boxB, servedB);
       const addedTwice = routed(servedB).filter((e) => (counts.added.get(`default/${e.id}`) ?? 0) > 1).length;
       rec.injected += relayKills;
 

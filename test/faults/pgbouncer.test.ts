@@ -176,13 +176,7 @@ it('19. through PgBouncer in transaction mode: migrate, repeated once runs, watc
 
       let stored = 0;
       for (let i = 0; i < SOURCES; i++) {
-        const fate = await fateOf({
-          store: box.store,
-          prefix: box.prefix,
-          redisUrl: box.redisUrl,
-          served: await readWholeFeed(sim.baseUrl, keyOf(i)),
-          source: `acct-${i}`,
-        });
+        const fate = await fateOf(box, await readWholeFeed(sim.baseUrl, keyOf(i)), `acct-${i}`);
         expect(fate).toMatchObject({ lost: 0, duplicated: 0, strangers: 0, unpublished: 0 });
         rec.checked += fate.served;
         rec.lost += fate.lost;
@@ -312,14 +306,7 @@ it("42. the queues in Postgres: feedsync's statements through PgBouncer in trans
         for (const r of fleet) await r.waitExit(30_000);
       }
       for (let i = 0; i < SOURCES; i++) {
-        const fate = await fateOf({
-          store: box.store,
-          prefix: box.prefix,
-          redisUrl: box.redisUrl,
-          queueUrl: box.queueUrl,
-          served: await readWholeFeed(sim.baseUrl, keyOf(i)),
-          source: `acct-${i}`,
-        });
+        const fate = await fateOf(box, await readWholeFeed(sim.baseUrl, keyOf(i)), `acct-${i}`);
         expect(fate).toMatchObject({ lost: 0, duplicated: 0, strangers: 0, unpublished: 0 });
         rec.checked += fate.served;
         rec.lost += fate.lost;

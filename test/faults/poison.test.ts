@@ -4,7 +4,6 @@ import { MAX_DATA_DEPTH, MAX_EMAIL_ID_LENGTH } from '../../src/feed/envelope.js'
 import { jsonText } from '../../src/feed/json-text.js';
 import { createLogger } from '../../src/logger.js';
 import { startWebhookService } from '../../src/webhooks/webhook-service.js';
-import { testConfig } from '../support/config.js';
 import { addRefusingTrigger as addTrigger, nested, quarantinedRaw } from '../support/poison-items.js';
 import { killChildren, runCli } from '../support/processes.js';
 import { deliver, poolFor, SECRET_NEW } from '../webhooks/helpers.js';
@@ -64,12 +63,7 @@ async function poisonRun(
   const poisonIds = new Set(poison.map((e) => e.id));
   const good = events.filter((e) => !poisonIds.has(e.id));
   const storedPoison = poison.filter((e) => stored.has(e.id));
-  const fate = await fateOf({
-    store: box.store,
-    prefix: box.prefix,
-    redisUrl: box.redisUrl,
-    served: [...good, ...storedPoison],
-  });
+  const fate = await fateOf(box, [...good, ...storedPoison]);
   const quarantinedOnce = poison.filter((e) => raws.filter((r) => r === quarantinedRaw(e)).length === 1);
   const unaccounted = poison.filter((e) => !stored.has(e.id) && !quarantinedOnce.includes(e));
   const both = storedPoison.filter((e) => raws.includes(quarantinedRaw(e)));
@@ -218,7 +212,7 @@ it('15. the same poison as webhook deliveries', async () => {
       rec.injectedWhat = 'poison deliveries';
       const box = await sandbox('poison_wh');
       await addRefusingTrigger(box);
-      const config = testConfig({ schema: box.schema, prefix: box.prefix }, { WEBHOOK_SECRET: SECRET_NEW });
+      const config = box.config(null, { WEBHOOK_SECRET: SECRET_NEW });
       const service = await startWebhookService(config, {
         logger: createLogger({ level: 'silent' }),
         port: 0,

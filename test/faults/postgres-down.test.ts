@@ -4,7 +4,6 @@ import { createLogger } from '../../src/logger.js';
 import { claimDue, ensureLeaseRows } from '../../src/store/lease.js';
 import { watchSources } from '../../src/sync/scheduler.js';
 import { createSync } from '../../src/sync/sync.js';
-import { testConfig } from '../support/config.js';
 import { CLI, killChildren, runCli, spawnNode, waitFor } from '../support/processes.js';
 import { TEST_API_KEY } from '../support/simulator.js';
 import { fateOfFeed, simulators } from './support/fed-by-simulator.js';
@@ -117,13 +116,7 @@ it('4. Postgres stopped: a once run exits 1 with the cursor intact; a watch run 
       // (c) the watch loop through an outage.
       const simC = await simulator(2_000);
       const boxC = await sandbox('pg_down_watch', { databaseUrl: postgres.url });
-      const sync = createSync(
-        testConfig(
-          { schema: boxC.schema, prefix: boxC.prefix, baseUrl: simC.baseUrl },
-          { DATABASE_URL: postgres.url },
-        ),
-        { logger: createLogger({ level: 'silent' }) },
-      );
+      const sync = createSync(boxC.config(simC.baseUrl), { logger: createLogger({ level: 'silent' }) });
       const waits: number[] = [];
       const runs: string[] = [];
       const stop = new AbortController();

@@ -119,12 +119,10 @@ it('21. Cluster master kill -9 mid-run: no hang, and a run that exits 0 has ever
       const runsA = await completeRuns(firstA, envA);
       const promoted = await slotOwner(prefixA);
       const servedA = await readWholeFeed(simA.baseUrl, TEST_API_KEY);
-      const fateA = await fateOf({
-        store: boxA.store,
-        prefix: prefixA,
-        redisUrl: promoted.url,
-        served: servedA,
-      });
+      const fateA = await fateOf(
+        { store: boxA.store, prefix: prefixA, redisUrl: promoted.url, queueUrl: null },
+        servedA,
+      );
       const failuresA = relayFailures(`${firstA.stdout}${firstA.stderr}`);
 
       // (b) the promoted replica killed too: its slots have no node left.
@@ -163,12 +161,10 @@ it('21. Cluster master kill -9 mid-run: no hang, and a run that exits 0 has ever
       const runsB = await completeRuns(await runCli(['sync', '--once'], envB, RUN_BOUND_MS), envB);
       const servedB = await readWholeFeed(simB.baseUrl, TEST_API_KEY);
       const ownerB = await slotOwner(prefixB);
-      const fateB = await fateOf({
-        store: boxB.store,
-        prefix: prefixB,
-        redisUrl: ownerB.url,
-        served: servedB,
-      });
+      const fateB = await fateOf(
+        { store: boxB.store, prefix: prefixB, redisUrl: ownerB.url, queueUrl: null },
+        servedB,
+      );
       const log = [...runsA, down, term, ...runsB].map((r) => `${r.stdout}${r.stderr}`).join('\n');
 
       rec.checked = fateA.served + fateB.served;

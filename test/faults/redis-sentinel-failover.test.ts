@@ -91,7 +91,7 @@ async function failoverRun(box: Sandbox, sim: Simulator, events: number, extra: 
   const served = await readWholeFeed(sim.baseUrl, TEST_API_KEY);
   const master = `redis://127.0.0.1:${await set.masterPort()}`;
   const fate = async (): Promise<Fate> =>
-    fateOf({ store: box.store, prefix: box.prefix, redisUrl: master, served });
+    fateOf({ store: box.store, prefix: box.prefix, redisUrl: master, queueUrl: null }, served);
   return {
     runs,
     firstMs,

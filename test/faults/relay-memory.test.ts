@@ -109,12 +109,7 @@ it('32. Large events with Redis frozen mid-run: peak RSS under the CronJob limit
             const first = await run.waitExit(RUN_BOUND_MS);
             const again = first.code === 0 ? null : await runCli(['sync', '--once'], env, RUN_BOUND_MS);
             peaks.push(peak);
-            const fate = await fateOf({
-              store: box.store,
-              prefix: box.prefix,
-              redisUrl: box.redisUrl,
-              served: feed.served,
-            });
+            const fate = await fateOf(box, feed.served);
             rec.checked += fate.served;
             rec.lost += fate.lost;
             rec.duplicated += fate.duplicated;

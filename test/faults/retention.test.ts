@@ -1,11 +1,12 @@
 import { afterAll, expect, it } from 'vitest';
 import type { ServiceEvent } from '../../src/api/types.js';
 import { killChildren, runCli } from '../support/processes.js';
-import { deletePrefix } from '../support/redis.js';
-import { fateOf, jobIds } from './support/fate.js';
+import { TEST_QUEUE_BACKEND } from '../support/queues.js';
+import { fateOf, queuedJobIds } from './support/fate.js';
 import { feedEvents, startFeedServer } from './support/feed-server.js';
 import { measured } from './support/results.js';
 import { useSandboxes } from './support/sandbox.js';
+import { loseJobs } from './support/sandbox-queues.js';
 
 const sandbox = useSandboxes();
 afterAll(async () => {
@@ -13,6 +14,15 @@ afterAll(async () => {
 });
 
 const COUNT = 3_000;
+/** What loses the jobs on this run's queues, how, and the fault's name. */
+const [LOSER, LOSS, LOST] =
+  TEST_QUEUE_BACKEND === 'postgres'
+    ? [
+        "the queues' schema",
+        "every table of the queues' schema but BullMQ's migration ledger emptied (the jobs lost)",
+        'emptied queues',
+      ]
+    : ['Redis', 'the queue prefix deleted (Redis lost its data)', 'prefix deletions'];
 /** Events dated long before the retention, and the two dates a feed might send to blind it. */
 function oldFeed(): ServiceEvent[] {
   const events = feedEvents(COUNT);
@@ -40,30 +50,30 @@ it('25. events older than the retention when they arrive: requeue, a second read
       title: 'events older than the retention when they arrive',
       claim:
         'A catch-up of events already older than `EVENTS_RETENTION_DAYS` keeps them (by arrival) long enough that ' +
-        '`requeue` after Redis lost its data re-drives every job, its dry run counting the same; the feed serving ' +
+        `\`requeue\` after ${LOSER} lost its data re-drives every job, its dry run counting the same; the feed serving ` +
         'them again stores and enqueues nothing new; once their time is over every one of them is pruned, dates ' +
         'before 1970 and in 9999 included.',
       method:
         `A feed server of ${COUNT.toLocaleString('en-US')} events dated 2024 plus one dated 1969 and one dated 9999, ` +
-        '`feedsync sync --once` with `EVENTS_RETENTION_DAYS=7`; the queue prefix deleted (Redis lost its data); ' +
+        `\`feedsync sync --once\` with \`EVENTS_RETENTION_DAYS=7\`; ${LOSS}; ` +
         '`requeue --since 1h --dry-run`, then `requeue --since 1h`; `cursor reset` and `sync --once` (the feed ' +
         'served again); the arrival and publish times moved 8 days back, and `sync --once` again.',
     },
     async (rec) => {
-      rec.injectedWhat = 'prefix deletions and replays';
+      rec.injectedWhat = `${LOST} and replays`;
       const served = oldFeed();
       const feed = await startFeedServer(served);
       const box = await sandbox('retention_old');
       const env = box.env(feed.baseUrl, { EVENTS_RETENTION_DAYS: '7' });
-      const fate = () => fateOf({ store: box.store, prefix: box.prefix, redisUrl: box.redisUrl, served });
+      const fate = () => fateOf(box, served);
       try {
         const first = await runCli(['sync', '--once'], env, 120_000);
         expect(first.code, first.stderr).toBe(0);
         const afterRun = await fate();
 
-        await deletePrefix(box.prefix, box.redisUrl);
+        await loseJobs(box);
         rec.injected++;
-        const left = (await jobIds(box.redisUrl, box.prefix)).length;
+        const left = (await queuedJobIds(box)).length;
         const dry = await runCli(['requeue', '--since', '1h', '--dry-run', '--json'], env, 60_000);
         const real = await runCli(['requeue', '--since', '1h', '--json'], env, 60_000);
         const dryResult = JSON.parse(dry.stdout) as { requeued: number; unavailable: number };
@@ -96,7 +106,10 @@ it('25. events older than the retention when they arrive: requeue, a second read
         rec.lost = Math.max(afterRun.lost, afterRequeue.lost, afterReplay.lost);
         rec.duplicated = afterRun.duplicated + afterRequeue.duplicated + afterReplay.duplicated;
         rec.figures = [
-          ['jobs left after the prefix was deleted', left],
+          [
+            `jobs left after the ${TEST_QUEUE_BACKEND === 'postgres' ? 'queues were emptied' : 'prefix was deleted'}`,
+            left,
+          ],
           [
             'requeue --dry-run: would re-drive / cannot (event gone)',
             `${dryResult.requeued} / ${dryResult.unavailable}`,

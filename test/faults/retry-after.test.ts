@@ -2,7 +2,6 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import { createLogger } from '../../src/logger.js';
 import type { Simulator } from '../../src/simulator/index.js';
 import { createSync } from '../../src/sync/sync.js';
-import { testConfig } from '../support/config.js';
 import { startTestSimulator, TEST_API_KEY } from '../support/simulator.js';
 import { fateOf } from './support/fate.js';
 import { measured } from './support/results.js';
@@ -55,7 +54,7 @@ async function run(box: Sandbox, opts: { fromPage: number; count: number; retryA
   let okPages = 0;
   let limited = 0;
   if (opts.fromPage === 1) sim.setFaults({ rate429: 1, retryAfterSec: opts.retryAfter });
-  const config = testConfig({ schema: box.schema, prefix: box.prefix, baseUrl: sim.baseUrl });
+  const config = box.config(sim.baseUrl);
   const sync = createSync(config, {
     logger,
     store: box.store,
@@ -109,9 +108,7 @@ it('6. 429 with Retry-After: 120: the next request waits at least that long (an 
       rec.injected = first.limited + mid.limited + long.limited;
 
       const served = await readWholeFeed(sim.baseUrl, TEST_API_KEY);
-      const fates = await Promise.all(
-        [box, box2].map((b) => fateOf({ store: b.store, prefix: b.prefix, redisUrl: b.redisUrl, served })),
-      );
+      const fates = await Promise.all([box, box2].map((b) => fateOf(b, served)));
       const cursor = await box3.store.pool.query<{ after_id: string | null }>(
         `SELECT after_id FROM "${box3.schema}".cursors`,
       );

@@ -121,7 +121,7 @@ it('9. SIGTERM at random moments: exit 0 within the grace period, consistent sta
       );
       const last = await runCli(['sync', '--once'], box.env(sim.baseUrl), 120_000);
       const served = await readWholeFeed(sim.baseUrl, TEST_API_KEY);
-      const fate = await fateOf({ store: box.store, prefix: box.prefix, redisUrl: box.redisUrl, served });
+      const fate = await fateOf(box, served);
       rec.checked = fate.served;
       rec.lost = fate.lost;
       rec.duplicated = fate.duplicated;

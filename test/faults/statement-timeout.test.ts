@@ -45,7 +45,7 @@ it('26. a page that cannot commit within statement_timeout is committed in parts
         const run = await runCli(['sync', '--once'], env, 180_000);
         const runMs = Math.round(performance.now() - started);
         rec.injected = COUNT / 1000;
-        const fate = await fateOf({ store: box.store, prefix: box.prefix, redisUrl: box.redisUrl, served });
+        const fate = await fateOf(box, served);
         rec.checked = fate.served;
         rec.lost = fate.lost;
         rec.duplicated = fate.duplicated;

@@ -5,12 +5,12 @@
 // Prints {stored, duplicates, conflicts} as JSON. Configuration: the usual environment.
 
 import { ServiceClient } from '../../../dist/api/client.js';
+import { publisherFor } from '../../../dist/compose/parts.js';
 import { loadConfig } from '../../../dist/config/config.js';
 import { createFeedClient } from '../../../dist/feed/feed-client.js';
 import { createLogger } from '../../../dist/logger.js';
-import { createPublisher } from '../../../dist/queue/redis-publisher.js';
 import { startRelay } from '../../../dist/queue/relay-loop.js';
-import { jobOptionsFor, routeFor } from '../../../dist/queue/routes.js';
+import { routeFor } from '../../../dist/queue/routes.js';
 import { createApplier } from '../../../dist/store/applier.js';
 import { ensureCursor, isStored } from '../../../dist/store/cursor.js';
 import { createStore } from '../../../dist/store/db.js';
@@ -20,11 +20,8 @@ import { catchUp } from '../../../dist/sync/catch-up.js';
 const config = loadConfig();
 const logger = createLogger({ level: config.logLevel, destination: process.stderr });
 const store = createStore({ ...config.database, logger });
-const publisher = createPublisher({
-  redis: config.redis,
-  prefix: config.queues.prefix,
-  jobOptions: jobOptionsFor(config.queues),
-});
+// Redis, or with QUEUE_BACKEND=postgres the queues in Postgres, as the CLI chooses.
+const publisher = publisherFor(config);
 const relay = startRelay({ outbox: pgOutbox(store), publisher, logger });
 const applier = createApplier(store, routeFor(config.queues));
 const client = new ServiceClient({ baseUrl: config.feed.baseUrl, apiKey: config.feed.apiKey });

@@ -2,6 +2,7 @@ import { Redis } from 'ioredis';
 import pg from 'pg';
 import { jobIdFor } from '../../../src/queue/routes.js';
 import type { Store } from '../../../src/store/db.js';
+import type { QueueHome } from './sandbox-queues.js';
 import { routed, type Served } from './served.js';
 
 export const QUEUES = ['email-events', 'contact-events'] as const;
@@ -24,40 +25,34 @@ export interface Fate {
 }
 
 /**
- * Compares the store and the queues with the served set. Jobs are read from the
- * wait lists (no worker runs in these tests, so every added job waits there).
+ * Compares the store and the queues of a sandbox with the served set. Jobs are read
+ * from the Redis wait lists (no worker runs in these tests, so every added job waits
+ * there) or, with the queues in Postgres, from BullMQ's job table.
  */
-export async function fateOf(opts: {
-  store: Store;
-  prefix: string;
-  redisUrl: string;
-  /** The queues' Postgres when they live there (their schema is the prefix); null or absent: Redis. */
-  queueUrl?: string | null;
-  served: readonly Served[];
-  source?: string;
-}): Promise<Fate> {
-  const source = opts.source ?? 'default';
-  const s = `"${opts.store.schema}"`;
-  const servedIds = [...new Set(opts.served.map((e) => e.id))];
-  const { rows: ev } = await opts.store.pool.query<{ id: string; n: number }>(
+export async function fateOf(
+  box: QueueHome & { store: Store },
+  served: readonly Served[],
+  source = 'default',
+): Promise<Fate> {
+  const s = `"${box.store.schema}"`;
+  const servedIds = [...new Set(served.map((e) => e.id))];
+  const { rows: ev } = await box.store.pool.query<{ id: string; n: number }>(
     `SELECT id, count(*)::int AS n FROM ${s}.events WHERE source = $1 GROUP BY id`,
     [source],
   );
   const stored = new Map(ev.map((r) => [r.id, r.n]));
-  const { rows: ob } = await opts.store.pool.query<{ event_id: string; n: number; open: number }>(
+  const { rows: ob } = await box.store.pool.query<{ event_id: string; n: number; open: number }>(
     `SELECT event_id, count(*)::int AS n, count(*) FILTER (WHERE published_at IS NULL)::int AS open
        FROM ${s}.outbox WHERE source = $1 GROUP BY event_id`,
     [source],
   );
-  const jobs = opts.queueUrl
-    ? await pgJobIds(opts.queueUrl, opts.prefix, source)
-    : await jobIds(opts.redisUrl, opts.prefix, source);
+  const jobs = await queuedJobIds(box, source);
   const jobCount = new Map<string, number>();
   for (const id of jobs) jobCount.set(id, (jobCount.get(id) ?? 0) + 1);
 
   const lost = new Set(servedIds.filter((id) => !stored.has(id)));
   let jobsMissing = 0;
-  for (const e of routed(opts.served)) {
+  for (const e of routed(served)) {
     if (!jobCount.has(jobIdFor(source, e.id))) {
       jobsMissing++;
       lost.add(e.id);
@@ -76,6 +71,11 @@ export async function fateOf(opts: {
     jobs: jobs.length,
     jobsMissing,
   };
+}
+
+/** Job ids of one source in the sandbox's queues: the Redis wait lists, or every state of the job table. */
+export function queuedJobIds(box: QueueHome, source = 'default'): Promise<string[]> {
+  return box.queueUrl ? pgJobIds(box.queueUrl, box.prefix, source) : jobIds(box.redisUrl, box.prefix, source);
 }
 
 /** Job ids of one source in every queue's wait list, repeats kept. */

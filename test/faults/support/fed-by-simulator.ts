@@ -25,11 +25,5 @@ export function simulators(): {
 /** The fate of everything the simulator served, in a sandbox's store and queues. */
 export async function fateOfFeed(box: Sandbox, sim: Simulator): Promise<Fate> {
   const served = await readWholeFeed(sim.baseUrl, TEST_API_KEY);
-  return fateOf({
-    store: box.store,
-    prefix: box.prefix,
-    redisUrl: box.redisUrl,
-    queueUrl: box.queueUrl,
-    served,
-  });
+  return fateOf(box, served);
 }

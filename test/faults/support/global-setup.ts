@@ -7,26 +7,34 @@ import { promisify } from 'node:util';
 import { Redis } from 'ioredis';
 import pg from 'pg';
 import type { TestProject } from 'vitest/node';
+import { POSTGRES_QUEUE_FAULT_FILES } from '../../../vitest.faults.config.js';
 import { TEST_DATABASE_URL } from '../../support/postgres.js';
+import { TEST_QUEUE_BACKEND } from '../../support/queues.js';
 import { TEST_REDIS_URL } from '../../support/redis.js';
 import { ensureTestDatabase } from '../../support/test-database.js';
 import { type Machine, renderPage } from './reliability-page.js';
 import type { FaultRecord } from './results.js';
 
 const ROOT = fileURLToPath(new URL('../../../', import.meta.url));
-const PAGE = join(ROOT, 'docs', 'RELIABILITY.md');
 const FAULTS = join(ROOT, 'test', 'faults');
+/** The page a whole run writes, and the files it runs: all, or with the queues in Postgres those listed. */
+const [PAGE_NAME, FILES] =
+  TEST_QUEUE_BACKEND === 'postgres'
+    ? ['RELIABILITY-POSTGRES.md', POSTGRES_QUEUE_FAULT_FILES.map((f) => f.replace('test/faults/', ''))]
+    : ['RELIABILITY.md', readdirSync(FAULTS).filter((f) => f.endsWith('.test.ts'))];
+const PAGE = join(ROOT, 'docs', PAGE_NAME);
 
 /**
- * The item numbers the suite holds, read from the `item: N` of each test file, so
+ * The item numbers the run holds, read from the `item: N` of each of its test files, so
  * that a new file adds its items without a count to keep in step. A number used
  * twice is reported by its files.
  */
 function expectedItems(): Map<number, string[]> {
   const items = new Map<number, string[]>();
-  for (const file of readdirSync(FAULTS).filter((f) => f.endsWith('.test.ts'))) {
+  for (const file of FILES) {
     const text = readFileSync(join(FAULTS, file), 'utf8');
-    for (const m of text.matchAll(/^\s*item: (\d+),$/gm)) {
+    // `item: N,` on a line of its own, or first in an object literal on one line (a table of variants).
+    for (const m of text.matchAll(/^\s*(?:\{ )?item: (\d+),/gm)) {
       const n = Number(m[1]);
       items.set(n, [...(items.get(n) ?? []), file]);
     }
@@ -62,7 +70,7 @@ export default async function setup(project: TestProject): Promise<() => Promise
       if (twice.length > 0) {
         const list = twice.map(([n, files]) => `${n} (${files.join(', ')})`).join('; ');
         process.stdout.write(
-          `fault suite: item numbers used twice: ${list}; docs/RELIABILITY.md left as it was\n`,
+          `fault suite: item numbers used twice: ${list}; docs/${PAGE_NAME} left as it was\n`,
         );
         return;
       }
@@ -72,11 +80,11 @@ export default async function setup(project: TestProject): Promise<() => Promise
         .sort((a, b) => a - b);
       if (missing.length > 0) {
         process.stdout.write(
-          `fault suite: items ${missing.join(', ')} did not run; docs/RELIABILITY.md left as it was\n`,
+          `fault suite: items ${missing.join(', ')} did not run; docs/${PAGE_NAME} left as it was\n`,
         );
         return;
       }
-      writeFileSync(PAGE, renderPage(records, await machine()));
+      writeFileSync(PAGE, renderPage(records, await machine(), TEST_QUEUE_BACKEND));
       process.stdout.write(`fault suite: wrote ${PAGE}\n`);
     } finally {
       rmSync(dir, { recursive: true, force: true });
@@ -101,6 +109,11 @@ async function machine(): Promise<Machine> {
     node: process.versions.node,
     postgres: `PostgreSQL ${version.split(' ')[0]}`,
     redis: /redis_version:(\S+)/.exec(info)?.[1] ?? '?',
+    bullmq: (
+      JSON.parse(readFileSync(join(ROOT, 'node_modules', 'bullmq', 'package.json'), 'utf8')) as {
+        version: string;
+      }
+    ).version,
   };
 }
 

@@ -1,9 +1,11 @@
 import { afterAll } from 'vitest';
+import { type Config, loadConfig } from '../../../src/config/config.js';
 import { clearPrefix } from '../../../src/queue/clear-prefix.js';
 import { migrateQueues } from '../../../src/queue/pg-queues.js';
 import { createStore, type Store } from '../../../src/store/db.js';
 import { migrate } from '../../../src/store/migrate.js';
 import { dropSchema, TEST_DATABASE_URL, uniqueSchema } from '../../support/postgres.js';
+import { TEST_QUEUE_BACKEND } from '../../support/queues.js';
 import { redisSettings, TEST_REDIS_URL, uniquePrefix } from '../../support/redis.js';
 import { TEST_API_KEY } from '../../support/simulator.js';
 
@@ -16,8 +18,12 @@ export interface Sandbox {
   redisUrl: string;
   /** With the queues in Postgres (QUEUE_BACKEND=postgres): their database; null with Redis. */
   queueUrl: string | null;
+  /** The variables that name the sandbox's queues (REDIS_URL, QUEUE_PREFIX, and QUEUE_BACKEND with Postgres). */
+  queueEnv(): Record<string, string>;
   /** The whole environment of a child `feedsync` process on this sandbox (nothing inherited). */
   env(baseUrl: string | null, extra?: Record<string, string>): Record<string, string>;
+  /** The configuration of that environment, for a sync or a service run in this process (metrics on a free port). */
+  config(baseUrl: string | null, extra?: Record<string, string>): Config;
 }
 
 export interface SandboxOptions {
@@ -27,9 +33,11 @@ export interface SandboxOptions {
   migrate?: boolean;
   /**
    * The queues in Postgres: in this database (QUEUE_DATABASE_URL), in a schema of the
-   * case's own that is the prefix, migrated. Default: Redis.
+   * case's own that is the prefix, migrated. null: in Redis, whatever the run. Default:
+   * with FEEDSYNC_TEST_QUEUE_BACKEND=postgres (test/support/queues.ts) the sandbox's own
+   * database, so a private Postgres carries its own queues; else Redis.
    */
-  queueUrl?: string;
+  queueUrl?: string | null;
 }
 
 /**
@@ -51,8 +59,23 @@ export function useSandboxes(): (label: string, opts?: SandboxOptions) => Promis
     const databaseUrl = opts.databaseUrl ?? TEST_DATABASE_URL;
     const redisUrl = opts.redisUrl ?? TEST_REDIS_URL;
     const store = createStore({ url: databaseUrl, schema });
-    const queueUrl = opts.queueUrl ?? null;
+    const queueUrl =
+      opts.queueUrl === undefined ? (TEST_QUEUE_BACKEND === 'postgres' ? databaseUrl : null) : opts.queueUrl;
     const prefix = queueUrl ? uniqueSchema(`fq_${label}`) : uniquePrefix(`f-${label.replace(/_/g, '-')}`);
+    const queueEnv = (): Record<string, string> => ({
+      REDIS_URL: redisUrl,
+      QUEUE_PREFIX: prefix,
+      ...(queueUrl ? { QUEUE_BACKEND: 'postgres', QUEUE_DATABASE_URL: queueUrl } : {}),
+    });
+    const env = (baseUrl: string | null, extra: Record<string, string> = {}) => ({
+      DATABASE_URL: databaseUrl,
+      DATABASE_SCHEMA: schema,
+      FEED_API_KEY: TEST_API_KEY,
+      LOG_LEVEL: 'warn',
+      ...queueEnv(),
+      ...(baseUrl ? { FEED_BASE_URL: baseUrl } : {}),
+      ...extra,
+    });
     const box: Sandbox = {
       schema,
       prefix,
@@ -60,17 +83,9 @@ export function useSandboxes(): (label: string, opts?: SandboxOptions) => Promis
       databaseUrl,
       redisUrl,
       queueUrl,
-      env: (baseUrl, extra = {}) => ({
-        DATABASE_URL: databaseUrl,
-        DATABASE_SCHEMA: schema,
-        REDIS_URL: redisUrl,
-        QUEUE_PREFIX: prefix,
-        FEED_API_KEY: TEST_API_KEY,
-        LOG_LEVEL: 'warn',
-        ...(queueUrl ? { QUEUE_BACKEND: 'postgres', QUEUE_DATABASE_URL: queueUrl } : {}),
-        ...(baseUrl ? { FEED_BASE_URL: baseUrl } : {}),
-        ...extra,
-      }),
+      queueEnv,
+      env,
+      config: (baseUrl, extra = {}) => loadConfig(env(baseUrl, { METRICS_PORT: '0', ...extra })),
     };
     made.push(box);
     if (opts.migrate !== false) await migrate(store);
