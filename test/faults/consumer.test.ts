@@ -161,7 +161,7 @@ async function stop(child: RunningChild): Promise<number | null> {
 }
 
 describe('the consumer applies each event once under faults', () => {
-  it('31. consumer kill -9 loop: 20 SIGKILLs, half of them between a commit and its job completing', async () => {
+  it('33. consumer kill -9 loop: 20 SIGKILLs, half of them between a commit and its job completing', async () => {
     const KILLS = 20;
     const SEED = 0xc0ffee;
     await measured(
@@ -233,7 +233,7 @@ describe('the consumer applies each event once under faults', () => {
     );
   });
 
-  it('32. handlers that throw at random: every throw rolls back, every retry applies once', async () => {
+  it('34. handlers that throw at random: every throw rolls back, every retry applies once', async () => {
     const SEED = 0xbad5eed;
     const P = 0.3;
     await measured(
@@ -284,7 +284,7 @@ describe('the consumer applies each event once under faults', () => {
     );
   });
 
-  it('33. requeue --since after the queues lost the completed jobs: every job runs again, no effect twice', async () => {
+  it('35. requeue --since after the queues lost the completed jobs: every job runs again, no effect twice', async () => {
     const inPostgres = TEST_QUEUE_BACKEND === 'postgres';
     await measured(
       {
@@ -348,7 +348,7 @@ describe('the consumer applies each event once under faults', () => {
     );
   });
 
-  it('34. three replicas of one consumer at once, jobs stalling from one to another: one effect each', async () => {
+  it('36. three replicas of one consumer at once, jobs stalling from one to another: one effect each', async () => {
     const REPLICAS = 3;
     const STALL_EVERY = 40;
     await measured(
