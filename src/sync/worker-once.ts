@@ -17,7 +17,7 @@ export async function runOnceRound(w: WorkerParts): Promise<WorkerResult> {
   await ensureLeaseRows(store, names);
   // Who holds a source this run skipped, and until when: wait for it, rather than look for a second worker.
   const heldBy = new Map<string, Holder>();
-  const outcomes = await runEachOnce({
+  const turns = await runEachOnce({
     concurrency: settings.concurrency,
     signal,
     turn: w.turn,
@@ -61,6 +61,9 @@ export async function runOnceRound(w: WorkerParts): Promise<WorkerResult> {
       log.error({ err }, 'the outbox could not be drained; the events are stored and the next run drains it');
     }
   }
+  // The round's drain published every row the turns committed: a relay failure a turn saw
+  // at its end (perhaps one left from before it began) kept no job back.
+  const outcomes = handedOver && !signal.aborted ? turns.map(drainedTurn) : turns;
   const reached = new Set(outcomes.map((o) => o.source));
   const turnError = outcomes.find((o) => o.ok && o.result.drainError !== undefined);
   const result: WorkerResult = {
@@ -91,6 +94,13 @@ export async function runOnceRound(w: WorkerParts): Promise<WorkerResult> {
     'sync run finished',
   );
   return result;
+}
+
+/** A turn whose jobs the round's drain handed over: drained, whatever the relay said at its end. */
+function drainedTurn(outcome: Outcome): Outcome {
+  if (!outcome.ok || outcome.result.status === 'stopped' || outcome.result.drained) return outcome;
+  const { drainError: _handedOver, ...result } = outcome.result;
+  return { ...outcome, result: { ...result, drained: true } };
 }
 
 function tally(outcomes: readonly Outcome[], total: number): Record<string, number> {

@@ -93,6 +93,15 @@ describe('Redis Sentinel', () => {
   }, 60_000);
 
   it('doctor names the Sentinel mode and the master', async () => {
+    // The failover above leaves the old master resyncing as a replica: arrange the replica
+    // the check counts, rather than race it.
+    await waitFor(
+      async () => {
+        const info = String(await command(await set.masterPort(), ['INFO', 'replication']));
+        return /connected_slaves:[1-9]/.test(info) ? true : null;
+      },
+      { timeoutMs: 30_000, what: "the master's replica to be connected" },
+    );
     const box = await sandbox('sentinel_doctor');
     const report = await runDoctor({ load: () => loadConfig(envOf(box)), timeoutMs: 5000 });
     const redis = report.checks.find((c) => c.name === 'redis');
