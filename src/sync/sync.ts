@@ -82,11 +82,14 @@ export function createSync(config: Config, opts: SyncOptions = {}): Sync {
       },
     );
   const runs = worker(new AbortController().signal).syncOf(source);
+  // The schemas are checked by the first run that gets past them, not again by every run.
+  let checked = false;
   return {
     ...runs,
     async runOnce(signal = new AbortController().signal) {
       const started = performance.now();
-      const round = await runRound(worker(signal), { mode: 'once', migrate });
+      const round = await runRound(worker(signal), { mode: 'once', migrate, checked });
+      checked = true;
       return runResultOf(round, performance.now() - started);
     },
     store,

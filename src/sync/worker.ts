@@ -27,14 +27,19 @@ export async function runWorker(config: Config, opts: WorkerOptions): Promise<Wo
   }
 }
 
-/** A round over parts already made: runWorker's, and `createSync().runOnce()`'s once round. */
+/**
+ * A round over parts already made: runWorker's, and `createSync().runOnce()`'s once round,
+ * which checks the schemas on its first run only (`checked` after that).
+ */
 export async function runRound(
   w: WorkerParts,
-  opts: Pick<WorkerOptions, 'mode' | 'migrate'>,
+  opts: Pick<WorkerOptions, 'mode' | 'migrate'> & { checked?: boolean },
 ): Promise<WorkerResult> {
-  // Once, before any turn starts, so that two turns never migrate at the same time.
-  await w.syncOf(w.names[0]!).checkSchema();
-  await w.parts.checkQueues({ migrate: opts.migrate === true });
+  if (opts.checked !== true) {
+    // Once, before any turn starts, so that two turns never migrate at the same time.
+    await w.syncOf(w.names[0]!).checkSchema();
+    await w.parts.checkQueues({ migrate: opts.migrate === true });
+  }
   // Rows an earlier run committed but did not publish: the relay reads them first.
   w.parts.relay.kick();
   return opts.mode === 'watch' ? await runWatchRound(w) : await runOnceRound(w);

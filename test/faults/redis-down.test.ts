@@ -41,8 +41,11 @@ async function unpublished(box: Sandbox): Promise<number> {
 /** FLUSHALL on the private redis-server this file started (its admin client: never the shared one on 6379). */
 async function flush(): Promise<void> {
   const client = redis.admin();
-  await client.flushall();
-  client.disconnect();
+  try {
+    await client.flushall();
+  } finally {
+    client.disconnect();
+  }
 }
 
 async function requeue(box: Sandbox, since: string): Promise<number> {
