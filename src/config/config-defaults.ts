@@ -81,4 +81,6 @@ export const CONFIG_DEFAULTS = Object.freeze({
   WEBHOOK_HOST: '0.0.0.0',
   /** Bytes, 256 KiB: a delivery carries one event, far smaller; a larger body is refused (413) before it is held. */
   WEBHOOK_MAX_BODY_BYTES: 256 * 1024,
+  /** The seed service's own `Service-Signature`; `standard` for senders that sign the Standard Webhooks way. */
+  WEBHOOK_SCHEME: 'service',
 } as const);

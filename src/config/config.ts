@@ -146,6 +146,11 @@ export interface Config {
     readonly host: string;
     /** WEBHOOK_MAX_BODY_BYTES: the largest delivery taken, in bytes. Default: CONFIG_DEFAULTS.WEBHOOK_MAX_BODY_BYTES. */
     readonly maxBodyBytes: number;
+    /**
+     * WEBHOOK_SCHEME: `service` (the `Service-Signature` header) or `standard` (Standard
+     * Webhooks: `webhook-*`/`svix-*` headers, `whsec_` secrets). Default: CONFIG_DEFAULTS.WEBHOOK_SCHEME.
+     */
+    readonly scheme: 'service' | 'standard';
   };
   /** OpenTelemetry traces (the standard OTEL_* variables); null, the default, exports none. */
   readonly tracing: TracingSettings | null;
@@ -262,6 +267,7 @@ const fields = {
   WEBHOOK_PORT: z._default(int(0, 65_535), CONFIG_DEFAULTS.WEBHOOK_PORT),
   WEBHOOK_HOST: z._default(host, CONFIG_DEFAULTS.WEBHOOK_HOST),
   WEBHOOK_MAX_BODY_BYTES: z._default(int(1), CONFIG_DEFAULTS.WEBHOOK_MAX_BODY_BYTES),
+  WEBHOOK_SCHEME: z._default(oneOf(['service', 'standard']), CONFIG_DEFAULTS.WEBHOOK_SCHEME),
 };
 
 /** Variables whose value may come from a file named by `<NAME>_FILE` (a mounted secret). */
@@ -383,6 +389,7 @@ export function loadConfig(
       port: v.WEBHOOK_PORT,
       host: unbracket(v.WEBHOOK_HOST),
       maxBodyBytes: v.WEBHOOK_MAX_BODY_BYTES,
+      scheme: v.WEBHOOK_SCHEME,
     },
     tracing: parseTracing(env),
     given: Object.keys(raw).filter((name) => raw[name] !== undefined),

@@ -40,6 +40,8 @@ export class SimContext {
       timers: this.timers,
       stats: this.stats,
       logger: this.logger,
+      scheme: opts.webhookScheme ?? 'service',
+      bodyWithoutId: opts.webhookBodyWithoutId ?? false,
     });
     this.accounts = new Accounts(
       opts.defaultKey,

@@ -38,6 +38,14 @@ export interface SimulatorOptions {
    * then read the emails sent and change the faults.
    */
   trustNetwork?: boolean;
+  /**
+   * How webhook deliveries are signed: `service` (`Service-Signature`, the default) or
+   * `standard` (Standard Webhooks: `webhook-id`, `webhook-timestamp`, `webhook-signature`,
+   * the message id being the event id, the same over retries).
+   */
+  webhookScheme?: 'service' | 'standard';
+  /** With `standard`: bodies without their `id`, as Resend sends them (the id is in `webhook-id`). Default false. */
+  webhookBodyWithoutId?: boolean;
 }
 
 /** Fault knobs. Rates are shares between 0 and 1, drawn per request. */

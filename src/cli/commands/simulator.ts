@@ -20,6 +20,8 @@ interface SimulatorFlags {
   hangRate?: number;
   trustNetwork: boolean;
   logLevel: string;
+  webhookScheme: 'service' | 'standard';
+  webhookBodyWithoutId: boolean;
 }
 
 const FAULT_FLAGS = [
@@ -102,6 +104,19 @@ export function simulatorCommand(): Command {
         false,
       )
       .addOption(
+        new Option(
+          '--webhook-scheme <scheme>',
+          'how webhook deliveries are signed: service (Service-Signature) or standard (Standard Webhooks: webhook-id, webhook-timestamp, webhook-signature)',
+        )
+          .choices(['service', 'standard'])
+          .default('service'),
+      )
+      .option(
+        '--webhook-body-without-id',
+        "with --webhook-scheme standard, post bodies without their id, as Resend does (the id is in webhook-id)",
+        false,
+      )
+      .addOption(
         new Option('--log-level <level>', 'requests are logged at debug')
           .choices(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'])
           .default('info'),
@@ -131,6 +146,10 @@ export function simulatorCommand(): Command {
 }
 
 async function runSimulator(flags: SimulatorFlags): Promise<number> {
+  if (flags.webhookBodyWithoutId && flags.webhookScheme !== 'standard') {
+    process.stderr.write('feedsync: --webhook-body-without-id needs --webhook-scheme standard\n');
+    return 2;
+  }
   const { startSimulator } = await import('../../simulator/index.js');
   const logger = createLogger({ level: flags.logLevel });
   const faults: Record<string, number> = {};
@@ -147,6 +166,8 @@ async function runSimulator(flags: SimulatorFlags): Promise<number> {
       faults,
       logger: logger.child({ module: 'simulator' }),
       trustNetwork: flags.trustNetwork,
+      webhookScheme: flags.webhookScheme,
+      webhookBodyWithoutId: flags.webhookBodyWithoutId,
       ...(flags.keyPrefix === undefined ? {} : { keyPrefix: flags.keyPrefix }),
     });
   } catch (err) {
