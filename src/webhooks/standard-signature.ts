@@ -87,7 +87,10 @@ function readStandardHeaders(
 }
 
 /** Null when the headers may verify, else why they never will: their body need not be read. */
-export function standardHeaderRefusal(headers: StandardHeaders, opts: VerifyOptions = {}): HeaderRefusal | null {
+export function standardHeaderRefusal(
+  headers: StandardHeaders,
+  opts: VerifyOptions = {},
+): HeaderRefusal | null {
   const read = readStandardHeaders(headers, opts);
   return typeof read === 'string' ? read : null;
 }

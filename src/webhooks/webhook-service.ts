@@ -178,7 +178,15 @@ async function checkedGate(parts: Parts, log: Logger): Promise<SchemaGate> {
 }
 
 /** Verifies, stores and hands on each delivery, its commits timed. */
-function deliveryHandler({ config, opts, logger, metrics, parts, gate, scheme }: ServiceParts): DeliveryHandler {
+function deliveryHandler({
+  config,
+  opts,
+  logger,
+  metrics,
+  parts,
+  gate,
+  scheme,
+}: ServiceParts): DeliveryHandler {
   const { relay } = parts;
   return createDeliveryHandler({
     secrets: config.webhooks.secrets,

@@ -113,7 +113,7 @@ export function simulatorCommand(): Command {
       )
       .option(
         '--webhook-body-without-id',
-        "with --webhook-scheme standard, post bodies without their id, as Resend does (the id is in webhook-id)",
+        'with --webhook-scheme standard, post bodies without their id, as Resend does (the id is in webhook-id)',
         false,
       )
       .addOption(
