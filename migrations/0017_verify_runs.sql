@@ -2,7 +2,7 @@
 -- One row per source, replaced by every run that finished: what a CronJob's alert and
 -- an operator ask is whether the last proof of the mirror passed, not its history.
 CREATE TABLE verify_runs (
-  source text PRIMARY KEY,
+  source text COLLATE "C" PRIMARY KEY,
   finished_at timestamptz NOT NULL,
   -- Events the feed served that the store did not have (nor had pruned by retention).
   missing integer NOT NULL,

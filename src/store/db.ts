@@ -157,6 +157,18 @@ export interface LeasesTable {
  * The tables of DATABASE_SCHEMA, for kysely: every table the migrations make, with
  * every column (test/store/schema-snapshot.test.ts checks both ways).
  */
+/** The last `feedsync verify` of each source (migration 0017), for `status`. */
+export interface VerifyRunsTable {
+  source: string;
+  finished_at: Timestamp;
+  missing: number;
+  differing: number;
+  repaired: Generated<number>;
+  /** int8 as text. */
+  checked: ColumnType<string, number, number>;
+  ok: boolean;
+}
+
 export interface Database {
   events: EventsTable;
   cursors: CursorsTable;
@@ -168,6 +180,7 @@ export interface Database {
   outbox: OutboxTable;
   quarantine: QuarantineTable;
   conflicts: ConflictsTable;
+  verify_runs: VerifyRunsTable;
 }
 
 /** A connection pool bound to one schema. */

@@ -96,6 +96,15 @@ const COLUMNS: { [T in keyof Database]-?: { [C in keyof Database[T]]-?: true } }
     received_at: true,
     versions_seen: true,
   },
+  verify_runs: {
+    source: true,
+    finished_at: true,
+    missing: true,
+    differing: true,
+    repaired: true,
+    checked: true,
+    ok: true,
+  },
 };
 
 interface TableShape {
