@@ -56,12 +56,16 @@ describe('feedsync simulator flags', () => {
     expect(await parse([])).toMatchObject({ webhookScheme: 'service', webhookBodyWithoutId: false });
   });
 
-  it.each([['--rate-429=2'], ['--port=70000'], ['--backlog=1.5'], ['--latency-ms=abc'], ['--bogus'], ['--webhook-scheme=svix']])(
-    'refuses %s as a usage error',
-    async (flag) => {
-      expect(await parse([flag])).toBeInstanceOf(CommanderError);
-    },
-  );
+  it.each([
+    ['--rate-429=2'],
+    ['--port=70000'],
+    ['--backlog=1.5'],
+    ['--latency-ms=abc'],
+    ['--bogus'],
+    ['--webhook-scheme=svix'],
+  ])('refuses %s as a usage error', async (flag) => {
+    expect(await parse([flag])).toBeInstanceOf(CommanderError);
+  });
 });
 
 describe('the built command', () => {

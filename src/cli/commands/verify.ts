@@ -1,9 +1,7 @@
 import { Command } from 'commander';
 import type { VerifyResult } from '../../sync/verify.js';
 import { action } from '../context.js';
-import { knownSourceConfig } from '../known-source.js';
-import { progressReporter } from '../progress.js';
-import { shutdownSignal } from '../shutdown.js';
+import { withSourceSync } from '../source-sync-run.js';
 
 /** The exit code of a verify that found something missing or differing. */
 export const VERIFY_FOUND_EXIT = 3;
@@ -40,30 +38,16 @@ export function verifyCommand(): Command {
     )
     .action(
       action(
-        async (
-          { config, logger },
-          opts: { from?: string; source?: string; json?: boolean; repair?: boolean },
-        ) => {
-          const { createSync } = await import('../../sync/sync.js');
-          const shutdown = shutdownSignal(logger, process.exit, undefined, config.launchedByNpm);
-          const progress = progressReporter();
-          const sync = createSync(await knownSourceConfig(config, logger, opts.source), {
-            logger,
-            hooks: { onCommit: progress.onCommit },
-          });
-          try {
-            const result = await sync.verify({
+        async (ctx, opts: { from?: string; source?: string; json?: boolean; repair?: boolean }) => {
+          const result = await withSourceSync(ctx, opts.source, (sync, signal) =>
+            sync.verify({
               repair: opts.repair === true,
-              signal: shutdown.signal,
+              signal,
               ...(opts.from === undefined ? {} : { from: opts.from }),
-            });
-            progress.done();
-            process.stdout.write(opts.json ? `${JSON.stringify(result, null, 2)}\n` : formatVerify(result));
-            return result.ok ? 0 : VERIFY_FOUND_EXIT;
-          } finally {
-            await sync.close();
-            shutdown.dispose();
-          }
+            }),
+          );
+          process.stdout.write(opts.json ? `${JSON.stringify(result, null, 2)}\n` : formatVerify(result));
+          return result.ok ? 0 : VERIFY_FOUND_EXIT;
         },
         { logTo: process.stderr },
       ),
