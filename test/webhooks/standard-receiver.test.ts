@@ -1,6 +1,7 @@
 import { Webhook as SvixWebhook } from 'svix';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ServiceClient } from '../../src/api/client.js';
+import { receiverCheck } from '../../src/doctor/feed-check.js';
 import { ConfigError } from '../../src/errors.js';
 import type { Simulator } from '../../src/simulator/index.js';
 import { signWebhookPayload } from '../../src/webhooks/signature.js';
@@ -136,6 +137,20 @@ describe('serve-webhooks with WEBHOOK_SCHEME=standard', () => {
     expect((err as ConfigError).exitCode).toBe(2);
     expect((err as Error).message).toContain('value 2 of 2');
     expect((err as Error).message).not.toContain('not-a-key');
+  });
+
+  it('doctor --receiver fails on such a secret, and names the scheme when the secrets are keys', () => {
+    const bad = testConfig(
+      { schema, prefix },
+      { WEBHOOK_SCHEME: 'standard', WEBHOOK_SECRET: 'whsec_not-a-key!' },
+    );
+    expect(receiverCheck(bad)).toMatchObject({ status: 'fail' });
+    expect(JSON.stringify(receiverCheck(bad))).not.toContain('not-a-key');
+    const good = testConfig(
+      { schema, prefix },
+      { WEBHOOK_SCHEME: 'standard', WEBHOOK_SECRET: `${OLD},${NEW}` },
+    );
+    expect(receiverCheck(good)).toMatchObject({ status: 'ok' });
   });
 
   it('refuses an unknown WEBHOOK_SCHEME (exit 2)', () => {
