@@ -101,7 +101,13 @@ export async function verifySource(
       differing.add(found.differing);
       const matched = batch.events.length - found.missing.length;
       if (!opts.repair || lost.length === 0) return { ...nothingApplied(), duplicates: matched };
-      const stored = await deps.storeMissing({ ...batch, events: lost });
+      // Only the missing, as their own batch: the page bounds (pageStarts) were the whole batch's.
+      const stored = await deps.storeMissing({
+        source,
+        receivedVia: 'feed',
+        events: lost,
+        quarantine: batch.quarantine,
+      });
       result.repaired += stored.inserted.length;
       return { ...stored, duplicates: stored.duplicates + matched };
     },

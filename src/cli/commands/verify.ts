@@ -31,10 +31,10 @@ export function verifyCommand(): Command {
       '\nReads within the same request budget as sync and reconcile, page by page (memory does not grow with\n' +
         'the feed); never moves the cursor. The result is kept for `status` (its last verify). On a terminal a\n' +
         'progress line is redrawn on stderr; logs go to stderr.\n' +
-        'Exit codes: 0 nothing missing or differing (also when stopped early by SIGTERM: nothing recorded),\n' +
-        '1 runtime failure (the feed, Postgres), 2 usage or configuration error (an --from the feed does not\n' +
-        'know), 3 something missing or differing (also after --repair stored it: run again to confirm), or\n' +
-        'the key rejected (the error line says so).',
+        'Exit codes: 0 nothing missing or differing, 1 runtime failure (the feed, Postgres), 2 usage or\n' +
+        'configuration error (an --from the feed does not know), 3 something missing or differing (also\n' +
+        'after --repair stored it: run again to confirm), or the key rejected (the error line says so).\n' +
+        'A run stopped by SIGTERM answers for what it read, and is not recorded.',
     )
     .action(
       action(
