@@ -21,7 +21,7 @@ export type StandardHeaders = Readonly<Record<string, string | readonly string[]
 const FIELDS = ['id', 'timestamp', 'signature'] as const;
 /** The prefix of a Standard Webhooks secret; the base64 key follows it. */
 const SECRET_PREFIX = 'whsec_';
-/** A message id: printable, no separator of the signed content's own. */
+/** A message id: printable ASCII without spaces, 256 characters at most (Svix's are `msg_…`). */
 const MESSAGE_ID = /^[\x21-\x7e]{1,256}$/;
 const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
 
