@@ -5,6 +5,7 @@ import { applyStatement } from './apply-statement.js';
 import { quoteSchema, type Store } from './db.js';
 import type { ForeignPage } from './foreign-feed.js';
 import { type ApplyRow, applyIsolated, isSplittable, type Part, type RunPart } from './isolate.js';
+import { mailboxesOf } from './mailboxes.js';
 
 /** Where the outbox sends an event type; null from the router means "store only". */
 export interface EventRoute {
@@ -359,12 +360,28 @@ function pageOrdinals(
   return ords;
 }
 
-/** The events as the statement reads them: the four envelope fields, whatever else a page carried. */
+/**
+ * The events as the statement reads them: the four envelope fields, whatever else a page
+ * carried, and for the events that key contact_status or suppressions the mailboxes they
+ * name (mailboxes.ts: folded here, as `send` folds what it looks up).
+ */
 function eventsJson(events: readonly ServiceEvent[]): string {
   return JSON.stringify(
-    events.map((e) => ({ id: e.id, type: e.type, created_at: e.created_at, data: e.data })),
+    events.map((e) => {
+      const named = KEYED_BY.get(e.type);
+      const envelope = { id: e.id, type: e.type, created_at: e.created_at, data: e.data };
+      return named === undefined ? envelope : { ...envelope, keys: mailboxesOf(e.data[named]) };
+    }),
   );
 }
+
+/** The field of `data` whose mailboxes each type keys its records by. */
+const KEYED_BY: ReadonlyMap<string, string> = new Map([
+  ['contact.subscribed', 'email'],
+  ['contact.unsubscribed', 'email'],
+  ['email.bounced', 'to'],
+  ['email.complained', 'to'],
+]);
 
 /** The JSON escapes of U+0000 and of a UTF-16 surrogate; JSON.stringify escapes only lone ones. */
 const SUSPECT_ESCAPE = /\\u0000|\\ud[89a-f]/i;
