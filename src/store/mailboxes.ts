@@ -55,9 +55,18 @@ function foldDomain(address: string): string {
   const at = address.lastIndexOf('@');
   if (at < 0) return address;
   const written = address.slice(at + 1);
-  const domain = (domainToASCII(written) || written).replace(/[.\u3002\uff0e\uff61]+$/, '');
+  let domain = folded.get(written);
+  if (domain === undefined) {
+    domain = (domainToASCII(written) || written).replace(/[.\u3002\uff0e\uff61]+$/, '');
+    // Few domains recur across a page: the fold is the costly part of a mailbox.
+    if (folded.size >= FOLDED_MAX) folded.clear();
+    folded.set(written, domain);
+  }
   return `${address.slice(0, at)}@${domain}`;
 }
+
+const folded = new Map<string, string>();
+const FOLDED_MAX = 1000;
 
 /**
  * The addresses of one recipient string, as RFC 5322 writes an address list: split at
