@@ -54,7 +54,7 @@ export function recordsOf(events: Iterable<ServiceEvent>): {
   const hard = new Map<string, { address: string; e: ServiceEvent }>();
   for (const e of events) {
     if (e.type === 'contact.subscribed' || e.type === 'contact.unsubscribed') {
-      for (const email of keysOf(e.data.email)) {
+      for (const email of typeof e.data.email === 'string' ? keysOf(e.data.email) : []) {
         const held = contacts.get(email);
         if (held === undefined || later(e, held)) contacts.set(email, e);
       }

@@ -368,20 +368,31 @@ function pageOrdinals(
 function eventsJson(events: readonly ServiceEvent[]): string {
   return JSON.stringify(
     events.map((e) => {
-      const named = KEYED_BY.get(e.type);
+      const keyed = KEYED_BY.get(e.type);
       const envelope = { id: e.id, type: e.type, created_at: e.created_at, data: e.data };
-      return named === undefined ? envelope : { ...envelope, keys: mailboxesOf(e.data[named]) };
+      return keyed === undefined ? envelope : { ...envelope, keys: mailboxesOf(keyed(e.data)) };
     }),
   );
 }
 
-/** The field of `data` whose mailboxes each type keys its records by. */
-const KEYED_BY: ReadonlyMap<string, string> = new Map([
-  ['contact.subscribed', 'email'],
-  ['contact.unsubscribed', 'email'],
-  ['email.bounced', 'to'],
-  ['email.complained', 'to'],
+/**
+ * What of `data` each type keys its records by: a contact's `email` (a string), the
+ * recipients in `to` of a bounce or a complaint (a string or an array of them).
+ */
+const KEYED_BY: ReadonlyMap<string, (data: Record<string, unknown>) => unknown> = new Map([
+  ['contact.subscribed', contactEmail],
+  ['contact.unsubscribed', contactEmail],
+  ['email.bounced', recipients],
+  ['email.complained', recipients],
 ]);
+
+function contactEmail(data: Record<string, unknown>): unknown {
+  return typeof data.email === 'string' ? data.email : null;
+}
+
+function recipients(data: Record<string, unknown>): unknown {
+  return data.to;
+}
 
 /** The JSON escapes of U+0000 and of a UTF-16 surrogate; JSON.stringify escapes only lone ones. */
 const SUSPECT_ESCAPE = /\\u0000|\\ud[89a-f]/i;
