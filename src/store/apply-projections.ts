@@ -92,9 +92,9 @@ export function emailStatus(s: string): string {
  *   contact  the new contact.* events, one row per mailbox of data.email (keys, folded
  *         by the applier, then address_key(); one row with NULL: no key), each ranked at
  *         its created_at, or at the statement's now() when dated later
- *   latest   the latest (ranked_at, then an unsubscribe dated ahead, then id) of each
- *         address's contact events in the batch, leaving out a subscribe dated beyond
- *         the skew
+ *   latest   the latest (ranked_at, id) of each address's contact events in the batch,
+ *         leaving out a subscribe dated beyond the skew, and one dated ahead of its
+ *         arrival when the batch holds an unsubscribe of the address
  *   cs    contact_status upsert where that is later than the stored one, or where it is
  *         an unsubscribe and the stored state a subscribe dated ahead of its arrival;
  *         RETURNING the contacts whose state changed
@@ -108,11 +108,14 @@ export function contactStatus(s: string): string {
   ) k ON k.email IS NOT NULL
   WHERE n.type IN ('contact.subscribed', 'contact.unsubscribed')
 ), latest AS (
-  SELECT DISTINCT ON (email) email, status, id, created_at, ranked_at FROM contact
+  SELECT DISTINCT ON (email) email, status, id, created_at, ranked_at FROM contact c
   -- A subscribe dated beyond the skew is no state: it would outrank every real unsubscribe.
   WHERE email IS NOT NULL AND NOT (status = 'subscribed' AND created_at > now() + ${CONTACT_CLOCK_SKEW})
-  -- Events dated ahead in one batch share its arrival as their rank: "do not send" wins the tie.
-  ORDER BY email, ranked_at DESC, (status = 'unsubscribed' AND created_at > ranked_at) DESC, id COLLATE "C" DESC
+    -- Nor is one dated ahead beside an unsubscribe of the address in the same batch: its
+    -- date is no evidence that it came later, and "do not send" wins.
+    AND NOT (status = 'subscribed' AND created_at > ranked_at
+      AND EXISTS (SELECT FROM contact u WHERE u.email = c.email AND u.status = 'unsubscribed'))
+  ORDER BY email, ranked_at DESC, id COLLATE "C" DESC
 ), cs AS (
   INSERT INTO ${s}.contact_status AS c (source, email, status, last_event_id, last_event_at, ranked_at)
   SELECT $1::text, email, status, id, created_at, ranked_at FROM latest

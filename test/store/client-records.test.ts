@@ -295,10 +295,14 @@ describe('contact_status and suppressions', () => {
     expect((await recordsOf('skew-past')).suppressions).toMatchObject([
       { reason: 'unsubscribed', event_id: 'u0' },
     ]);
-    // Both in one batch: they rank at the same arrival, and the unsubscribe wins the tie.
+    // Both in one batch, the unsubscribe dated ahead too or not: the subscribe does not count.
     await applyInOrder('skew-one', [[sub('s4', now + 4 * minute), unsub('u1', now + minute)]]);
     expect((await recordsOf('skew-one')).suppressions).toMatchObject([
       { reason: 'unsubscribed', event_id: 'u1' },
+    ]);
+    await applyInOrder('skew-one-past', [[sub('s4', now + 4 * minute), unsub('u0', now - minute)]]);
+    expect((await recordsOf('skew-one-past')).suppressions).toMatchObject([
+      { reason: 'unsubscribed', event_id: 'u0' },
     ]);
     // A subscribe that arrives later still lifts it: it ranks at its own arrival.
     await applyInOrder('skew-ahead', [[sub('s9', now + 2 * minute)]]);
