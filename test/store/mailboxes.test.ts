@@ -1,3 +1,5 @@
+import { domainToASCII } from 'node:url';
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { lookupForms, mailboxesOf } from '../../src/store/mailboxes.js';
 
@@ -33,5 +35,25 @@ describe('mailboxesOf', () => {
       'idn@xn--bcher-kva.example',
       'idn@b\u00fccher.example',
     ]);
+  });
+});
+
+describe('the plain ASCII path', () => {
+  it('folds as UTS-46 does', () => {
+    const label = fc.stringMatching(/^[A-Za-z0-9-]{1,8}$/);
+    const address = fc.record({
+      local: fc.stringMatching(/^[A-Za-z0-9.+_-]{1,10}$/),
+      labels: fc.array(label, { minLength: 1, maxLength: 3 }),
+      last: fc.stringMatching(/^[A-Za-z][A-Za-z0-9-]{0,6}$/),
+      dots: fc.constantFrom('', '.', '..'),
+    });
+    fc.assert(
+      fc.property(address, ({ local, labels, last, dots }) => {
+        const domain = `${[...labels, last].join('.')}`;
+        const ascii = domainToASCII(domain) || domain;
+        expect(mailboxesOf(`${local}@${domain}${dots}`)).toEqual([`${local}@${ascii}`]);
+      }),
+      { numRuns: 2000 },
+    );
   });
 });
