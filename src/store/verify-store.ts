@@ -1,5 +1,5 @@
 import type { ServiceEvent } from '../api/types.js';
-import { eventsJson, unstorableText } from './applier.js';
+import { unstorableText } from './applier.js';
 import { quoteSchema, type Store } from './db.js';
 
 /** How a batch of the feed's events compares with what the source stored. */
@@ -41,7 +41,11 @@ export async function compareWithStore(
       WHERE e.id IS NULL
         OR (e.type, e.created_at, e.data) IS DISTINCT FROM (i.type, i.created_at::timestamptz, i.data)
       ORDER BY i.ord`,
-    [source, eventsJson(unique)],
+    // The four fields compared, nothing more (the applier's JSON adds what its projections key by).
+    [
+      source,
+      JSON.stringify(unique.map((e) => ({ id: e.id, type: e.type, created_at: e.created_at, data: e.data }))),
+    ],
   );
   for (const row of rows) {
     const event = unique[Number(row.ord) - 1]!;
