@@ -203,6 +203,8 @@ export interface StoreOptions {
   statementTimeoutMs?: number;
   /** Where errors of idle pooled connections are reported (they never crash the process). */
   logger?: Logger;
+  /** An idle pool does not keep the process alive (a pool nobody closes: the request budgets'). Default false. */
+  allowExitOnIdle?: boolean;
 }
 
 const SCHEMA_PATTERN = /^[a-z_][a-z0-9_]{0,62}$/;
@@ -234,6 +236,7 @@ export function createStore(opts: StoreOptions): Store {
     // A lock holder must notice a dead peer even when it sends nothing for a while.
     keepAlive: true,
     keepAliveInitialDelayMillis: 10_000,
+    ...(opts.allowExitOnIdle ? { allowExitOnIdle: true, idleTimeoutMillis: 1_000 } : {}),
   });
   // Without a listener, an idle connection that the server closes would crash the process.
   pool.on('error', (err) => opts.logger?.warn({ err }, 'idle Postgres connection failed'));

@@ -1,6 +1,6 @@
 import type { Registry } from 'prom-client';
 import type { RetryDeps } from '../api/retry.js';
-import { composeParts, type GivenParts, type Parts } from '../compose/parts.js';
+import { budgetsFor, composeParts, type GivenParts, type Parts } from '../compose/parts.js';
 import { type Config, configForSource } from '../config/config.js';
 import { ConfigError } from '../errors.js';
 import type { FetchPage } from '../feed/feed-client.js';
@@ -145,7 +145,11 @@ export function workerParts(
     embedded.given,
   );
   // The metrics read their gauges from the parts' store; the relay, made on first use, counts into them.
-  const metrics = createMetrics(dbGauges(parts.store, names, settings.intervalMs), names);
+  const metrics = createMetrics(
+    dbGauges(parts.store, names, settings.intervalMs),
+    names,
+    budgetsFor(config).tally,
+  );
   let lastBeat = Date.now();
   const beat = (): void => {
     lastBeat = Date.now();
