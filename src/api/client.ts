@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import type { BudgetLimits } from '../budget/account-budget.js';
+import type { AccountBudget, BudgetLimits } from '../budget/account-budget.js';
 import { pacedRequest, type RequestBudgets } from '../budget/request-budgets.js';
 import { checkBaseUrl } from '../config/base-url.js';
 import { CONFIG_DEFAULTS } from '../config/config-defaults.js';
@@ -49,6 +49,7 @@ export class ServiceClient {
   readonly #close: () => Promise<void>;
   readonly #retry: RetryPolicy;
   readonly #deps: RetryDeps;
+  readonly #budget: AccountBudget | undefined;
 
   constructor(opts: ServiceClientOptions) {
     const problem = checkBaseUrl(opts.baseUrl);
@@ -78,6 +79,7 @@ export class ServiceClient {
       this.#close = transport.close;
     }
     this.#request = budgets && budget ? pacedRequest(request, budgets, budget, !opts.request) : request;
+    this.#budget = budget;
     this.#retry = opts.retry ?? {
       maxRetries: CONFIG_DEFAULTS.FEED_MAX_RETRIES,
       maxRetryWaitMs: CONFIG_DEFAULTS.FEED_MAX_RETRY_WAIT_MS,
@@ -202,6 +204,15 @@ export class ServiceClient {
       throw new PageError('GET /events: the page is not JSON', 'NOT_JSON', err);
     }
     return { body, bytes: res.body.length, inexact: inexactItems(text, body) };
+  }
+
+  /**
+   * Waits until the account's budget lets the next request go, so the caller can hold
+   * nothing while it waits (a feed page's memory): that request then goes at once.
+   * Resolves at once when no budget is in force.
+   */
+  awaitBudget(signal?: AbortSignal): Promise<void> {
+    return this.#budget?.takeAhead(signal) ?? Promise.resolve();
   }
 
   close(): Promise<void> {

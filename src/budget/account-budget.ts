@@ -57,6 +57,8 @@ export class AccountBudget {
   #last = Number.NEGATIVE_INFINITY;
   /** No request before this local time: the service said the window's budget is spent. */
   #notBefore = 0;
+  /** Slots waited for ahead of their request (`takeAhead`): the next requests go without waiting. */
+  #prepaid = 0;
   /** Takers in turn, so that slots go out in order. */
   #queue: Promise<void> = Promise.resolve();
 
@@ -78,11 +80,30 @@ export class AccountBudget {
 
   /** Waits for this request's slot (resolves at once with no budget in force); rejects when the signal aborts. */
   take(signal?: AbortSignal): Promise<void> {
-    if (this.rate() === null) return Promise.resolve();
+    if (this.#prepaid > 0) {
+      this.#prepaid -= 1;
+      return Promise.resolve();
+    }
+    if (this.rate() === null) {
+      // Unpaced until the service states a budget; the first answer that does starts the pace from here.
+      this.#last = this.#now();
+      return Promise.resolve();
+    }
     const turn = this.#queue.then(() => this.#next(signal));
     // The next taker waits for this one's slot, whatever became of it.
     this.#queue = turn.catch(() => {});
     return turn;
+  }
+
+  /**
+   * Waits for the next request's slot before the caller holds anything for it (a lane's
+   * share of the page memory): the request then goes at once. A lane that waits for its
+   * account's budget so holds nothing another account's lane needs.
+   */
+  async takeAhead(signal?: AbortSignal): Promise<void> {
+    if (this.rate() === null) return;
+    await this.take(signal);
+    this.#prepaid += 1;
   }
 
   /** Reads the budget an answer states. */

@@ -225,6 +225,8 @@ export function leaseOptionsFor(config: Config): LeaseOptions {
 /** Pages of one source's feed, and the close of the client behind them. */
 export interface FeedReader {
   fetchPage: FetchPage;
+  /** Waits for the account's request budget ahead of the next page (ServiceClient.awaitBudget). */
+  awaitBudget?: (signal?: AbortSignal) => Promise<void>;
   close(): Promise<void>;
 }
 
@@ -246,30 +248,31 @@ export function feedReaderFor(
     logger?: Logger;
   } = {},
 ): FeedReader {
-  let client: ServiceClient | null = null;
-  let feed: FetchPage | null = null;
+  let made: { client: ServiceClient; feed: FetchPage } | null = null;
+  const open = (): { client: ServiceClient; feed: FetchPage } => {
+    if (made) return made;
+    const client = clientFor(config, {
+      ...(opts.timeoutMs === undefined ? {} : { timeoutMs: opts.timeoutMs }),
+      ...(opts.logger ? { logger: opts.logger } : {}),
+    });
+    const feed = createFeedClient({
+      client,
+      limit: opts.limit ?? config.feed.pageLimit,
+      listField: config.feed.listField,
+      types: config.feed.types,
+      retry: {
+        maxRetries: opts.maxRetries ?? config.feed.maxRetries,
+        maxRetryWaitMs: config.feed.maxRetryWaitMs,
+      },
+      ...(opts.retryDeps ? { retryDeps: opts.retryDeps } : {}),
+      ...(opts.onResponse ? { onResponse: opts.onResponse } : {}),
+    });
+    made = { client, feed };
+    return made;
+  };
   return {
-    fetchPage(after, signal) {
-      if (!feed) {
-        client = clientFor(config, {
-          ...(opts.timeoutMs === undefined ? {} : { timeoutMs: opts.timeoutMs }),
-          ...(opts.logger ? { logger: opts.logger } : {}),
-        });
-        feed = createFeedClient({
-          client,
-          limit: opts.limit ?? config.feed.pageLimit,
-          listField: config.feed.listField,
-          types: config.feed.types,
-          retry: {
-            maxRetries: opts.maxRetries ?? config.feed.maxRetries,
-            maxRetryWaitMs: config.feed.maxRetryWaitMs,
-          },
-          ...(opts.retryDeps ? { retryDeps: opts.retryDeps } : {}),
-          ...(opts.onResponse ? { onResponse: opts.onResponse } : {}),
-        });
-      }
-      return feed(after, signal);
-    },
-    close: async () => client?.close(),
+    fetchPage: (after, signal) => open().feed(after, signal),
+    awaitBudget: (signal) => open().client.awaitBudget(signal),
+    close: async () => made?.client.close(),
   };
 }

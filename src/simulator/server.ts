@@ -91,7 +91,7 @@ async function handle(
   let account: Account | null = null;
   res.on('close', () => {
     ctx.logger.debug(
-      { method, path, route: name, status: res.statusCode, ms: Date.now() - started },
+      { method, path, route: name, account: account?.id, status: res.statusCode, ms: Date.now() - started },
       'request',
     );
   });
