@@ -70,8 +70,15 @@ export function pacedRequest(
 ): RequestFn {
   return async (req) => {
     await budget.take(req.signal);
-    const res = await request(req);
-    if (!readsHeaders) budgets.answered(budget, res.status, res.headers);
-    return res;
+    if (readsHeaders) return request(req);
+    try {
+      const res = await request(req);
+      budgets.answered(budget, res.status, res.headers);
+      return res;
+    } catch (err) {
+      const status = (err as { status?: unknown }).status;
+      if (status === 429) budgets.answered(budget, status, undefined);
+      throw err;
+    }
   };
 }
