@@ -157,6 +157,14 @@ export interface LeasesTable {
  * The tables of DATABASE_SCHEMA, for kysely: every table the migrations make, with
  * every column (test/store/schema-snapshot.test.ts checks both ways).
  */
+/** One account's request budget, shared by every replica (migrations/0016_request_budgets.sql; src/budget/). */
+export interface RequestBudgetsTable {
+  /** A SHA-256 of the account's API key (src/budget/request-budgets.ts accountOf), never the key. */
+  account: string;
+  /** The first moment no replica has reserved a request slot for yet. */
+  next_at: Timestamp;
+}
+
 export interface Database {
   events: EventsTable;
   cursors: CursorsTable;
@@ -168,6 +176,7 @@ export interface Database {
   outbox: OutboxTable;
   quarantine: QuarantineTable;
   conflicts: ConflictsTable;
+  request_budgets: RequestBudgetsTable;
 }
 
 /** A connection pool bound to one schema. */
