@@ -111,8 +111,10 @@ export class AccountBudget {
     if (budget.resetSeconds !== null) {
       this.#window = Math.min(MAX_WINDOW_SECONDS, Math.max(this.#window, budget.resetSeconds));
       // The window's budget is spent (by the application, or by us): nothing before it ends.
-      if (budget.remaining === 0)
-        this.#notBefore = Math.max(this.#notBefore, this.#now() + budget.resetSeconds * 1000);
+      // Reset counts whole seconds, rounded up: the window may end up to a second sooner,
+      // and the even pace alone keeps a window of a second or so.
+      if (budget.remaining === 0 && budget.resetSeconds > 1)
+        this.#notBefore = Math.max(this.#notBefore, this.#now() + (budget.resetSeconds - 1) * 1000);
     }
     this.#stated = budget.limit / (budget.windowSeconds ?? this.#window);
   }
