@@ -142,7 +142,8 @@ export class AccountBudget {
       this.#deps.onWait?.(wait / 1000);
       await this.#sleep(wait, signal);
     }
-    this.#last = Math.max(at, this.#now());
+    // The slot, not the moment the timer fired: a timer's lateness must not add up into a slower pace.
+    this.#last = at;
   }
 
   /** A batch of slots from the shared row; the first is returned, the rest kept. Local pacing when the row fails. */

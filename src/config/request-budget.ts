@@ -1,5 +1,3 @@
-import type { BudgetLimits } from '../budget/account-budget.js';
-
 /**
  * FEED_RATE_SHARE and FEED_MAX_REQUESTS_PER_SECOND, and a sources file's `rate_share`
  * and `max_requests_per_second`: read one way for both. Each returns the value, or
@@ -28,5 +26,8 @@ function numberOf(value: unknown): number | null {
   return null;
 }
 
-/** A source's limits: its own where the sources file gives them, else the variables'. */
-export type SourceBudget = Partial<BudgetLimits>;
+/** A source's own limits in the sources file (src/budget/ BudgetLimits); what it leaves out is the variables'. */
+export interface SourceBudget {
+  share?: number;
+  maxPerSecond?: number | null;
+}
