@@ -44,6 +44,15 @@ function sharedRow(time: VirtualTime): { reserve: ReserveSlots; statements: () =
   };
 }
 
+/** An account's budget at the default share on the virtual clock, reserving in `row`. */
+function budgetOn(time: VirtualTime, row: ReturnType<typeof sharedRow>): AccountBudget {
+  return new AccountBudget(
+    'a',
+    { share: 0.5, maxPerSecond: null },
+    { ...row, now: () => time.now, sleep: time.sleep },
+  );
+}
+
 /** The most requests in any window of `ms` starting at a request. */
 function busiestWindow(times: readonly number[], ms: number): number {
   const sorted = [...times].sort((a, b) => a - b);
@@ -94,11 +103,7 @@ describe('AccountBudget', () => {
   it('with no budget stated and no cap, waits for nothing and touches no row', async () => {
     const time = new VirtualTime();
     const row = sharedRow(time);
-    const budget = new AccountBudget(
-      'a',
-      { share: 0.5, maxPerSecond: null },
-      { ...row, now: () => time.now, sleep: time.sleep },
-    );
+    const budget = budgetOn(time, row);
     const times: number[] = [];
     await time.run(requests(budget, time, 50, times));
     expect(times.every((t) => t === 0)).toBe(true);
@@ -108,11 +113,7 @@ describe('AccountBudget', () => {
   it('a stated budget of 5/s at a share of 0.5: evenly 2.5 a second, one statement per batch of slots', async () => {
     const time = new VirtualTime();
     const row = sharedRow(time);
-    const budget = new AccountBudget(
-      'a',
-      { share: 0.5, maxPerSecond: null },
-      { ...row, now: () => time.now, sleep: time.sleep },
-    );
+    const budget = budgetOn(time, row);
     budget.observe({ limit: 5, remaining: 4, resetSeconds: 1, windowSeconds: null });
     expect(budget.rate()).toBe(2.5);
     const times: number[] = [];
