@@ -1,5 +1,6 @@
 import type { Registry } from 'prom-client';
 import type { RetryDeps } from '../api/retry.js';
+import { accountOf } from '../budget/request-budgets.js';
 import { budgetsFor, composeParts, type GivenParts, type Parts } from '../compose/parts.js';
 import { type Config, configForSource } from '../config/config.js';
 import { ConfigError } from '../errors.js';
@@ -7,6 +8,7 @@ import type { FetchPage } from '../feed/feed-client.js';
 import type { Logger } from '../logger.js';
 import { dbGauges } from '../metrics/db-gauges.js';
 import { createMetrics, type Metrics } from '../metrics/metrics.js';
+import { AccountTurns } from './account-turns.js';
 import { ByteBudget } from './byte-budget.js';
 import type { CommitInfo } from './catch-up.js';
 import { HELD_PAGES_DEFAULTS } from './held-pages.js';
@@ -108,6 +110,8 @@ export interface WorkerParts {
   beat(): void;
   /** A turn in flight that has shown no progress for longer than its lease's stallMs, or null. */
   stalledSource(): string | null;
+  /** Turns in flight per account: a paced account runs one turn at a time here, and its other sources wait off the lanes. */
+  accounts: AccountTurns;
 }
 
 /**
@@ -195,6 +199,7 @@ export function workerParts(
     lastBeat: () => lastBeat,
     beat,
     stalledSource: () => inFlight.stalledSource(),
+    accounts: accountTurns(config, logger),
   };
 }
 
@@ -279,4 +284,21 @@ function turnHooks(
 /** A feed fetcher given by the caller, which closes it. */
 function fixedFeed(fetchPage: FetchPage): () => { fetchPage: FetchPage; close(): Promise<void> } {
   return () => ({ fetchPage, close: async () => {} });
+}
+
+/** The account of each source (a hash of its key) and whether its request budget paces it now. */
+function accountTurns(config: Config, logger: Logger): AccountTurns {
+  const budgets = budgetsFor(config, logger);
+  return new AccountTurns((source) => {
+    let own: Config;
+    try {
+      own = configForSource(config, source);
+    } catch {
+      return null;
+    }
+    const key = own.feed.apiKey;
+    if (key === null) return null;
+    const limits = { share: own.feed.rateShare, maxPerSecond: own.feed.maxRequestsPerSecond };
+    return { account: accountOf(key), paced: budgets.forKey(key, limits).rate() !== null };
+  });
 }

@@ -146,14 +146,17 @@ describe.sequential('requests to an account within its budget (simulator --rate-
     }
   });
 
-  it('one hot account among many: the others finish while the hot one still waits for its budget', async () => {
+  it('one hot account among many: the others finish while the hot one still waits for its budget, whichever lane its sources take', async () => {
     const { sim, answered } = await recordingSimulator({ backlog: 400 });
     try {
       const box = await sandbox('budget_fair');
       const hotKey = 'sim_test_hot_account_0001';
-      const others = Array.from({ length: 5 }, (_, i) => `sim_test_quiet_account_${i}`);
+      const others = Array.from({ length: 4 }, (_, i) => `sim_test_quiet_account_${i}`);
+      // Two sources of the hot account first in the file: with two lanes, both would go to
+      // it and the others would wait for its catch-up, but for the account's turn here.
       const file = sourcesFile([
-        { source: 'hot', api_key_env: 'HOT_KEY', max_requests_per_second: 2 },
+        { source: 'hot1', api_key_env: 'HOT_KEY', max_requests_per_second: 3 },
+        { source: 'hot2', api_key_env: 'HOT_KEY', max_requests_per_second: 3 },
         ...others.map((_, i) => ({ source: `quiet${i}`, api_key_env: `QUIET_KEY_${i}` })),
       ]);
       const keys = Object.fromEntries(others.map((k, i) => [`QUIET_KEY_${i}`, k]));
@@ -161,18 +164,19 @@ describe.sequential('requests to an account within its budget (simulator --rate-
         [CLI, 'sync', '--once'],
         testEnv(
           { schema: box.schema, prefix: box.prefix, baseUrl: sim.baseUrl },
-          { FEED_SOURCES_FILE: file, SYNC_CONCURRENCY: '2', FEED_PAGE_LIMIT: '50', HOT_KEY: hotKey, ...keys },
+          { FEED_SOURCES_FILE: file, SYNC_CONCURRENCY: '2', HOT_KEY: hotKey, ...keys },
         ),
       ).waitExit(60_000);
       expect(result.code, result.stderr).toBe(0);
       const hot = feedRequests(answered, accountIdOf(hotKey));
-      expect(hot.length).toBeGreaterThanOrEqual(9);
-      expect(rateOf(hot)).toBeLessThanOrEqual(2 * 1.1);
+      // Both hot sources read the account's feed: 2 × 5 pages, at 3 a second between them.
+      expect(hot.length).toBeGreaterThanOrEqual(10);
+      expect(rateOf(hot)).toBeLessThanOrEqual(3 * 1.1);
       for (const key of others) {
         const theirs = feedRequests(answered, accountIdOf(key));
-        expect(theirs.length).toBeGreaterThanOrEqual(9);
+        expect(theirs.length).toBeGreaterThanOrEqual(5);
         // Done while the hot account still had pages to go.
-        expect(theirs[theirs.length - 1]!).toBeLessThan(hot[hot.length - 2]!);
+        expect(theirs[theirs.length - 1]!).toBeLessThan(hot[hot.length - 3]!);
       }
     } finally {
       await sim.close();
