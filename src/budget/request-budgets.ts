@@ -20,6 +20,13 @@ export function accountOf(apiKey: string): string {
 }
 
 /**
+ * The accounts whose budgets a process keeps, the least recently used dropped past it: a
+ * fleet's memory must not grow with its sources (DESIGN section 6). A dropped account
+ * learns its stated budget again from its next answer; its row keeps the shared pace.
+ */
+const MAX_ACCOUNTS = 4_096;
+
+/**
  * Every account's budget in this process, made on first use: sources with one key (and
  * the same limits) share one pace, and through the row the replicas share it too.
  */
@@ -42,10 +49,14 @@ export class RequestBudgets {
     const account = accountOf(apiKey);
     const name = `${account}/${limits.share}/${limits.maxPerSecond ?? '-'}`;
     let budget = this.#byAccount.get(name);
-    if (!budget) {
+    if (budget) {
+      // Used now: to the end of the order the oldest are dropped in.
+      this.#byAccount.delete(name);
+    } else {
       budget = new AccountBudget(account, limits, this.#deps);
-      this.#byAccount.set(name, budget);
+      if (this.#byAccount.size >= MAX_ACCOUNTS) this.#byAccount.delete(this.#byAccount.keys().next().value!);
     }
+    this.#byAccount.set(name, budget);
     return budget;
   }
 

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { AccountBudget, type ReserveSlots } from '../../src/budget/account-budget.js';
+import { accountOf, RequestBudgets } from '../../src/budget/request-budgets.js';
 import { statedBudget } from '../../src/budget/stated-budget.js';
 
 /** Time that moves only when every task waits: a sleep resolves once the clock reaches it. */
@@ -171,5 +172,25 @@ describe('AccountBudget', () => {
     await time.run(requests(budget, time, 1, times));
     expect(times[1]).toBe(ahead);
     expect(ahead).toBeGreaterThanOrEqual(1000);
+  });
+});
+
+describe('RequestBudgets', () => {
+  it('one budget per account and limits, named by a hash of the key; a 429 is counted', () => {
+    const budgets = new RequestBudgets();
+    const limits = { share: 0.5, maxPerSecond: null };
+    const key = 'svc_live_secret_key_123';
+    expect(budgets.forKey(key, limits)).toBe(budgets.forKey(key, { ...limits }));
+    expect(budgets.forKey(key, limits)).not.toBe(budgets.forKey('svc_live_other', limits));
+    expect(accountOf(key)).toMatch(/^[0-9a-f]{64}$/);
+    expect(accountOf(key)).not.toContain('secret');
+    const budget = budgets.forKey(key, limits);
+    budgets.answered(budget, 429, {
+      'ratelimit-limit': '4',
+      'ratelimit-remaining': '0',
+      'ratelimit-reset': '1',
+    });
+    expect(budgets.tally.rateLimited).toBe(1);
+    expect(budget.rate()).toBe(2);
   });
 });
