@@ -87,24 +87,42 @@ export interface EachOnceOptions extends TurnOptions {
   onOutcome?: (outcome: Outcome) => void;
 }
 
+/** How many sources whose accounts have a turn in flight a lane passes over to find one that has none. */
+const PASS_OVER_AT_MOST = 1_000;
+
 /**
  * `sync --once`: every source once, at most `concurrency` at a time, each to
  * caught-up (or leased elsewhere, or failed, or stopped at the limit). Sources not
- * reached before the signal or the limit aborted have no outcome.
+ * reached before the signal or the limit aborted have no outcome. A source whose paced
+ * account has a turn in flight (`accounts`) is passed over for the next.
  */
 export async function runEachOnce(opts: EachOnceOptions): Promise<Outcome[]> {
-  const pending = [...opts.sources];
+  let next = 0;
+  // Sources a lane passed over because their account had a turn in flight: tried first
+  // once it has none, else taken last.
+  const passedOver: string[] = [];
   const outcomes: Outcome[] = [];
-  // The first source whose account has room; when none has, the first (its turn waits its turn).
+  const enter = (source: string): boolean => opts.accounts?.enter(source) ?? true;
+  // The first source whose account has room, looking at PASS_OVER_AT_MOST at most; when
+  // none has, the first passed over (its turn waits its turn).
   const pick = (): string => {
-    const i = pending.findIndex((s) => opts.accounts?.enter(s) ?? true);
-    if (i >= 0) return pending.splice(i, 1)[0]!;
-    const source = pending.shift()!;
+    for (let i = 0; i < passedOver.length && i < PASS_OVER_AT_MOST; i++)
+      if (enter(passedOver[i]!)) return passedOver.splice(i, 1)[0]!;
+    for (let looked = 0; next < opts.sources.length && looked < PASS_OVER_AT_MOST; looked++) {
+      const source = opts.sources[next++]!;
+      if (enter(source)) return source;
+      passedOver.push(source);
+    }
+    const source = passedOver.shift()!;
     opts.accounts?.enter(source, true);
     return source;
   };
   const lane = async (): Promise<void> => {
-    while (pending.length > 0 && !opts.signal.aborted && !opts.limit?.aborted) {
+    while (
+      (next < opts.sources.length || passedOver.length > 0) &&
+      !opts.signal.aborted &&
+      !opts.limit?.aborted
+    ) {
       const source = pick();
       let outcome: Outcome;
       try {

@@ -286,19 +286,26 @@ function fixedFeed(fetchPage: FetchPage): () => { fetchPage: FetchPage; close():
   return () => ({ fetchPage, close: async () => {} });
 }
 
-/** The account of each source (a hash of its key) and whether its request budget paces it now. */
+/**
+ * The account of each source (a hash of its key) and whether its request budget paces it
+ * now, from the source's entry as configForSource reads it (its key and limits, else the
+ * variables'), found by name in a map made once: the scheduler asks for every source it
+ * passes over.
+ */
 function accountTurns(config: Config, logger: Logger): AccountTurns {
   const budgets = budgetsFor(config, logger);
+  const entries = new Map(config.sources.map((s) => [s.source, s]));
   return new AccountTurns((source) => {
-    let own: Config;
-    try {
-      own = configForSource(config, source);
-    } catch {
-      return null;
-    }
-    const key = own.feed.apiKey;
+    const entry = entries.get(source);
+    const key = entry ? entry.apiKey : config.feed.apiKey;
     if (key === null) return null;
-    const limits = { share: own.feed.rateShare, maxPerSecond: own.feed.maxRequestsPerSecond };
+    const limits = {
+      share: entry?.budget?.share ?? config.feed.rateShare,
+      maxPerSecond:
+        entry?.budget?.maxPerSecond === undefined
+          ? config.feed.maxRequestsPerSecond
+          : entry.budget.maxPerSecond,
+    };
     return { account: accountOf(key), paced: budgets.forKey(key, limits).rate() !== null };
   });
 }
