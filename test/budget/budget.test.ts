@@ -1,4 +1,4 @@
-import { writeFileSync } from 'node:fs';
+import { rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { request } from 'undici';
@@ -16,7 +16,11 @@ import { feedRequests, rateOf, recordingSimulator } from './recording-simulator.
 // 1,500 events; the others use higher rates to keep each to a few seconds: the invariants
 // (the share kept, shared, capped; no account waiting for another) are the same at any scale. The bench runs the issue's own figures (bench/budget.mjs).
 const sandbox = useSandboxes();
+const written: string[] = [];
 afterAll(killChildren);
+afterAll(() => {
+  for (const path of written) rmSync(path, { force: true });
+});
 
 const EMAIL = { from: 'app@example.test', to: ['delivered@example.test'], subject: 'hi', html: '<p>hi</p>' };
 
@@ -56,6 +60,7 @@ function applicationSends(sim: Simulator, perSecond: number, key = TEST_API_KEY)
 function sourcesFile(sources: readonly Record<string, unknown>[]): string {
   const path = join(tmpdir(), `feedsync-budget-${process.pid}-${Math.random().toString(36).slice(2)}.json`);
   writeFileSync(path, JSON.stringify({ sources }));
+  written.push(path);
   return path;
 }
 
