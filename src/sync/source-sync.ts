@@ -208,6 +208,7 @@ async function runTurn(
       ...catchUpOf(deps),
       start: cursor.afterId,
       fetchPage: turnFeed.fetchPage,
+      ...(turnFeed.awaitBudget ? { awaitBudget: turnFeed.awaitBudget } : {}),
       // Not ahead of Redis: what the relay is offered it publishes from memory.
       apply: async (batch) => {
         await relay.ready();

@@ -10,6 +10,7 @@ interface SimulatorFlags {
   timeScale: number;
   backlog: number;
   maxAccounts: number;
+  rateLimit?: number;
   latencyMs?: number;
   rate429?: number;
   retryAfterSec?: number;
@@ -85,6 +86,12 @@ export function simulatorCommand(): Command {
         number(1, 1_000_000, true),
         1_000,
       )
+      .option(
+        '--rate-limit <n>',
+        'each account may make at most N requests a second over every endpoint, sends included; answers ' +
+          'carry RateLimit-Limit/-Remaining/-Reset, and a request past it gets 429 with Retry-After (default: no limit)',
+        number(1, 1_000_000, true),
+      )
       .option('--latency-ms <ms>', 'milliseconds added to every /api response', ms)
       .option('--rate-429 <share>', 'share (0..1) of /api requests answered 429 with Retry-After', share)
       .option('--retry-after-sec <s>', 'the Retry-After sent with a 429 (default 1)', number(0, 86_400, true))
@@ -125,7 +132,7 @@ export function simulatorCommand(): Command {
         'after',
         '\nEach API key has an account of its own (feed, emails, webhooks, backlog); --backlog applies to\n' +
           'every account. The control API (loopback clients only) is at /_sim:\n' +
-          '  GET /_sim/stats                 counters, in all and per account\n' +
+          '  GET /_sim/stats                 counters, in all and per account (rate_limited: 429s of --rate-limit)\n' +
           '  GET|POST /_sim/faults           the fault knobs (POST a patch: {"rate5xx": 0.2})\n' +
           '  POST /_sim/backlog {count}      a synthetic backlog of that many events\n' +
           '  POST /_sim/contacts {type, email}   a contact.subscribed or contact.unsubscribed event\n' +
@@ -168,6 +175,7 @@ async function runSimulator(flags: SimulatorFlags): Promise<number> {
       trustNetwork: flags.trustNetwork,
       webhookScheme: flags.webhookScheme,
       webhookBodyWithoutId: flags.webhookBodyWithoutId,
+      ...(flags.rateLimit === undefined ? {} : { rateLimit: flags.rateLimit }),
       ...(flags.keyPrefix === undefined ? {} : { keyPrefix: flags.keyPrefix }),
     });
   } catch (err) {
