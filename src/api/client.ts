@@ -4,7 +4,7 @@ import { CONFIG_DEFAULTS } from '../config/config-defaults.js';
 import { ConfigError, PageError } from '../errors.js';
 import { inSpan, SpanKind } from '../tracing/tracing.js';
 import { inexactItems } from './exact-numbers.js';
-import { createTransport, type HttpResponse, type RequestFn } from './http.js';
+import { type BodyRoom, createTransport, type HttpResponse, type RequestFn } from './http.js';
 import { type RetryDeps, type RetryPolicy, withRetries } from './retry.js';
 import type {
   CreatedWebhook,
@@ -166,7 +166,8 @@ export class ServiceClient {
   }
 
   /** One page of `GET /events`, parsed as JSON but otherwise as it came. Not retried: the feed client decides. */
-  async eventsPage(query: EventsQuery, signalIn?: AbortSignal): Promise<RawEventsPage> {
+  /** One page of the feed; `room` takes its answer's bytes as they are read (http.ts). */
+  async eventsPage(query: EventsQuery, signalIn?: AbortSignal, room?: BodyRoom): Promise<RawEventsPage> {
     const res = await this.#request({
       method: 'GET',
       path: '/events',
@@ -176,6 +177,7 @@ export class ServiceClient {
         limit: query.limit === undefined ? undefined : String(query.limit),
       },
       ...signal(signalIn),
+      ...(room ? { room } : {}),
     });
     const text = res.body.toString('utf8');
     let body: unknown;

@@ -201,7 +201,7 @@ export function feedReaderFor(
   let client: ServiceClient | null = null;
   let feed: FetchPage | null = null;
   return {
-    fetchPage(after, signal) {
+    fetchPage(after, signal, room) {
       if (!feed) {
         client = clientFor(config, opts.timeoutMs === undefined ? {} : { timeoutMs: opts.timeoutMs });
         feed = createFeedClient({
@@ -217,7 +217,7 @@ export function feedReaderFor(
           ...(opts.onResponse ? { onResponse: opts.onResponse } : {}),
         });
       }
-      return feed(after, signal);
+      return feed(after, signal, room);
     },
     close: async () => client?.close(),
   };
