@@ -67,6 +67,12 @@ export interface SimulatorStats {
   requests: Record<string, Record<string, number>>;
   /** Counted per HTTP attempt: a delivery retried twice and then accepted is 3 attempted, 2 failed, 1 succeeded. */
   webhook_deliveries: { attempted: number; succeeded: number; failed: number };
+  /**
+   * `GET /api/events` requests in flight now (from their arrival to the end of their
+   * response, added latency included), and the most at once since the simulator started:
+   * how many feed requests a client had on their way side by side.
+   */
+  feed_requests_in_flight: { now: number; max: number };
   /** Events in the feed, backlog included, summed over the accounts. */
   events: number;
   /** The same per account, by account id (`acct_…`; an account exists once its key was used). */
