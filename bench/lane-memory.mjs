@@ -29,7 +29,12 @@ const MODES = {
 async function oneRun(lanes, pages, mode) {
   const inCgroup = mode === 'cgroup';
   const label = `lanemem${lanes}${mode}`;
-  const feed = await startPaddedFeed({ total: pages * LIMIT, eventBytes: EVENT_BYTES, limit: LIMIT, type: 'email.opened' });
+  const feed = await startPaddedFeed({
+    total: pages * LIMIT,
+    eventBytes: EVENT_BYTES,
+    limit: LIMIT,
+    type: 'email.opened',
+  });
   const dir = mkdtempSync(join(tmpdir(), 'feedsync-lanes-'));
   const env = {
     ...workerEnv({ schema: await prepareSchema(label), prefix: benchPrefix(label), baseUrl: feed.baseUrl }),

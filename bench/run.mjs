@@ -3,7 +3,8 @@
 // table and written into docs/BENCHMARKS.md (between its bench markers).
 // `--quick` runs everything at a tenth of the size to check the harness (and
 // writes nothing); `--no-write` leaves the page alone; `--json FILE` also writes
-// the raw results; `--only <section>` runs one section alone: sources (bench/sources.mjs)
+// the raw results; `--only <section>` runs one section alone: sources (bench/sources.mjs:
+// far feeds against the same work at +0 ms, one source against its stages' ceilings)
 // page-memory (bench/page-memory.mjs), lane-memory (bench/lane-memory.mjs), relay-memory
 // (bench/relay-memory.mjs), retention (bench/retention.mjs), consumer (bench/consumer.mjs),
 // apply-cost (bench/apply-cost.mjs), queue-backends (bench/queue-backends.mjs: sync --once
@@ -157,7 +158,7 @@ async function main() {
   try {
     if (only === 'sources') {
       const { roundTripMs } = await feedPagingWithLatency(sim, 0, SIZES.latencyPages, PAGE_LIMIT);
-      await sources(sim, roundTripMs, machine);
+      await sources(sim, roundTripMs, machine, cpu);
       return;
     }
     const pipelineOnly = only === 'pipeline';
@@ -215,7 +216,7 @@ async function main() {
     await release(big);
     Object.assign(results, { big, cold });
     if (!pipelineOnly) {
-      results.sources = await sources(sim, paging.roundTripMs, machine);
+      results.sources = await sources(sim, paging.roundTripMs, machine, cpu);
       for (const name of Object.keys(ALONE)) results[name] = await runAlone(name, machine);
     }
 
@@ -380,8 +381,8 @@ function tableRows(r) {
 }
 
 /** The Sources section (bench/sources.mjs): printed, and written into its own part of the page. */
-async function sources(sim, roundTripMs, machine) {
-  const measured = await measureSources(sim, sourcesSizes(scale), roundTripMs, log);
+async function sources(sim, roundTripMs, machine, cpu) {
+  const measured = await measureSources(sim, sourcesSizes(scale), roundTripMs, log, cpu);
   const section = sourcesSection(measured, machineLine(machine));
   console.log(`\n${section}\n`);
   if (writePage) writeBlock(PAGE, 'sources', section);

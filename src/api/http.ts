@@ -109,11 +109,7 @@ export function createTransport(opts: TransportOptions): { request: RequestFn; c
  * a `Content-Length` at once, before any of it is read, else each chunk as it arrives.
  * A declared length past `max` is refused before a byte is read.
  */
-async function readBody(
-  res: Dispatcher.ResponseData,
-  req: HttpRequest,
-  max: number,
-): Promise<Buffer> {
+async function readBody(res: Dispatcher.ResponseData, req: HttpRequest, max: number): Promise<Buffer> {
   const tooLarge = () => {
     res.body.destroy();
     return new ApiError(`${req.method} ${req.path}: response larger than ${max} bytes`, {

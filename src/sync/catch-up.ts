@@ -300,7 +300,11 @@ interface Committed {
  * so the committer, waiting for the next load, keeps nothing of this one: its pages
  * weigh in memory until their commit ends, and not after.
  */
-async function commitNext(opts: CatchUpOptions, held: HeldPages<Fetched>, handoff: Handoff): Promise<Committed> {
+async function commitNext(
+  opts: CatchUpOptions,
+  held: HeldPages<Fetched>,
+  handoff: Handoff,
+): Promise<Committed> {
   const taken = held.take();
   handoff.roomMade();
   let info: CommitInfo;

@@ -148,7 +148,11 @@ describe('lanes of one process share one budget of the feed bytes', () => {
       const clients: ServiceClient[] = [];
       try {
         const lane = async (n: number) => {
-          const client = new ServiceClient({ baseUrl: feed.baseUrl, apiKey: 'key', maxResponseBytes: maxPageBytes });
+          const client = new ServiceClient({
+            baseUrl: feed.baseUrl,
+            apiKey: 'key',
+            maxResponseBytes: maxPageBytes,
+          });
           clients.push(client);
           const applied: string[] = [];
           const result = await catchUp({
@@ -211,7 +215,13 @@ describe('far feeds overlap: the simulator counts the feed requests in flight at
       sim.setFaults({ latencyMs: 150 });
       const env = testEnv(
         { schema: box.schema, prefix: box.prefix },
-        { ...keyEnv, SYNC_CONCURRENCY: '10', FEED_PAGE_LIMIT: '20', FEED_SOURCES_FILE: file, LOG_LEVEL: 'info' },
+        {
+          ...keyEnv,
+          SYNC_CONCURRENCY: '10',
+          FEED_PAGE_LIMIT: '20',
+          FEED_SOURCES_FILE: file,
+          LOG_LEVEL: 'info',
+        },
       );
       const run = await runCli(['sync', '--once'], env, 120_000);
       expect(run.code, run.stderr).toBe(0);
