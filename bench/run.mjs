@@ -41,6 +41,9 @@ const writePage = !quick && !args.includes('--no-write');
 const onlyAt = args.indexOf('--only');
 const only = onlyAt >= 0 ? args[onlyAt + 1] : null;
 /** `--before PATH`: another build's dist/bin/feedsync.js, which the tracing section runs beside this one. */
+/** `--profile DIR`: the sources section writes CPU profiles of its runs there (bench/sources.mjs). */
+const profileAt = args.indexOf('--profile');
+const profileDir = profileAt >= 0 ? args[profileAt + 1] : null;
 const beforeAt = args.indexOf('--before');
 const before = beforeAt >= 0 ? args[beforeAt + 1] : null;
 /** Sections that run alone, each with its own block of the page (sources writes its own). */
@@ -382,7 +385,7 @@ function tableRows(r) {
 
 /** The Sources section (bench/sources.mjs): printed, and written into its own part of the page. */
 async function sources(sim, roundTripMs, machine, cpu) {
-  const measured = await measureSources(sim, sourcesSizes(scale), roundTripMs, log, cpu);
+  const measured = await measureSources(sim, sourcesSizes(scale), roundTripMs, log, cpu, profileDir);
   const section = sourcesSection(measured, machineLine(machine));
   console.log(`\n${section}\n`);
   if (writePage) writeBlock(PAGE, 'sources', section);

@@ -5,13 +5,14 @@
 // three) against the slower stage alone (feed paging, Postgres ingest, the outbox
 // relay), measured in the same run; many small sources against one big one; and the
 // peak RSS with ten sources in flight. Part of `npm run bench`; runnable alone:
-//   npm run build && node bench/run.mjs --only sources [--no-write]
+//   npm run build && node bench/run.mjs --only sources [--no-write] [--profile DIR]
+// (`--profile DIR`: CPU profiles of the far run, the same at +0 ms and one catch-up)
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { feedPaging, feedPagingWithLatency, postgresIngest, relayAlone } from './ceilings.mjs';
 import { prepareSchema } from './end-to-end.mjs';
-import { benchPrefix } from './lib/env.mjs';
+import { benchPrefix, IMAGE_NODE_FLAGS } from './lib/env.mjs';
 import { markdownTable, mb, pct, rate } from './lib/table.mjs';
 import { runWorker, workerEnv } from './lib/worker.mjs';
 
@@ -35,7 +36,10 @@ const keyOf = (i) => `sim_test_bench_acct_${i}`;
  * Runs `sync --once` over `accounts` accounts of `events` each, from a sources file,
  * and returns the wall time, the run's summary and the worker's peak RSS.
  */
-async function manySources(sim, { label, accounts, events, latencyMs = 0, concurrency = 4 }) {
+async function manySources(
+  sim,
+  { label, accounts, events, latencyMs = 0, concurrency = 4, profileDir = null },
+) {
   const dir = mkdtempSync(join(tmpdir(), 'feedsync-bench-sources-'));
   try {
     await sim.setLatency(0);
@@ -52,7 +56,7 @@ async function manySources(sim, { label, accounts, events, latencyMs = 0, concur
     env.FEED_SOURCES_FILE = join(dir, 'sources.json');
     writeFileSync(env.FEED_SOURCES_FILE, JSON.stringify({ sources }));
     await sim.setLatency(latencyMs);
-    const run = await runWorker(env);
+    const run = await runWorker(env, { nodeArgs: nodeArgsFor(label, profileDir) });
     const s = run.summary;
     const total = accounts * events;
     if (s?.caught_up !== accounts || s.events_stored !== total || s.jobs_published !== total) {
@@ -73,7 +77,7 @@ async function manySources(sim, { label, accounts, events, latencyMs = 0, concur
 }
 
 /** The same worker over one source of `events`, without a sources file (FEED_SOURCE). */
-async function oneSource(sim, { label, events }) {
+async function oneSource(sim, { label, events, profileDir = null }) {
   const env = workerEnv({
     schema: await prepareSchema(label),
     prefix: benchPrefix(label),
@@ -81,7 +85,7 @@ async function oneSource(sim, { label, events }) {
   });
   await sim.setLatency(0);
   await sim.setBacklog(events);
-  const run = await runWorker(env);
+  const run = await runWorker(env, { nodeArgs: nodeArgsFor(label, profileDir) });
   const s = run.summary;
   if (s?.events_stored !== events) throw new Error(`${label}: ${JSON.stringify(s)}`);
   return {
@@ -92,6 +96,12 @@ async function oneSource(sim, { label, events }) {
   };
 }
 
+/** The image's node flags; with `profileDir`, a CPU profile of the run there too (bench/profile-top.mjs reads it). */
+const nodeArgsFor = (label, profileDir) =>
+  profileDir
+    ? [...IMAGE_NODE_FLAGS, '--cpu-prof', `--cpu-prof-dir=${profileDir}/${label}`]
+    : IMAGE_NODE_FLAGS;
+
 const median = (xs) => [...xs].sort((a, b) => a - b)[xs.length >> 1];
 
 /**
@@ -101,15 +111,15 @@ const median = (xs) => [...xs].sort((a, b) => a - b)[xs.length >> 1];
  * `roundTripMs` is the bench's measured round trip of one feed page without latency;
  * `cpu` ({pg, redisPid, simPid}) is what the ceilings are measured with.
  */
-export async function measureSources(sim, sizes, roundTripMs, log = () => {}, cpu = null) {
+export async function measureSources(sim, sizes, roundTripMs, log = () => {}, cpu = null, profileDir = null) {
   const { fanOut, many, one } = sizes;
   const far = await feedPagingWithLatency(sim, fanOut.latencyMs, 30, PAGE_LIMIT);
   log(
     `sources: ${fanOut.accounts} accounts x ${fanOut.events} events, +${fanOut.latencyMs} ms (${far.roundTripMs.toFixed(1)} ms a page), concurrency ${fanOut.concurrency}`,
   );
-  const spread = await manySources(sim, { label: 'fanout', ...fanOut });
+  const spread = await manySources(sim, { label: 'fanout', ...fanOut, profileDir });
   log(`sources: the same at +0 ms`);
-  const near = await manySources(sim, { label: 'fanoutnear', ...fanOut, latencyMs: 0 });
+  const near = await manySources(sim, { label: 'fanoutnear', ...fanOut, latencyMs: 0, profileDir });
   log(`sources: ${many.accounts} sources x ${many.events} events`);
   const small = await manySources(sim, { label: 'many', ...many });
   log(`ceilings of one source's stages, ${sizes.ceiling} events each`);
@@ -121,7 +131,7 @@ export async function measureSources(sim, sizes, roundTripMs, log = () => {}, cp
   const bigs = [];
   for (let r = 0; r < one.runs; r++) {
     log(`sources: 1 source x ${one.events} events, run ${r + 1} of ${one.runs}`);
-    bigs.push(await oneSource(sim, { label: `one${r}`, ...one }));
+    bigs.push(await oneSource(sim, { label: `one${r}`, ...one, profileDir: r === 0 ? profileDir : null }));
   }
   const big = bigs.find((b) => b.eventsPerSec === median(bigs.map((x) => x.eventsPerSec)));
   const cursorLimit = PAGE_LIMIT / (far.roundTripMs / 1000);

@@ -110,8 +110,10 @@ export function createTransport(opts: TransportOptions): { request: RequestFn; c
  * A declared length past `max` is refused before a byte is read.
  */
 async function readBody(res: Dispatcher.ResponseData, req: HttpRequest, max: number): Promise<Buffer> {
+  // A body left unread is destroyed; undici then emits an abort on it, which nobody reads.
+  const discard = () => res.body.on('error', () => {}).destroy();
   const tooLarge = () => {
-    res.body.destroy();
+    discard();
     return new ApiError(`${req.method} ${req.path}: response larger than ${max} bytes`, {
       code: 'RESPONSE_TOO_LARGE',
       status: res.statusCode,
@@ -126,7 +128,7 @@ async function readBody(res: Dispatcher.ResponseData, req: HttpRequest, max: num
       try {
         await req.room.take(declared, req.signal);
       } catch (err) {
-        res.body.destroy();
+        discard();
         throw err;
       }
     }
