@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { setImmediate as tick } from 'node:timers/promises';
 import { afterAll, describe, expect, it } from 'vitest';
 import { ServiceClient } from '../../src/api/client.js';
+import { type BodyRoom, createTransport } from '../../src/api/http.js';
 import { createFeedClient } from '../../src/feed/feed-client.js';
 import { type ApplyBatch, nothingApplied } from '../../src/store/applier.js';
 import { ByteBudget } from '../../src/sync/byte-budget.js';
@@ -90,6 +91,54 @@ describe('ByteBudget: what a request takes is what its answer weighs', () => {
     hold.release();
     other.release();
     expect(budget.held).toBe(0);
+  });
+});
+
+describe('the transport takes room for a body before reading it', () => {
+  it('takes a Content-Length whole, each chunk of a body without one, and refuses a declared size past the limit unread', async () => {
+    const body = JSON.stringify({ data: [], pad: 'x'.repeat(3_000) });
+    const server = createServer((req, res) => {
+      if (req.url?.includes('chunked')) {
+        res.writeHead(200, { 'transfer-encoding': 'chunked' });
+        res.write(body.slice(0, 1_000));
+        res.end(body.slice(1_000));
+        return;
+      }
+      res.writeHead(200, { 'content-length': Buffer.byteLength(body) }).end(body);
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const baseUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}/api`;
+    const takes: number[] = [];
+    let givenBack = 0;
+    const room: BodyRoom = {
+      take: async (bytes) => {
+        takes.push(bytes);
+      },
+      giveBack: () => {
+        givenBack++;
+      },
+    };
+    const roomy = createTransport({ baseUrl, apiKey: 'key', timeoutMs: 5_000, maxResponseBytes: 10_000 });
+    const tight = createTransport({ baseUrl, apiKey: 'key', timeoutMs: 5_000, maxResponseBytes: 1_000 });
+    try {
+      const whole = await roomy.request({ method: 'GET', path: '/events', room });
+      expect(takes).toEqual([whole.body.length]);
+      takes.length = 0;
+      const chunked = await roomy.request({ method: 'GET', path: '/events', query: { chunked: '1' }, room });
+      expect(takes.reduce((a, b) => a + b, 0)).toBe(chunked.body.length);
+      expect(givenBack).toBe(0);
+      takes.length = 0;
+      await expect(tight.request({ method: 'GET', path: '/events', room })).rejects.toMatchObject({
+        code: 'RESPONSE_TOO_LARGE',
+      });
+      expect(takes).toEqual([]);
+      expect(givenBack).toBe(1);
+    } finally {
+      await roomy.close();
+      await tight.close();
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    }
   });
 });
 
