@@ -247,7 +247,7 @@ describe('lanes of one process share one budget of the feed bytes', () => {
 });
 
 describe('far feeds overlap: the simulator counts the feed requests in flight at once', () => {
-  it('10 lanes over 20 sources of small pages at +150 ms: at least 8 requests at once', async () => {
+  it('10 lanes over 20 sources of small pages at +250 ms: at least 8 requests at once', async () => {
     // Real time in the simulator, so the added latency keeps each request open while the others start.
     const sim = await startTestSimulator({ timeScale: 1 });
     try {
@@ -261,7 +261,7 @@ describe('far feeds overlap: the simulator counts the feed requests in flight at
       });
       const file = join(dir, 'far.json');
       writeFileSync(file, JSON.stringify({ sources }));
-      sim.setFaults({ latencyMs: 150 });
+      sim.setFaults({ latencyMs: 250 });
       const env = testEnv(
         { schema: box.schema, prefix: box.prefix },
         {
