@@ -3,7 +3,8 @@
 // table and written into docs/BENCHMARKS.md (between its bench markers).
 // `--quick` runs everything at a tenth of the size to check the harness (and
 // writes nothing); `--no-write` leaves the page alone; `--json FILE` also writes
-// the raw results; `--only <section>` runs one section alone: sources (bench/sources.mjs)
+// the raw results; `--only <section>` runs one section alone: sources (bench/sources.mjs:
+// far feeds against the same work at +0 ms, one source against its stages' ceilings)
 // page-memory (bench/page-memory.mjs), lane-memory (bench/lane-memory.mjs), relay-memory
 // (bench/relay-memory.mjs), retention (bench/retention.mjs), consumer (bench/consumer.mjs),
 // apply-cost (bench/apply-cost.mjs), queue-backends (bench/queue-backends.mjs: sync --once
@@ -42,6 +43,9 @@ const writePage = !quick && !args.includes('--no-write');
 const onlyAt = args.indexOf('--only');
 const only = onlyAt >= 0 ? args[onlyAt + 1] : null;
 /** `--before PATH`: another build's dist/bin/feedsync.js, which the tracing section runs beside this one. */
+/** `--profile DIR`: the sources section writes CPU profiles of its runs there (bench/sources.mjs). */
+const profileAt = args.indexOf('--profile');
+const profileDir = profileAt >= 0 ? args[profileAt + 1] : null;
 const beforeAt = args.indexOf('--before');
 const before = beforeAt >= 0 ? args[beforeAt + 1] : null;
 /** Sections that run alone, each with its own block of the page (sources writes its own). */
@@ -164,7 +168,7 @@ async function main() {
   try {
     if (only === 'sources') {
       const { roundTripMs } = await feedPagingWithLatency(sim, 0, SIZES.latencyPages, PAGE_LIMIT);
-      await sources(sim, roundTripMs, machine);
+      await sources(sim, roundTripMs, machine, cpu);
       return;
     }
     const pipelineOnly = only === 'pipeline';
@@ -222,7 +226,7 @@ async function main() {
     await release(big);
     Object.assign(results, { big, cold });
     if (!pipelineOnly) {
-      results.sources = await sources(sim, paging.roundTripMs, machine);
+      results.sources = await sources(sim, paging.roundTripMs, machine, cpu);
       for (const name of Object.keys(ALONE)) results[name] = await runAlone(name, machine);
     }
 
@@ -387,8 +391,8 @@ function tableRows(r) {
 }
 
 /** The Sources section (bench/sources.mjs): printed, and written into its own part of the page. */
-async function sources(sim, roundTripMs, machine) {
-  const measured = await measureSources(sim, sourcesSizes(scale), roundTripMs, log);
+async function sources(sim, roundTripMs, machine, cpu) {
+  const measured = await measureSources(sim, sourcesSizes(scale), roundTripMs, log, cpu, profileDir);
   const section = sourcesSection(measured, machineLine(machine));
   console.log(`\n${section}\n`);
   if (writePage) writeBlock(PAGE, 'sources', section);

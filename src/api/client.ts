@@ -5,7 +5,7 @@ import { checkBaseUrl } from '../config/base-url.js';
 import { CONFIG_DEFAULTS } from '../config/config-defaults.js';
 import { ConfigError, PageError } from '../errors.js';
 import { inSpan, SpanKind } from '../tracing/tracing.js';
-import { createTransport, type HttpResponse, type RequestFn } from './http.js';
+import { type BodyRoom, createTransport, type HttpResponse, type RequestFn } from './http.js';
 import { rawItems } from './raw-items.js';
 import { type RetryDeps, type RetryPolicy, withRetries } from './retry.js';
 import type {
@@ -186,7 +186,8 @@ export class ServiceClient {
   }
 
   /** One page of `GET /events`, parsed as JSON but otherwise as it came. Not retried: the feed client decides. */
-  async eventsPage(query: EventsQuery, signalIn?: AbortSignal): Promise<RawEventsPage> {
+  /** One page of the feed; `room` takes its answer's bytes as they are read (http.ts). */
+  async eventsPage(query: EventsQuery, signalIn?: AbortSignal, room?: BodyRoom): Promise<RawEventsPage> {
     const res = await this.#request({
       method: 'GET',
       path: '/events',
@@ -196,6 +197,7 @@ export class ServiceClient {
         limit: query.limit === undefined ? undefined : String(query.limit),
       },
       ...signal(signalIn),
+      ...(room ? { room } : {}),
     });
     // Never decoded lossily: bytes that are not UTF-8 are marked, and the items holding them quarantined.
     const { text, valid } = decodeUtf8(res.body);

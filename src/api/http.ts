@@ -1,4 +1,4 @@
-import { Pool, errors as undiciErrors } from 'undici';
+import { type Dispatcher, Pool, errors as undiciErrors } from 'undici';
 import { ApiError, AuthError } from '../errors.js';
 import { parseRetryAfter, RetryAfterError } from './retry.js';
 
@@ -10,6 +10,18 @@ export interface HttpRequest {
   body?: unknown;
   headers?: Record<string, string>;
   signal?: AbortSignal;
+  /** Where the answer's bytes are taken before they are read (a feed page's, sync/byte-budget.ts). */
+  room?: BodyRoom;
+}
+
+/**
+ * Room in memory for a response body: its `Content-Length` is taken once the headers
+ * are in, or else each chunk as it arrives, and a failed request gives back what it took.
+ */
+export interface BodyRoom {
+  /** Resolves once `bytes` more may be held; rejects when `signal` aborts first. */
+  take(bytes: number, signal?: AbortSignal): Promise<void>;
+  giveBack(): void;
 }
 
 export interface HttpResponse {
@@ -72,7 +84,7 @@ export function createTransport(opts: TransportOptions): { request: RequestFn; c
     let status: number;
     let resHeaders: HttpResponse['headers'];
     let retryAfter: string | undefined;
-    let chunks: Buffer[];
+    let buf: Buffer;
     try {
       const res = await pool.request({ method: req.method, path, headers, body, signal: req.signal ?? null });
       status = res.statusCode;
@@ -80,34 +92,63 @@ export function createTransport(opts: TransportOptions): { request: RequestFn; c
       opts.onHeaders?.(status, res.headers);
       const ra = res.headers['retry-after'];
       retryAfter = Array.isArray(ra) ? ra[0] : ra;
-      chunks = [];
-      let size = 0;
-      for await (const chunk of res.body as AsyncIterable<Buffer>) {
-        size += chunk.length;
-        if (size > opts.maxResponseBytes) {
-          res.body.destroy();
-          throw new ApiError(
-            `${req.method} ${req.path}: response larger than ${opts.maxResponseBytes} bytes`,
-            {
-              code: 'RESPONSE_TOO_LARGE',
-              status,
-              exitCode: 1,
-            },
-          );
-        }
-        chunks.push(chunk);
-      }
+      buf = await readBody(res, req, opts.maxResponseBytes);
     } catch (err) {
+      req.room?.giveBack();
       if (err instanceof ApiError) throw err;
       if (req.signal?.aborted) throw err;
       throw networkError(req, base.host, err);
     }
-    const buf = Buffer.concat(chunks);
     if (status >= 200 && status < 300) return { status, body: buf, headers: resHeaders };
+    req.room?.giveBack();
     throw statusError(req, status, buf, parseRetryAfter(retryAfter, now()));
   };
 
   return { request, close: () => pool.close() };
+}
+
+/**
+ * Reads a body of at most `max` bytes, taking room for it as it goes (`req.room`): all of
+ * a `Content-Length` at once, before any of it is read, else each chunk as it arrives.
+ * A declared length past `max` is refused before a byte is read.
+ */
+async function readBody(res: Dispatcher.ResponseData, req: HttpRequest, max: number): Promise<Buffer> {
+  // A body left unread is destroyed; undici then emits an abort on it, which nobody reads.
+  const discard = () => res.body.on('error', () => {}).destroy();
+  const tooLarge = () => {
+    discard();
+    return new ApiError(`${req.method} ${req.path}: response larger than ${max} bytes`, {
+      code: 'RESPONSE_TOO_LARGE',
+      status: res.statusCode,
+      exitCode: 1,
+    });
+  };
+  const declared = Number(res.headers['content-length'] ?? Number.NaN);
+  let taken = 0;
+  if (Number.isSafeInteger(declared) && declared >= 0) {
+    if (declared > max) throw tooLarge();
+    if (req.room) {
+      try {
+        await req.room.take(declared, req.signal);
+      } catch (err) {
+        discard();
+        throw err;
+      }
+    }
+    taken = declared;
+  }
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of res.body as AsyncIterable<Buffer>) {
+    size += chunk.length;
+    if (size > max) throw tooLarge();
+    if (req.room && size > taken) {
+      await req.room.take(size - taken, req.signal);
+      taken = size;
+    }
+    chunks.push(chunk);
+  }
+  return chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size);
 }
 
 /** OpenSSL's and Node's TLS failures: a protocol mismatch or a certificate not trusted. */

@@ -271,7 +271,7 @@ export function feedReaderFor(
     return made;
   };
   return {
-    fetchPage: (after, signal) => open().feed(after, signal),
+    fetchPage: (after, signal, room) => open().feed(after, signal, room),
     awaitBudget: (signal) => open().client.awaitBudget(signal),
     close: async () => made?.client.close(),
   };

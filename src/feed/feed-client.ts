@@ -1,4 +1,5 @@
 import type { ServiceClient } from '../api/client.js';
+import type { BodyRoom } from '../api/http.js';
 import { type RetryDeps, type RetryPolicy, withRetries } from '../api/retry.js';
 import { ApiError } from '../errors.js';
 import { inSpan, SpanKind } from '../tracing/tracing.js';
@@ -20,13 +21,16 @@ export interface FetchedPage extends FeedPage {
   bytes: number;
 }
 
-/** Fetches one checked feed page after a cursor, retrying what is worth retrying. */
-export type FetchPage = (after: string | null, signal?: AbortSignal) => Promise<FetchedPage>;
+/**
+ * Fetches one checked feed page after a cursor, retrying what is worth retrying; `room`
+ * takes the answer's bytes as they are read (sync/byte-budget.ts).
+ */
+export type FetchPage = (after: string | null, signal?: AbortSignal, room?: BodyRoom) => Promise<FetchedPage>;
 
 export function createFeedClient(opts: FeedClientOptions): FetchPage {
   const type = feedTypeParam(opts.types);
   const rules = { limit: opts.limit, listField: opts.listField, types: opts.types };
-  return (after, signal) =>
+  return (after, signal, room) =>
     inSpan(
       'feed page',
       { 'http.request.method': 'GET' },
@@ -38,7 +42,7 @@ export function createFeedClient(opts: FeedClientOptions): FetchPage {
             attempts++;
             span.setAttribute('feedsync.feed.attempts', attempts);
             try {
-              const page = await opts.client.eventsPage({ after, type, limit: opts.limit }, signal);
+              const page = await opts.client.eventsPage({ after, type, limit: opts.limit }, signal, room);
               span.setAttribute('http.response.status_code', 200);
               opts.onResponse?.({
                 status: 200,
@@ -47,6 +51,8 @@ export function createFeedClient(opts: FeedClientOptions): FetchPage {
               });
               return page;
             } catch (err) {
+              // A page read and then refused (not JSON) holds nothing a retry would not take again.
+              room?.giveBack();
               const status = err instanceof ApiError ? err.status : 0;
               if (status > 0) span.setAttribute('http.response.status_code', status);
               opts.onResponse?.({ status, seconds: (performance.now() - started) / 1000, bytes: 0 });

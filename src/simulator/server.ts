@@ -89,7 +89,10 @@ async function handle(
   const path = url.pathname;
   let name = 'unmatched';
   let account: Account | null = null;
+  const feedRequestEnded =
+    method === 'GET' && path === '/api/events' ? ctx.stats.feedRequestStarted() : () => {};
   res.on('close', () => {
+    feedRequestEnded();
     ctx.logger.debug(
       { method, path, route: name, account: account?.id, status: res.statusCode, ms: Date.now() - started },
       'request',

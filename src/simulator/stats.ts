@@ -39,6 +39,23 @@ class Counters {
 export class Stats {
   private readonly total = new Counters();
   private readonly byAccount = new Map<string, Counters>();
+  private readonly feedInFlight = { now: 0, max: 0 };
+
+  /**
+   * One `GET /api/events` arrived: in flight until its response is done (added latency
+   * included). Returns what ends it, once however often it is called.
+   */
+  feedRequestStarted(): () => void {
+    const inFlight = this.feedInFlight;
+    inFlight.now += 1;
+    if (inFlight.now > inFlight.max) inFlight.max = inFlight.now;
+    let ended = false;
+    return () => {
+      if (ended) return;
+      ended = true;
+      inFlight.now -= 1;
+    };
+  }
 
   /** One answered request, by route name (`GET /api/events`) and status; `account` when a key named one. */
   request(account: string | null, route: string, status: number): void {
@@ -74,7 +91,13 @@ export class Stats {
         ...this.of(account.id).snapshot(),
       };
     }
-    return { emails_sent: emailsSent, ...this.total.snapshot(), events, accounts: breakdown };
+    return {
+      emails_sent: emailsSent,
+      ...this.total.snapshot(),
+      feed_requests_in_flight: { ...this.feedInFlight },
+      events,
+      accounts: breakdown,
+    };
   }
 
   private of(account: string): Counters {

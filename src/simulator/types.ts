@@ -83,6 +83,12 @@ export interface SimulatorStats {
   webhook_deliveries: { attempted: number; succeeded: number; failed: number };
   /** /api requests answered 429 because their account's budget (`rateLimit`) was spent. */
   rate_limited: number;
+  /**
+   * `GET /api/events` requests in flight now (from their arrival to the end of their
+   * response, added latency included), and the most at once since the simulator started:
+   * how many feed requests a client had on their way side by side.
+   */
+  feed_requests_in_flight: { now: number; max: number };
   /** Events in the feed, backlog included, summed over the accounts. */
   events: number;
   /** The same per account, by account id (`acct_…`; an account exists once its key was used). */

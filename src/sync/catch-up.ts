@@ -2,8 +2,8 @@ import type { ServiceEvent } from '../api/types.js';
 import type { FetchedPage, FetchPage } from '../feed/feed-client.js';
 import { type ApplyBatch, type ApplyResult, nothingApplied } from '../store/applier.js';
 import { type ForeignPage, foreignFeedError } from '../store/foreign-feed.js';
-import { ByteBudget } from './byte-budget.js';
-import { cursorGuard } from './cursor-guard.js';
+import { ByteBudget, type PageHold } from './byte-budget.js';
+import { type CursorCheck, cursorGuard } from './cursor-guard.js';
 import { HELD_PAGES_DEFAULTS, HeldPages } from './held-pages.js';
 
 /** The catch-up's own default; what it holds has HELD_PAGES_DEFAULTS. */
@@ -38,13 +38,13 @@ export interface CatchUpOptions {
   maxBuffered?: number;
   /** Pages joined into one transaction while catching up. Default: HELD_PAGES_DEFAULTS.maxPerCommit. */
   maxPagesPerCommit?: number;
-  /** Response bytes held at once (buffer, load in commit, answer on its way). Default: HELD_PAGES_DEFAULTS.maxHeldBytes. */
+  /** The capacity of the catch-up's own budget when it is given none. Default: HELD_PAGES_DEFAULTS.maxHeldBytes. */
   maxHeldBytes?: number;
   /** The largest answer the fetcher accepts (FEED_MAX_RESPONSE_BYTES), in bytes. Default: HELD_PAGES_DEFAULTS.maxPageBytes. */
   maxPageBytes?: number;
   /**
-   * The process's budget of response bytes, shared by its lanes: an answer's worth is
-   * reserved before each request, the page's own bytes kept until its commit ends.
+   * The process's budget of the feed's bytes, shared by its lanes: each answer takes
+   * what it weighs as it is read, and its page keeps it until its commit ends.
    * Default: one of maxHeldBytes for this catch-up alone.
    */
   budget?: ByteBudget;
@@ -86,7 +86,7 @@ interface Fetched {
   /** The page's response size. */
   bytes: number;
   /** What it holds of the budget until its commit ends. */
-  reserved: number;
+  hold: PageHold;
 }
 
 /**
@@ -109,9 +109,6 @@ export async function catchUp(opts: CatchUpOptions): Promise<CatchUpResult> {
     maxPageBytes,
   });
   const budget = opts.budget ?? new ByteBudget(maxHeldBytes);
-  const release = (pages: readonly Fetched[]): void => {
-    for (const f of pages) budget.release(f.reserved);
-  };
   const buffer = held.buffered;
   const handoff = new Handoff();
   // Our own controller, so a commit failure also stops the fetcher.
@@ -128,7 +125,7 @@ export async function catchUp(opts: CatchUpOptions): Promise<CatchUpResult> {
     quarantined: 0,
   };
   let foreign: ForeignPage | undefined;
-  const fetching = fetchAhead(opts, { held, budget, maxPageBytes, handoff, signal: fetchSignal }, fetched);
+  const fetching = fetchAhead(opts, { held, budget, handoff, signal: fetchSignal }, fetched);
   try {
     while (true) {
       if (opts.signal.aborted) {
@@ -141,45 +138,35 @@ export async function catchUp(opts: CatchUpOptions): Promise<CatchUpResult> {
         continue;
       }
       // Catching up: give the fetcher a moment to fill a whole load (fewer, larger transactions),
-      // unless it is waiting for room itself.
-      if (!held.fullLoad() && !fetched.done && !handoff.fetcherWaiting) {
+      // unless it, or another lane's request, is waiting for room.
+      if (!held.fullLoad() && !fetched.done && !handoff.fetcherWaiting && !budget.wanted) {
         const waited = performance.now() - buffer[0]!.at;
         if (waited < maxDelay) {
           await handoff.morePages(maxDelay - waited);
           continue;
         }
       }
-      const taken = held.take();
-      handoff.roomMade();
-      let info: CommitInfo;
-      try {
-        info = await commit(opts, taken);
-      } finally {
-        held.committed(taken);
-        release(taken);
-        handoff.roomMade();
-      }
-      result.pages += taken.length;
-      if (info.result.status === 'foreign-feed') {
-        foreign = info.result.foreign;
+      const done = await commitNext(opts, held, handoff);
+      result.pages += done.pages;
+      if (done.status === 'foreign-feed') {
+        foreign = done.foreign;
         break;
       }
-      if (info.result.status !== 'applied') {
-        result.status = info.result.status;
+      if (done.status !== 'applied') {
+        result.status = done.status;
         break;
       }
-      result.cursor = info.cursor;
-      result.stored += info.result.inserted.length;
-      result.duplicates += info.result.duplicates;
-      result.quarantined += info.result.quarantined;
-      opts.onCommit?.(info);
+      result.cursor = done.cursor;
+      result.stored += done.stored;
+      result.duplicates += done.duplicates;
+      result.quarantined += done.quarantined;
     }
   } finally {
     fetchAbort.abort();
     handoff.roomMade();
     await fetching;
     // Pages fetched and never committed (a stop, a failed commit) give their room back.
-    release(held.buffered);
+    for (const f of held.buffered) f.hold.release();
   }
   if (foreign) throw foreignFeedError(opts.source, foreign);
   if (fetched.error && result.status === 'caught-up') throw fetched.error;
@@ -239,42 +226,27 @@ class Handoff {
 }
 
 /**
- * Fetches pages ahead of the commits into `held`, an answer's worth of the budget
- * reserved before each request, until the feed's last page, an error or the signal.
+ * Fetches pages ahead of the commits into `held`, each answer taking what it weighs of
+ * the budget as it is read, until the feed's last page, an error or the signal.
  */
 async function fetchAhead(
   opts: CatchUpOptions,
   into: {
     held: HeldPages<Fetched>;
     budget: ByteBudget;
-    maxPageBytes: number;
     handoff: Handoff;
     signal: AbortSignal;
   },
   state: FetchState,
 ): Promise<void> {
-  const { held, budget, handoff, signal } = into;
+  const { held, handoff, signal } = into;
   const checkCursor = cursorGuard(opts.start, opts.isStored);
   let after = opts.start;
   try {
     while (!signal.aborted) {
       // A lane waiting for its account's budget holds no page memory another lane needs.
       await opts.awaitBudget?.(signal);
-      const taken = await budget.reserve(into.maxPageBytes, signal);
-      let reserved = taken;
-      let page: FetchedPage;
-      try {
-        page = await opts.fetchPage(after, signal);
-        // The page keeps what it weighs; the rest of an answer's worth goes back at once.
-        reserved = Math.min(taken, page.bytes);
-        budget.release(taken - reserved);
-        await checkCursor(page, after);
-      } catch (err) {
-        budget.release(reserved);
-        throw err;
-      }
-      held.push({ page, prev: after, at: performance.now(), bytes: page.bytes, reserved });
-      handoff.pagesChanged();
+      const page = await fetchNext(opts, into, after, checkCursor);
       if (page.last) {
         state.reachedEnd = true;
         break;
@@ -288,6 +260,76 @@ async function fetchAhead(
     state.done = true;
     handoff.pagesChanged();
   }
+}
+
+/**
+ * Fetches the page after `after` into `held`, its answer taking what it weighs of the
+ * budget as it is read. Answers where the feed goes on, never the page: a frame that
+ * waits for the next answer must not keep this one once its commit is done.
+ */
+async function fetchNext(
+  opts: CatchUpOptions,
+  into: { held: HeldPages<Fetched>; budget: ByteBudget; handoff: Handoff; signal: AbortSignal },
+  after: string | null,
+  checkCursor: CursorCheck,
+): Promise<{ last: boolean; nextAfter: string | null }> {
+  const hold = into.budget.open();
+  let page: FetchedPage;
+  try {
+    page = await opts.fetchPage(after, into.signal, hold);
+    await hold.read(page.bytes, into.signal);
+    await checkCursor(page, after);
+  } catch (err) {
+    hold.release();
+    throw err;
+  }
+  into.held.push({ page, prev: after, at: performance.now(), bytes: page.bytes, hold });
+  into.handoff.pagesChanged();
+  return { last: page.last, nextAfter: page.nextAfter };
+}
+
+/** What the committer keeps of a commit: counts and where the cursor is, never its pages. */
+interface Committed {
+  pages: number;
+  status: ApplyResult['status'];
+  foreign: ForeignPage | undefined;
+  cursor: string | null;
+  stored: number;
+  duplicates: number;
+  quarantined: number;
+}
+
+/**
+ * Commits the next load and gives its room back (done or failed). Answers counts only,
+ * so the committer, waiting for the next load, keeps nothing of this one: its pages
+ * weigh in memory until their commit ends, and not after.
+ */
+async function commitNext(
+  opts: CatchUpOptions,
+  held: HeldPages<Fetched>,
+  handoff: Handoff,
+): Promise<Committed> {
+  const taken = held.take();
+  handoff.roomMade();
+  let info: CommitInfo;
+  try {
+    info = await commit(opts, taken);
+  } finally {
+    held.committed(taken);
+    for (const f of taken) f.hold.release();
+    handoff.roomMade();
+  }
+  const { result } = info;
+  if (result.status === 'applied') opts.onCommit?.(info);
+  return {
+    pages: taken.length,
+    status: result.status,
+    foreign: result.foreign,
+    cursor: info.cursor,
+    stored: result.inserted.length,
+    duplicates: result.duplicates,
+    quarantined: result.quarantined,
+  };
 }
 
 async function commit(opts: CatchUpOptions, taken: Fetched[]): Promise<CommitInfo> {

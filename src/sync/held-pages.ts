@@ -12,14 +12,13 @@ export const HELD_PAGES_DEFAULTS: Readonly<HoldLimits> = Object.freeze({
    */
   maxPerCommit: 10,
   /**
-   * Bytes, 10 MiB. A parsed page costs several times its response until its commit is
-   * done (the text, the objects, the statement's JSON, the driver's buffer), and with
+   * Bytes, 10 MiB: the budget of a process (sync/byte-budget.ts), which holds at most this
+   * and one answer more. A parsed page costs several times its response until its commit
+   * is done (the text, the objects, the statement's JSON, the driver's buffer), and with
    * Node's defaults V8 lets the old generation grow to about four times what is live
-   * before it collects: 10 MiB (one answer of the default response limit and 2 MiB
-   * besides) keeps a plain `node` worker with pages of 4 MB under the manifests' 256 MiB
-   * where 16 MiB did not (docs/BENCHMARKS.md, Memory with events that reach the relay).
-   * A page larger than 2 MiB is then not fetched ahead of the commit of the one before;
-   * small pages are held by count long before this binds.
+   * before it collects: 10 MiB keeps a plain `node` worker under the manifests' 256 MiB
+   * with 8 lanes of pages near the response limit (docs/BENCHMARKS.md, Memory by lanes).
+   * Small pages are held by count long before this binds.
    */
   maxHeldBytes: 10 * MiB,
   /** Bytes: FEED_MAX_RESPONSE_BYTES's default, so a caller that leaves it out holds pages as a configured worker does. */
@@ -32,18 +31,17 @@ export interface HoldLimits {
   maxBuffered: number;
   /** Pages joined into one transaction. */
   maxPerCommit: number;
-  /** Response bytes held at once: pages fetched ahead, the load in a commit, and the answer on its way. */
+  /** The budget's capacity: a load has at most this less one answer of the largest size. */
   maxHeldBytes: number;
-  /** The largest answer the fetcher accepts (FEED_MAX_RESPONSE_BYTES): what one more request may add. */
+  /** The largest answer the fetcher accepts (FEED_MAX_RESPONSE_BYTES). */
   maxPageBytes: number;
 }
 
 /**
  * The pages a catch-up holds: the buffer the fetcher fills and the load the
- * committer has taken, counted in pages and in the bytes of their responses. A
- * parsed page costs a few times its response in memory, so bytes, not pages, are
- * what keeps the worker under its memory limit whatever the page size; for small
- * pages the page counts bind first and the pipelining is as it was.
+ * committer has taken, counted in pages and in the bytes of their responses. The
+ * bytes are the process's budget's to bound (sync/byte-budget.ts); here they size the
+ * loads, and the page counts bound the buffer.
  */
 export class HeldPages<T extends { bytes: number }> {
   readonly #limits: HoldLimits;
@@ -71,13 +69,11 @@ export class HeldPages<T extends { bytes: number }> {
   }
 
   /**
-   * Whether the fetcher may ask for another page: one more answer of the largest
-   * size still fits under maxHeldBytes. With nothing held it always may, so a page
-   * larger than the budget is still read (alone).
+   * Whether the fetcher may ask for another page: the buffer is not full. What the
+   * answer weighs is the budget's to allow, when it is known, never the worst case here.
    */
   roomForAnother(): boolean {
-    if (this.#buffer.length >= this.#limits.maxBuffered) return false;
-    return this.bytes === 0 || this.bytes + this.#limits.maxPageBytes <= this.#limits.maxHeldBytes;
+    return this.#buffer.length < this.#limits.maxBuffered;
   }
 
   push(page: T): void {

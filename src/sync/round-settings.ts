@@ -32,8 +32,9 @@ export function roundSettings(config: Config, mode: 'once' | 'watch'): RoundSett
     concurrency: config.syncConcurrency,
     intervalMs: config.syncIntervalMs,
     // Between two signs of progress a watch's turn waits for one statement (under the
-    // lease) and for feed requests: its own, and those of the lanes ahead of it in line
-    // for the shared budget of response bytes, one a lane (FEED_TIMEOUT_MS each). A
+    // lease) and for feed requests: its own, and, with pages near the response limit,
+    // those of the lanes ahead of it in line for the shared budget of the feed's bytes,
+    // one a lane (FEED_TIMEOUT_MS each). A
     // retry's back-off is announced as it starts. A once run's turns need no such watch:
     // SYNC_ONCE_MAX_MS ends them all.
     lease:

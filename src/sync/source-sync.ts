@@ -100,7 +100,7 @@ export interface SourceSyncDeps {
   hooks?: SyncHooks;
   autoMigrate?: boolean;
   /**
-   * The worker's budget of feed response bytes, shared by every lane (catch-up.ts):
+   * The worker's budget of the feed's bytes, shared by every lane (byte-budget.ts):
    * memory bounded per process, not per lane. Default: each catch-up a budget of its own.
    */
   pageBudget?: ByteBudget;

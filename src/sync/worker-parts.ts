@@ -205,7 +205,7 @@ export function workerParts(
 
 /**
  * The runs of each source over the worker's parts: its own settings and feed from the
- * config (`configForSource`), one applier and one budget of response bytes for all.
+ * config (`configForSource`), one applier and one budget of the feed's bytes for all.
  */
 function sourceSyncs(
   config: Config,
@@ -215,8 +215,9 @@ function sourceSyncs(
 ): (source: string) => SourceSync {
   const { embedded } = opts;
   const applier = applierFor(config, parts.store);
-  // One budget of response bytes for every lane: SYNC_CONCURRENCY lanes with pages near
-  // FEED_MAX_RESPONSE_BYTES hold what one lane may, not that many times it.
+  // One budget of the feed's bytes for every lane: lanes of small pages read side by side,
+  // and SYNC_CONCURRENCY lanes with pages near FEED_MAX_RESPONSE_BYTES hold at most the
+  // budget and one answer together, not that many times it.
   const pageBudget = new ByteBudget(HELD_PAGES_DEFAULTS.maxHeldBytes);
   return (source) => {
     const own = configForSource(config, source);
