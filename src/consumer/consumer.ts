@@ -11,6 +11,7 @@ import type { FeedsyncEvent, FeedsyncEventType } from './events.js';
 import { checkInbox, inboxTable, migrateInbox } from './inbox.js';
 import { jobProcessor } from './job.js';
 import { queueName, retentionHours, settled } from './options.js';
+import { guardPool } from './pool-guard.js';
 import { startPruning } from './pruning.js';
 import { queueConnection } from './queue-connection.js';
 import { closeWorkers, makeWorkers, runWorkers } from './workers.js';
@@ -31,7 +32,11 @@ export type Handlers = {
 export interface ConsumerOptions {
   /** The inbox key, shared by every replica of this consumer: one effect per event per name. */
   name: string;
-  /** The application's own pg Pool: the inbox and the handlers' writes. It stays open at close(). */
+  /**
+   * The application's own pg Pool: the inbox and the handlers' writes. It stays open at
+   * close(). When it has no 'error' listener, the consumer adds one that logs a lost idle
+   * connection, so a Postgres restart does not end the process.
+   */
   pool: Pool;
   handlers: Handlers;
   /**
@@ -135,6 +140,7 @@ export function createConsumer(opts: ConsumerOptions): Consumer {
   });
   warnOnce(unknownVariables(opts.env ?? process.env, VARIABLES), (warning) => logger.warn(warning));
   const { pool, handlers } = opts;
+  guardPool(pool, logger);
   // Aborted when close() has waited closeTimeoutMs: the transactions in hand are cut off.
   const cutOff = new AbortController();
   // Each job's transaction listens to it while it runs: up to `concurrency` per queue.

@@ -1,8 +1,8 @@
 import { createRequire } from 'node:module';
 import type { Job, Worker, WorkerOptions } from 'bullmq';
 import type { Logger } from '../logger.js';
-import { withoutAddresses } from './events.js';
 import type { QueueConnection } from './queue-connection.js';
+import { redacted } from './redacted.js';
 
 // BullMQ is loaded when a consumer runs, as the publisher loads it: a bundle does not follow createRequire.
 const require = createRequire(import.meta.url);
@@ -93,15 +93,4 @@ async function settlesWithin(promise: Promise<unknown>, ms: number): Promise<boo
   } finally {
     clearTimeout(timer);
   }
-}
-
-/** The error as a log line may hold it: its type, code and message, every address in the message taken out. */
-function redacted(err: unknown): Error {
-  const source = err instanceof Error ? err : new Error(String(err));
-  const clean = new Error(withoutAddresses(source.message));
-  clean.name = source.name;
-  const code = (source as { code?: unknown }).code;
-  if (typeof code === 'string') Object.assign(clean, { code });
-  clean.stack = `${clean.name}: ${clean.message}`;
-  return clean;
 }
