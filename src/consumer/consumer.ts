@@ -68,6 +68,8 @@ export interface ConsumerOptions {
    * this long after), how often locks are checked (`stalledInterval`), and how often a
    * job may stall before it fails for good (`maxStalledCount`, default 1; a job run
    * again after a stall finds its inbox row, so a higher count costs nothing but time).
+   * Checked at createConsumer: `lockDuration` 1000 to 2^31-1 ms, `stalledInterval` 100 to
+   * 2^31-1 ms, `maxStalledCount` 0 to 1,000,000; another key is refused too.
    */
   stalls?: Pick<WorkerOptions, 'lockDuration' | 'stalledInterval' | 'maxStalledCount'>;
   /**
@@ -130,7 +132,7 @@ export interface Consumer {
  * The consumer has no way to send mail.
  */
 export function createConsumer(opts: ConsumerOptions): Consumer {
-  const { name, concurrency, schema, limits, connectTimeoutMs, closeTimeoutMs } = settled(opts);
+  const { name, concurrency, schema, limits, connectTimeoutMs, closeTimeoutMs, stalls } = settled(opts);
   inboxTable(schema);
   const settings = loadConsumerSettings(opts.env);
   const { prefix, queueNames, keepHours } = queuesAndRetention(opts, settings.queues);
@@ -186,7 +188,7 @@ export function createConsumer(opts: ConsumerOptions): Consumer {
       queues,
       prefix,
       concurrency,
-      stalls: opts.stalls,
+      stalls,
       logger,
     });
     stopPruning = startPruning({ pool, schema, name, hours: keepHours, ...limits, logger });

@@ -1,6 +1,7 @@
 import { createRequire } from 'node:module';
-import type { Job, Worker, WorkerOptions } from 'bullmq';
+import type { Job, Worker } from 'bullmq';
 import type { Logger } from '../logger.js';
+import type { Stalls } from './options.js';
 import type { QueueConnection } from './queue-connection.js';
 import { redacted } from './redacted.js';
 
@@ -17,7 +18,7 @@ export interface WorkersOptions {
   readonly queues: QueueConnection;
   readonly prefix: string;
   readonly concurrency: number;
-  readonly stalls: Pick<WorkerOptions, 'lockDuration' | 'stalledInterval' | 'maxStalledCount'> | undefined;
+  readonly stalls: Stalls;
   readonly logger: Logger;
 }
 
