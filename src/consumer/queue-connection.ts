@@ -1,7 +1,9 @@
 import { createRequire } from 'node:module';
 import type { ConnectionOptions, PostgresConnectionOptions } from 'bullmq';
 import type { ConsumerSettings } from '../config/config.js';
-import { assertQueueSchema, pgQueueConnection } from '../queue/pg-queues.js';
+import { FeedsyncError } from '../errors.js';
+import { PG_QUEUE_NEEDS, probeQueueConnection } from '../queue/pg-queue-probe.js';
+import { assertQueueSchema, type PgQueueSettings, pgQueueConnection } from '../queue/pg-queues.js';
 import { connectForWorkers, type WorkerConnection } from '../redis/worker-connection.js';
 import { redisUnreachable } from './redis-failure.js';
 
@@ -15,6 +17,22 @@ export interface QueueConnection {
   readonly backend?: typeof import('bullmq').createPostgresBackend;
   /** The Redis connection made here (none given), which the consumer ends at close(). */
   readonly made?: WorkerConnection;
+}
+
+/**
+ * Refuses a queues' connection BullMQ's Workers cannot use, as `doctor` finds it: behind
+ * a transaction pooler their start-up search_path is lost or their LISTEN hears nothing,
+ * and they would log an error for every try (hundreds a second) and consume nothing.
+ */
+async function assertFitForQueues(queues: PgQueueSettings, timeoutMs: number): Promise<void> {
+  const problem = await probeQueueConnection(queues, timeoutMs, 'feedsync-consumer');
+  if (problem?.kind === 'unreachable') throw new FeedsyncError(problem.message, { code: 'QUEUE_ERROR' });
+  if (problem) {
+    throw new FeedsyncError(`QUEUE_DATABASE_URL: ${problem.message}. ${PG_QUEUE_NEEDS}`, {
+      code: 'QUEUE_POOLER',
+      exitCode: 2,
+    });
+  }
 }
 
 /**
@@ -32,7 +50,10 @@ export async function queueConnection(opts: {
   if (settings.queues.backend === 'postgres') {
     const { createPostgresBackend } = require('bullmq') as typeof import('bullmq');
     const queues = { url: settings.queues.databaseUrl, schema: prefix };
-    if (given === undefined) await assertQueueSchema(queues, connectTimeoutMs);
+    if (given === undefined) {
+      await assertFitForQueues(queues, connectTimeoutMs);
+      await assertQueueSchema(queues, connectTimeoutMs);
+    }
     const connection =
       given ??
       pgQueueConnection(queues, {

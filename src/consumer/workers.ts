@@ -4,6 +4,7 @@ import type { Logger } from '../logger.js';
 import type { Stalls } from './options.js';
 import type { QueueConnection } from './queue-connection.js';
 import { redacted } from './redacted.js';
+import { WorkerErrors } from './worker-errors.js';
 
 // BullMQ is loaded when a consumer runs, as the publisher loads it: a bundle does not follow createRequire.
 const require = createRequire(import.meta.url);
@@ -21,6 +22,9 @@ export interface WorkersOptions {
   readonly stalls: Stalls;
   readonly logger: Logger;
 }
+
+/** Each Worker's errors, bounded in log lines and backed off. */
+const errors = new WeakMap<Worker, WorkerErrors>();
 
 /** A Worker per queue, whose failures and errors are logged without an address. */
 export function makeWorkers(opts: WorkersOptions): Worker[] {
@@ -48,7 +52,7 @@ export function makeWorkers(opts: WorkersOptions): Worker[] {
         again ? 'job failed, rolled back; BullMQ retries it' : 'job failed for good, rolled back',
       );
     });
-    worker.on('error', (err) => logger.error({ queue, err: redacted(err) }, 'worker error'));
+    errors.set(worker, new WorkerErrors(worker, queue, logger));
     return worker;
   });
 }
@@ -68,6 +72,7 @@ export async function closeWorkers(
   workers: readonly Worker[],
   opts: { closeTimeoutMs: number; cutOff: AbortController; logger: Logger },
 ): Promise<void> {
+  for (const worker of workers) errors.get(worker)?.stop();
   const closing = Promise.all(workers.map((w) => w.close()));
   if (await settlesWithin(closing, opts.closeTimeoutMs)) return;
   opts.logger.warn(
