@@ -98,7 +98,10 @@ function checkStalls(value: unknown): Stalls {
   const checked: Record<string, number> = {};
   for (const [key, setting] of Object.entries(value)) {
     if (!Object.hasOwn(STALL_RANGES, key)) {
-      throw badOption(`stalls.${key}`, 'is not a stall setting (lockDuration, stalledInterval, maxStalledCount)');
+      throw badOption(
+        `stalls.${key}`,
+        'is not a stall setting (lockDuration, stalledInterval, maxStalledCount)',
+      );
     }
     if (setting === undefined) continue;
     const [min, max, unit] = STALL_RANGES[key as keyof typeof STALL_RANGES];

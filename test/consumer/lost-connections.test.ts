@@ -80,9 +80,15 @@ describe("the application's pool losing connections", () => {
     const FIRST = 200;
     const TOTAL = 600;
     await addEvents(0, FIRST);
-    await waitFor(async () => (await effects()).events === FIRST, { timeoutMs: 60_000, what: 'the first jobs' });
+    await waitFor(async () => (await effects()).events === FIRST, {
+      timeoutMs: 60_000,
+      what: 'the first jobs',
+    });
     // Idle now: every client of the pool is idle, and each is ended under it.
-    let ended = await waitFor(async () => (await terminateIdle()) || false, { timeoutMs: 10_000, what: 'an idle client to end' });
+    let ended = await waitFor(async () => (await terminateIdle()) || false, {
+      timeoutMs: 10_000,
+      what: 'an idle client to end',
+    });
     await addEvents(FIRST, TOTAL - FIRST);
     // While the jobs run, whatever client is idle at that instant is ended too.
     await waitFor(

@@ -49,7 +49,9 @@ export async function startPgBouncer(
       'auth_type = trust',
       `auth_file = ${join(dir, 'userlist.txt')}`,
       'pool_mode = transaction',
-      ...(opts.ignoreStartupParameters ? [`ignore_startup_parameters = ${opts.ignoreStartupParameters}`] : []),
+      ...(opts.ignoreStartupParameters
+        ? [`ignore_startup_parameters = ${opts.ignoreStartupParameters}`]
+        : []),
       'admin_users = postgres',
       // Fewer server connections than clients: transactions of different clients share them.
       'default_pool_size = 4',
