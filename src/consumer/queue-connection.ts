@@ -19,6 +19,19 @@ export interface QueueConnection {
   readonly made?: WorkerConnection;
 }
 
+/** The connections of one queue's pool on Postgres queues: a job in hand each, and two to spare. */
+const poolPerQueue = (concurrency: number): number => concurrency + 2;
+
+/**
+ * Connections a consumer replica opens to the queues' Postgres at most, at `concurrency`:
+ * a pool per queue and a LISTEN connection per queue (BullMQ's backend makes one pool per
+ * Worker: a pool given to it is read in a schema of BullMQ's own name, so the two queues
+ * cannot share one). 38 at the default concurrency. Its own pool comes on top.
+ */
+export function consumerQueueConnections(concurrency: number, queues = 2): number {
+  return queues * (poolPerQueue(concurrency) + 1);
+}
+
 /**
  * Refuses a queues' connection BullMQ's Workers cannot use, as `doctor` finds it: behind
  * a transaction pooler their start-up search_path is lost or their LISTEN hears nothing,
@@ -58,7 +71,7 @@ export async function queueConnection(opts: {
       given ??
       pgQueueConnection(queues, {
         // Each job in hand holds a connection for its moves; the LISTEN connection is apart.
-        max: concurrency + 2,
+        max: poolPerQueue(concurrency),
         connectTimeoutMs,
         applicationName: `feedsync-consumer`,
       });

@@ -1,6 +1,7 @@
 import { createRequire } from 'node:module';
 import type { Job, Worker } from 'bullmq';
 import type { Logger } from '../logger.js';
+import { CONSUMER_DEFAULTS } from './defaults.js';
 import type { Stalls } from './options.js';
 import type { QueueConnection } from './queue-connection.js';
 import { redacted } from './redacted.js';
@@ -32,12 +33,24 @@ export function makeWorkers(opts: WorkersOptions): Worker[] {
   const { connection, backend } = opts.queues;
   const { logger } = opts;
   return opts.queueNames.map((queue) => {
-    const options = { ...opts.stalls, prefix: opts.prefix, concurrency: opts.concurrency, autorun: false };
+    const options = {
+      lockDuration: CONSUMER_DEFAULTS.lockDuration,
+      stalledInterval: CONSUMER_DEFAULTS.stalledInterval,
+      ...opts.stalls,
+      prefix: opts.prefix,
+      concurrency: opts.concurrency,
+      autorun: false,
+    };
     const worker = backend
       ? (new BullWorker(
           queue,
           opts.processor,
-          { ...options, connection: connection as import('bullmq').PostgresConnectionOptions },
+          {
+            ...options,
+            // Idle, the Worker waits on its LISTEN; NOTIFY wakes it (defaults.ts says why).
+            drainDelay: CONSUMER_DEFAULTS.pgDrainDelaySeconds,
+            connection: connection as import('bullmq').PostgresConnectionOptions,
+          },
           backend,
         ) as unknown as Worker)
       : new BullWorker(queue, opts.processor, {

@@ -1,15 +1,18 @@
 import { pgQueuesOf } from '../compose/parts.js';
 import type { Config } from '../config/config.js';
+import { CONSUMER_DEFAULTS } from '../consumer/defaults.js';
+import { consumerQueueConnections } from '../consumer/queue-connection.js';
 import { redactUrl } from '../logger.js';
 import { PG_QUEUE_NEEDS, probeQueueConnection } from '../queue/pg-queue-probe.js';
-import { assertQueueSchema, queueSchemaVersion } from '../queue/pg-queues.js';
+import { assertQueueSchema, connectionsInUse, queueSchemaVersion } from '../queue/pg-queues.js';
 import { queuesCheck } from './redis-checks.js';
 import { type Check, check } from './report.js';
 
 /**
  * With QUEUE_BACKEND=postgres: the queues' Postgres answers, its connection keeps a
  * start-up search_path and delivers a NOTIFY to a LISTEN (not a transaction pooler),
- * the queues' schema is migrated to this BullMQ's version, and the queues' counts.
+ * the queues' schema is migrated to this BullMQ's version, the connections left for a
+ * consumer replica, and the queues' counts.
  * Writes nothing but one NOTIFY on a channel of its own.
  */
 export async function pgQueueChecks(config: Config, timeoutMs: number): Promise<Check[]> {
@@ -26,8 +29,39 @@ export async function pgQueueChecks(config: Config, timeoutMs: number): Promise<
   return [
     connection,
     await schemaCheck(queues, timeoutMs),
+    await connectionsCheck(queues, timeoutMs),
     await queuesCheck(config, timeoutMs, 'queues-postgres'),
   ];
+}
+
+/**
+ * How many connections the queues' Postgres has left, against what a consumer replica
+ * opens there (CONSUMER.md): a warning when one more replica at the default concurrency
+ * would not fit under max_connections (less the superusers' reserve).
+ */
+async function connectionsCheck(queues: { url: string; schema: string }, timeoutMs: number): Promise<Check> {
+  try {
+    return connectionsVerdict(await connectionsInUse(queues, timeoutMs));
+  } catch (err) {
+    return check('queues-connections', 'warn', `could not count the connections: ${(err as Error).message}`);
+  }
+}
+
+/** The check for `used` of `max` connections: a warning when one more consumer replica would not fit. */
+export function connectionsVerdict({ used, max }: { used: number; max: number }): Check {
+  const replica = consumerQueueConnections(CONSUMER_DEFAULTS.concurrency);
+  const line =
+    `${used} of ${max} connections in use; a consumer replica opens up to ${replica} here at ` +
+    `concurrency ${CONSUMER_DEFAULTS.concurrency} (2 × (concurrency + 2) + 2), its own pool apart`;
+  if (max - used < replica) {
+    return check(
+      'queues-connections',
+      'warn',
+      `${line}: one more would not fit`,
+      "raise max_connections, lower the consumers' concurrency, or run fewer replicas",
+    );
+  }
+  return check('queues-connections', 'ok', line);
 }
 
 async function connectionCheck(
