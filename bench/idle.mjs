@@ -21,7 +21,8 @@ const APP = 'app';
  * backends: one source in `feedsync sync --watch` (default SYNC_INTERVAL_MS) and one
  * consumer (createConsumer at its defaults, a process of its own), against a Postgres the
  * bench starts with pg_stat_statements (nothing else talks to it). The statements of a
- * measured window after catch-up are counted (top-level, as pg_stat_statements counts
+ * measured window after catch-up (and after the consumer's first pruning round, a minute
+ * after its start: rounds every 5 and 10 minutes are left to the page) are counted (top-level, as pg_stat_statements counts
  * them by default: BEGIN and COMMIT included). Then, still idle between, events committed
  * at a few watch turns give the time from their commit (the page transaction's
  * received_at) to the consumer's handler (its clock_timestamp(), the same clock); and a
@@ -73,11 +74,14 @@ async function oneBackend(backend, windowMs, log) {
     children.push(start([CLI, 'sync', '--watch'], env));
     const consumerEnv = { ...env, APP_DATABASE_URL: own.url, APP_SCHEMA: APP };
     const consumer = start([CONSUMER], consumerEnv);
+    const consumerStarted = Date.now();
     children.push(consumer);
-    const handled = async () => Number((await db.query(`SELECT count(*) AS n FROM ${APP}.handled`)).rows[0].n);
+    const handled = async () =>
+      Number((await db.query(`SELECT count(*) AS n FROM ${APP}.handled`)).rows[0].n);
     await until(async () => (await handled()) === BACKLOG, 120_000, 'the backlog handled');
-    // A turn after catch-up, so that the window holds caught-up turns only.
-    await sleep(5_000);
+    // A turn after catch-up, so that the window holds caught-up turns only, and past the
+    // consumer's first pruning round (a minute after its start; then every 10 minutes).
+    await sleep(Math.max(5_000, consumerStarted + 70_000 - Date.now()));
     log(`idle: ${backend} queues, caught up; counting statements for ${windowMs / 1000} s`);
     await db.query('SELECT pg_stat_statements_reset()');
     await sleep(windowMs);
@@ -88,7 +92,8 @@ async function oneBackend(backend, windowMs, log) {
     const statements = rows.reduce((sum, r) => sum + r.calls, 0);
     const perMinute = (statements * 60_000) / windowMs;
     log(`idle: ${backend}: ${statements} statements in ${windowMs / 1000} s = ${perMinute.toFixed(1)}/min`);
-    for (const r of rows.slice(0, 12)) log(`  ${String(r.calls).padStart(5)}  ${r.query.replace(/\s+/g, ' ').slice(0, 110)}`);
+    for (const r of rows.slice(0, 12))
+      log(`  ${String(r.calls).padStart(5)}  ${r.query.replace(/\s+/g, ' ').slice(0, 110)}`);
 
     const latencies = [];
     for (let turn = 0; turn < LATENCY_TURNS; turn++) {
@@ -149,7 +154,8 @@ function start(args, env) {
 async function runToEnd(args, env) {
   const run = start(args, env);
   await run.exited;
-  if (run.child.exitCode !== 0) throw new Error(`${args.join(' ')}: exit ${run.child.exitCode}: ${run.stderr()}`);
+  if (run.child.exitCode !== 0)
+    throw new Error(`${args.join(' ')}: exit ${run.child.exitCode}: ${run.stderr()}`);
 }
 
 async function until(probe, timeoutMs, what) {

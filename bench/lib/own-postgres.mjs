@@ -1,8 +1,8 @@
 import { execFileSync } from 'node:child_process';
 import { chownSync, existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir, userInfo } from 'node:os';
 import { join } from 'node:path';
+import { freePort } from './redis-server.mjs';
 
 /** The newest Debian Postgres's binaries (postgresql-NN: initdb, pg_ctl, pg_stat_statements). */
 function debianBin() {
@@ -11,17 +11,6 @@ function debianBin() {
   const newest = versions.sort((a, b) => Number(b) - Number(a))[0];
   if (!newest) throw new Error(`no Postgres binaries under ${root}: install the Debian package postgresql`);
   return join(root, newest, 'bin');
-}
-
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address();
-      server.close(() => resolve(port));
-    });
-  });
 }
 
 /**
