@@ -18,4 +18,9 @@ export function guardPool(pool: Pool, logger: Logger): void {
       'an idle connection of the pool was lost; the pool opens another when a job needs one',
     ),
   );
+  // A new client is handed over inside the read that brought its ReadyForQuery: a FATAL in
+  // that same read (the session ended at that instant) is emitted before the job that
+  // asked for it can listen, and pg-pool's own listener is already gone. This one takes
+  // it; the job's first statement then fails, and the job is retried.
+  pool.on('connect', (client) => client.on('error', () => {}));
 }
