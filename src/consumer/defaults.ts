@@ -47,8 +47,9 @@ export const CONSUMER_DEFAULTS = Object.freeze({
   /**
    * Milliseconds between stalled checks of a queue (BullMQ's stalledInterval, its
    * default): one statement a queue each time on Postgres queues (4 a minute for the two
-   * queues, idle or not), and a killed replica's job runs again within lockDuration plus
-   * this.
+   * queues, idle or not). A killed replica's job runs again once one check has seen it
+   * active and the next finds its lock lapsed: within lockDuration + 2 × this (90 s),
+   * mostly lockDuration + this.
    */
   stalledInterval: 30_000,
   /**

@@ -28,8 +28,9 @@ const poolPerQueue = (concurrency: number): number => concurrency + 2;
  * Worker: a pool given to it is read in a schema of BullMQ's own name, so the two queues
  * cannot share one). 38 at the default concurrency. Its own pool comes on top.
  */
-export function consumerQueueConnections(concurrency: number, queues = 2): number {
-  return queues * (poolPerQueue(concurrency) + 1);
+export function consumerQueueConnections(concurrency: number): number {
+  // Two queues (emails, contacts), each with its pool and its LISTEN connection.
+  return 2 * (poolPerQueue(concurrency) + 1);
 }
 
 /**
