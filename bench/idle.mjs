@@ -47,7 +47,8 @@ export async function idleAlone({ scale, log }) {
  */
 function lockBounds() {
   // BullMQ's own defaults, for a build whose CONSUMER_DEFAULTS does not name them.
-  const bound = (CONSUMER_DEFAULTS.lockDuration ?? 30_000) + 2 * (CONSUMER_DEFAULTS.stalledInterval ?? 30_000);
+  const bound =
+    (CONSUMER_DEFAULTS.lockDuration ?? 30_000) + 2 * (CONSUMER_DEFAULTS.stalledInterval ?? 30_000);
   return { redis: bound, postgres: bound };
 }
 
