@@ -10,7 +10,9 @@
 // apply-cost (bench/apply-cost.mjs), queue-backends (bench/queue-backends.mjs: sync --once
 // and the consumer on Redis and on Postgres), page-handoff (bench/page-handoff.mjs: the relay
 // against jobs added by the page's own transaction), budget (bench/budget.mjs: a catch-up
-// under a stated request budget beside the application's sends)
+// under a stated request budget beside the application's sends), idle (bench/idle.mjs:
+// statements a minute of a caught-up sync --watch and a consumer, on a Postgres of its own,
+// both backends)
 // or tracing (bench/tracing.mjs; `--before PATH` adds another build's
 // dist/bin/feedsync.js), which rewrite only their block of the page.
 import { writeFileSync } from 'node:fs';
@@ -21,6 +23,7 @@ import { bullmqAddBulk, feedPaging, feedPagingWithLatency, postgresIngest, relay
 import { consumerAlone, consumerRows } from './consumer.mjs';
 import { coldStart, prepareSchema, release, rssHalves, syncOnce } from './end-to-end.mjs';
 import { fillStore } from './growth.mjs';
+import { idleAlone, idleRows } from './idle.mjs';
 import { laneMemory, laneMemoryRows } from './lane-memory.mjs';
 import { cleanUp, DATABASE_URL } from './lib/env.mjs';
 import { describeMachine, redisPid } from './lib/machine.mjs';
@@ -94,6 +97,11 @@ const ALONE = {
     title: "A catch-up within a request budget shared with the application's sends",
     run: () => budgetAlone({ scale, log }),
     rows: budgetRows,
+  },
+  idle: {
+    title: 'Idle: a caught-up source and a consumer, statements a minute',
+    run: () => idleAlone({ scale, log }),
+    rows: idleRows,
   },
   tracing: {
     title: 'Traces: CPU per event, off and on',

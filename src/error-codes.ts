@@ -64,6 +64,7 @@ export type ErrorCode =
   | 'QUEUE_TIMEOUT'
   | 'QUEUE_STOPPING'
   | 'QUEUE_NOT_MIGRATED'
+  | 'QUEUE_POOLER'
   // feedsync/consumer.
   | 'CONSUMER_BAD_OPTION'
   | 'CONSUMER_NOT_MIGRATED'

@@ -47,7 +47,8 @@ export async function startPrivateRedis() {
   };
 }
 
-function freePort() {
+/** A free loopback TCP port. */
+export function freePort() {
   return new Promise((resolve, reject) => {
     const server = createServer();
     server.once('error', reject);

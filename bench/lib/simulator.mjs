@@ -38,6 +38,8 @@ export async function startSimChild(options = {}) {
      */
     setBacklog: (count, key) =>
       control('backlog', key ? { count, key, replace: true } : { count, replace: true }),
+    /** `count` more events at the end of the bench account's feed. */
+    addBacklog: (count) => control('backlog', { count }),
     setLatency: (latencyMs) => control('faults', { latencyMs }),
     async stop() {
       if (child.exitCode !== null) return;

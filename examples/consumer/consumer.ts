@@ -29,6 +29,14 @@ if (!/^[a-z_][a-z0-9_]{0,62}$/.test(settings.schema)) {
   process.exit(2);
 }
 
+/** Set when the reader of stdout went away: the lines per event are no longer printed. */
+let stdoutClosed = false;
+
+/** One line on stdout, while someone reads it. */
+function print(line: string): void {
+  if (!stdoutClosed) console.log(line);
+}
+
 /** The comment that marks a schema as this example's. */
 const MARK = 'feedsync example consumer';
 
@@ -39,6 +47,9 @@ const pool = new pg.Pool({
   // queue), and two to spare; pg's default of 10 would hold jobs waiting for a client.
   max: 18,
 });
+// An idle client that Postgres ends (a restart, idle_session_timeout) is an 'error' of the
+// pool: createConsumer logs it when the pool has no listener, as here. An application
+// with its own listener keeps it; the process must never be left without one.
 
 type EmailEvent = EventOfType<
   'email.sent' | 'email.delivered' | 'email.bounced' | 'email.complained' | 'email.failed'
@@ -68,7 +79,7 @@ async function recordMessage(event: EmailEvent, db: pg.PoolClient): Promise<void
     ],
   );
   // One line per event recorded: its key, type and email id, never an address.
-  console.log(`${event.source}/${event.id} ${event.type} ${event.data.email_id}: recorded`);
+  print(`${event.source}/${event.id} ${event.type} ${event.data.email_id}: recorded`);
 }
 
 /** A bounce or a complaint: its recipients are recorded as not to be mailed again (never acted on here). */
@@ -96,7 +107,7 @@ async function subscription(
      WHERE subscriptions.changed_at <= EXCLUDED.changed_at`,
     [event.data.email, event.type === 'contact.subscribed', event.created_at],
   );
-  console.log(`${event.source}/${event.id} ${event.type}: recorded`);
+  print(`${event.source}/${event.id} ${event.type}: recorded`);
 }
 
 /** Makes the tables, then consumes until SIGTERM or Ctrl-C. */
@@ -118,9 +129,16 @@ async function main(): Promise<void> {
     },
   });
   await consumer.migrate();
-  console.log(`consuming feedsync's queues into ${target()}`);
+  print(`consuming feedsync's queues into ${target()}`);
   // SIGTERM or Ctrl-C: the jobs in hand finish and commit, then the process leaves.
   for (const signal of ['SIGTERM', 'SIGINT'] as const) process.once(signal, () => void consumer.close());
+  // A reader that goes away (`… | head -2`) stops it the same way: the jobs in hand
+  // finish, nothing more is printed, and it exits 0.
+  process.stdout.on('error', (err: NodeJS.ErrnoException) => {
+    if (err.code !== 'EPIPE') throw err;
+    stdoutClosed = true;
+    void consumer.close();
+  });
   await consumer.run();
 }
 

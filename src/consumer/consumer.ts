@@ -11,6 +11,7 @@ import type { FeedsyncEvent, FeedsyncEventType } from './events.js';
 import { checkInbox, inboxTable, migrateInbox } from './inbox.js';
 import { jobProcessor } from './job.js';
 import { queueName, retentionHours, settled } from './options.js';
+import { guardPool } from './pool-guard.js';
 import { startPruning } from './pruning.js';
 import { queueConnection } from './queue-connection.js';
 import { closeWorkers, makeWorkers, runWorkers } from './workers.js';
@@ -31,7 +32,11 @@ export type Handlers = {
 export interface ConsumerOptions {
   /** The inbox key, shared by every replica of this consumer: one effect per event per name. */
   name: string;
-  /** The application's own pg Pool: the inbox and the handlers' writes. It stays open at close(). */
+  /**
+   * The application's own pg Pool: the inbox and the handlers' writes. It stays open at
+   * close(). When it has no 'error' listener, the consumer adds one that logs a lost idle
+   * connection, so a Postgres restart does not end the process.
+   */
   pool: Pool;
   handlers: Handlers;
   /**
@@ -63,6 +68,8 @@ export interface ConsumerOptions {
    * this long after), how often locks are checked (`stalledInterval`), and how often a
    * job may stall before it fails for good (`maxStalledCount`, default 1; a job run
    * again after a stall finds its inbox row, so a higher count costs nothing but time).
+   * Checked at createConsumer: `lockDuration` 1000 to 2^31-1 ms, `stalledInterval` 100 to
+   * 2^31-1 ms, `maxStalledCount` 0 to 1,000,000; another key is refused too.
    */
   stalls?: Pick<WorkerOptions, 'lockDuration' | 'stalledInterval' | 'maxStalledCount'>;
   /**
@@ -125,7 +132,7 @@ export interface Consumer {
  * The consumer has no way to send mail.
  */
 export function createConsumer(opts: ConsumerOptions): Consumer {
-  const { name, concurrency, schema, limits, connectTimeoutMs, closeTimeoutMs } = settled(opts);
+  const { name, concurrency, schema, limits, connectTimeoutMs, closeTimeoutMs, stalls } = settled(opts);
   inboxTable(schema);
   const settings = loadConsumerSettings(opts.env);
   const { prefix, queueNames, keepHours } = queuesAndRetention(opts, settings.queues);
@@ -135,6 +142,7 @@ export function createConsumer(opts: ConsumerOptions): Consumer {
   });
   warnOnce(unknownVariables(opts.env ?? process.env, VARIABLES), (warning) => logger.warn(warning));
   const { pool, handlers } = opts;
+  guardPool(pool, logger);
   // Aborted when close() has waited closeTimeoutMs: the transactions in hand are cut off.
   const cutOff = new AbortController();
   // Each job's transaction listens to it while it runs: up to `concurrency` per queue.
@@ -180,7 +188,7 @@ export function createConsumer(opts: ConsumerOptions): Consumer {
       queues,
       prefix,
       concurrency,
-      stalls: opts.stalls,
+      stalls,
       logger,
     });
     stopPruning = startPruning({ pool, schema, name, hours: keepHours, ...limits, logger });

@@ -39,6 +39,29 @@ export const CONSUMER_DEFAULTS = Object.freeze({
    * lock. Under Kubernetes' default grace of 30 s.
    */
   closeTimeoutMs: 25_000,
+  /**
+   * Milliseconds a job's lock lasts without renewal (BullMQ's lockDuration, its default):
+   * a killed replica's job is handed on once it lapses, at the next stalled check.
+   */
+  lockDuration: 30_000,
+  /**
+   * Milliseconds between stalled checks of a queue (BullMQ's stalledInterval, its
+   * default): one statement a queue each time on Postgres queues (4 a minute for the two
+   * queues, idle or not). A killed replica's job runs again once one check has seen it
+   * active and the next finds its lock lapsed: within lockDuration + 2 × this (90 s),
+   * mostly lockDuration + this.
+   */
+  stalledInterval: 30_000,
+  /**
+   * On Postgres queues, seconds an idle Worker waits on its LISTEN before it looks at
+   * its queue again (BullMQ's drainDelay; default 5). A job added wakes it at once by
+   * NOTIFY, a delayed job (a retry's back-off) by its due time, a LISTEN connection
+   * lost by keepalive: the look is only a backstop, and at BullMQ's 5 s it was three
+   * statements a queue every 5 s, 72 a minute of an idle consumer. At 300 s it is 1.2 a
+   * minute. With Redis, BullMQ's default stays (a blocking read in Redis costs Postgres
+   * nothing).
+   */
+  pgDrainDelaySeconds: 300,
   /** Milliseconds to reach Redis at run(). */
   connectTimeoutMs: 10_000,
   /** Rows one prune statement deletes at most: a short statement that never holds many locks. */

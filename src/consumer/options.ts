@@ -71,6 +71,45 @@ export function queueName(option: string, value: unknown): string {
   return value;
 }
 
+/** BullMQ's stall settings as the consumer takes them: each checked, none required. */
+export interface Stalls {
+  readonly lockDuration?: number;
+  readonly stalledInterval?: number;
+  readonly maxStalledCount?: number;
+}
+
+/**
+ * The ranges of the stall settings. A duration past a timer's limit fires at once (a
+ * stalledInterval of 2^31 ms checked locks 1,200 times a second); a lock under a second
+ * lapses between two renewals of a busy process, and 0 or less is no lock at all.
+ */
+const STALL_RANGES = {
+  lockDuration: [1_000, MAX_TIMER_MS, ' of milliseconds'],
+  stalledInterval: [100, MAX_TIMER_MS, ' of milliseconds'],
+  maxStalledCount: [0, 1_000_000, ''],
+} as const;
+
+/** `stalls` checked: an object of the three settings, each a whole number in its range. */
+function checkStalls(value: unknown): Stalls {
+  if (value === undefined) return {};
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    throw badOption('stalls', 'must be an object of lockDuration, stalledInterval and maxStalledCount');
+  }
+  const checked: Record<string, number> = {};
+  for (const [key, setting] of Object.entries(value)) {
+    if (!Object.hasOwn(STALL_RANGES, key)) {
+      throw badOption(
+        `stalls.${key}`,
+        'is not a stall setting (lockDuration, stalledInterval, maxStalledCount)',
+      );
+    }
+    if (setting === undefined) continue;
+    const [min, max, unit] = STALL_RANGES[key as keyof typeof STALL_RANGES];
+    checked[key] = wholeNumber(`stalls.${key}`, setting, min, max, unit);
+  }
+  return checked;
+}
+
 /** The options of createConsumer that do not depend on the environment, as given. */
 export interface GivenOptions {
   readonly name: unknown;
@@ -82,6 +121,7 @@ export interface GivenOptions {
   readonly lockTimeoutMs?: number | undefined;
   readonly connectTimeoutMs?: number | undefined;
   readonly closeTimeoutMs?: number | undefined;
+  readonly stalls?: unknown;
 }
 
 /** Those options checked (but the schema), with their defaults; a CONSUMER_BAD_OPTION error naming the first that is wrong. */
@@ -99,6 +139,7 @@ export function settled(opts: GivenOptions) {
     limits: { timeoutMs: ms('handlerTimeoutMs'), lockTimeoutMs: ms('lockTimeoutMs') },
     connectTimeoutMs: ms('connectTimeoutMs'),
     closeTimeoutMs: ms('closeTimeoutMs'),
+    stalls: checkStalls(opts.stalls),
   };
 }
 

@@ -12,7 +12,7 @@
  *   migrationLock  a transaction-scoped advisory lock, so that replicas migrating at
  *                  once do not collide on the catalog (it ends with the transaction)
  *   schemaExists / createSchema / createTable / createIndex   migrate()'s DDL
- *   beginLimited   BEGIN with the transaction's deadlines (SET LOCAL: they end with it)
+ *   beginLimited   BEGIN with the transaction's deadlines (local settings: they end with it)
  *   commit / rollback
  *   record         the inbox row of an event, or nothing when it is there already (sent with BEGIN)
  *   prune          up to a batch of a consumer's rows older than some hours, oldest first
@@ -56,10 +56,15 @@ export const createIndex = (table: string): string =>
  */
 const IDLE_BACKSTOP_MS = 2_000;
 
+/**
+ * The three set in one statement (set_config with is_local, as SET LOCAL does), not three:
+ * every job and every prune batch runs it, and each statement counts for a shared or
+ * serverless Postgres.
+ */
 export const beginLimited = (limits: { lockTimeoutMs: number; timeoutMs: number }): string =>
-  `BEGIN; SET LOCAL lock_timeout = ${limits.lockTimeoutMs};` +
-  ` SET LOCAL statement_timeout = ${limits.timeoutMs};` +
-  ` SET LOCAL idle_in_transaction_session_timeout = ${limits.timeoutMs + IDLE_BACKSTOP_MS}`;
+  `BEGIN; SELECT set_config('lock_timeout', '${limits.lockTimeoutMs}', true),` +
+  ` set_config('statement_timeout', '${limits.timeoutMs}', true),` +
+  ` set_config('idle_in_transaction_session_timeout', '${limits.timeoutMs + IDLE_BACKSTOP_MS}', true)`;
 
 export const commit = 'COMMIT';
 export const rollback = 'ROLLBACK';

@@ -1,8 +1,11 @@
 import { createRequire } from 'node:module';
-import type { Job, Worker, WorkerOptions } from 'bullmq';
+import type { Job, Worker } from 'bullmq';
 import type { Logger } from '../logger.js';
-import { withoutAddresses } from './events.js';
+import { CONSUMER_DEFAULTS } from './defaults.js';
+import type { Stalls } from './options.js';
 import type { QueueConnection } from './queue-connection.js';
+import { redacted } from './redacted.js';
+import { WorkerErrors } from './worker-errors.js';
 
 // BullMQ is loaded when a consumer runs, as the publisher loads it: a bundle does not follow createRequire.
 const require = createRequire(import.meta.url);
@@ -17,9 +20,12 @@ export interface WorkersOptions {
   readonly queues: QueueConnection;
   readonly prefix: string;
   readonly concurrency: number;
-  readonly stalls: Pick<WorkerOptions, 'lockDuration' | 'stalledInterval' | 'maxStalledCount'> | undefined;
+  readonly stalls: Stalls;
   readonly logger: Logger;
 }
+
+/** Each Worker's errors, bounded in log lines and backed off. */
+const errors = new WeakMap<Worker, WorkerErrors>();
 
 /** A Worker per queue, whose failures and errors are logged without an address. */
 export function makeWorkers(opts: WorkersOptions): Worker[] {
@@ -27,12 +33,24 @@ export function makeWorkers(opts: WorkersOptions): Worker[] {
   const { connection, backend } = opts.queues;
   const { logger } = opts;
   return opts.queueNames.map((queue) => {
-    const options = { ...opts.stalls, prefix: opts.prefix, concurrency: opts.concurrency, autorun: false };
+    const options = {
+      lockDuration: CONSUMER_DEFAULTS.lockDuration,
+      stalledInterval: CONSUMER_DEFAULTS.stalledInterval,
+      ...opts.stalls,
+      prefix: opts.prefix,
+      concurrency: opts.concurrency,
+      autorun: false,
+    };
     const worker = backend
       ? (new BullWorker(
           queue,
           opts.processor,
-          { ...options, connection: connection as import('bullmq').PostgresConnectionOptions },
+          {
+            ...options,
+            // Idle, the Worker waits on its LISTEN; NOTIFY wakes it (defaults.ts says why).
+            drainDelay: CONSUMER_DEFAULTS.pgDrainDelaySeconds,
+            connection: connection as import('bullmq').PostgresConnectionOptions,
+          },
           backend,
         ) as unknown as Worker)
       : new BullWorker(queue, opts.processor, {
@@ -47,7 +65,7 @@ export function makeWorkers(opts: WorkersOptions): Worker[] {
         again ? 'job failed, rolled back; BullMQ retries it' : 'job failed for good, rolled back',
       );
     });
-    worker.on('error', (err) => logger.error({ queue, err: redacted(err) }, 'worker error'));
+    errors.set(worker, new WorkerErrors(worker, queue, logger));
     return worker;
   });
 }
@@ -67,6 +85,7 @@ export async function closeWorkers(
   workers: readonly Worker[],
   opts: { closeTimeoutMs: number; cutOff: AbortController; logger: Logger },
 ): Promise<void> {
+  for (const worker of workers) errors.get(worker)?.stop();
   const closing = Promise.all(workers.map((w) => w.close()));
   if (await settlesWithin(closing, opts.closeTimeoutMs)) return;
   opts.logger.warn(
@@ -93,15 +112,4 @@ async function settlesWithin(promise: Promise<unknown>, ms: number): Promise<boo
   } finally {
     clearTimeout(timer);
   }
-}
-
-/** The error as a log line may hold it: its type, code and message, every address in the message taken out. */
-function redacted(err: unknown): Error {
-  const source = err instanceof Error ? err : new Error(String(err));
-  const clean = new Error(withoutAddresses(source.message));
-  clean.name = source.name;
-  const code = (source as { code?: unknown }).code;
-  if (typeof code === 'string') Object.assign(clean, { code });
-  clean.stack = `${clean.name}: ${clean.message}`;
-  return clean;
 }

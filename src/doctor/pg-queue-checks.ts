@@ -1,20 +1,18 @@
-import { randomBytes } from 'node:crypto';
-import pg from 'pg';
 import { pgQueuesOf } from '../compose/parts.js';
 import type { Config } from '../config/config.js';
+import { CONSUMER_DEFAULTS } from '../consumer/defaults.js';
+import { consumerQueueConnections } from '../consumer/queue-connection.js';
 import { redactUrl } from '../logger.js';
-import { assertQueueSchema, queueSchemaVersion, toQueueError } from '../queue/pg-queues.js';
+import { PG_QUEUE_NEEDS, probeQueueConnection } from '../queue/pg-queue-probe.js';
+import { assertQueueSchema, connectionsInUse, queueSchemaVersion } from '../queue/pg-queues.js';
 import { queuesCheck } from './redis-checks.js';
 import { type Check, check } from './report.js';
-
-/** What BullMQ's Postgres backend needs of its connection, said once for every fix. */
-const NEEDS =
-  'QUEUE_DATABASE_URL must reach Postgres directly or through a session pooler: BullMQ sets search_path at start-up and its Workers LISTEN; a transaction pooler (PgBouncer pool_mode=transaction) serves DATABASE_URL only';
 
 /**
  * With QUEUE_BACKEND=postgres: the queues' Postgres answers, its connection keeps a
  * start-up search_path and delivers a NOTIFY to a LISTEN (not a transaction pooler),
- * the queues' schema is migrated to this BullMQ's version, and the queues' counts.
+ * the queues' schema is migrated to this BullMQ's version, the connections left for a
+ * consumer replica, and the queues' counts.
  * Writes nothing but one NOTIFY on a channel of its own.
  */
 export async function pgQueueChecks(config: Config, timeoutMs: number): Promise<Check[]> {
@@ -31,8 +29,39 @@ export async function pgQueueChecks(config: Config, timeoutMs: number): Promise<
   return [
     connection,
     await schemaCheck(queues, timeoutMs),
+    await connectionsCheck(queues, timeoutMs),
     await queuesCheck(config, timeoutMs, 'queues-postgres'),
   ];
+}
+
+/**
+ * How many connections the queues' Postgres has left, against what a consumer replica
+ * opens there (CONSUMER.md): a warning when one more replica at the default concurrency
+ * would not fit under max_connections (less the superusers' reserve).
+ */
+async function connectionsCheck(queues: { url: string; schema: string }, timeoutMs: number): Promise<Check> {
+  try {
+    return connectionsVerdict(await connectionsInUse(queues, timeoutMs));
+  } catch (err) {
+    return check('queues-connections', 'warn', `could not count the connections: ${(err as Error).message}`);
+  }
+}
+
+/** The check for `used` of `max` connections: a warning when one more consumer replica would not fit. */
+export function connectionsVerdict({ used, max }: { used: number; max: number }): Check {
+  const replica = consumerQueueConnections(CONSUMER_DEFAULTS.concurrency);
+  const line =
+    `${used} of ${max} connections in use; a consumer replica opens up to ${replica} here at ` +
+    `concurrency ${CONSUMER_DEFAULTS.concurrency} (2 × (concurrency + 2) + 2), its own pool apart`;
+  if (max - used < replica) {
+    return check(
+      'queues-connections',
+      'warn',
+      `${line}: one more would not fit`,
+      "raise max_connections, lower the consumers' concurrency, or run fewer replicas",
+    );
+  }
+  return check('queues-connections', 'ok', line);
 }
 
 async function connectionCheck(
@@ -40,73 +69,9 @@ async function connectionCheck(
   where: string,
   timeoutMs: number,
 ): Promise<Check> {
-  const open = async (startup: boolean): Promise<pg.Client> => {
-    const client = new pg.Client({
-      connectionString: queues.url,
-      connectionTimeoutMillis: timeoutMs,
-      query_timeout: timeoutMs,
-      application_name: 'feedsync-doctor',
-      ...(startup ? { options: `-c search_path=${queues.schema}` } : {}),
-    });
-    client.on('error', () => {});
-    await client.connect();
-    return client;
-  };
-  const clients: pg.Client[] = [];
-  try {
-    let listener: pg.Client;
-    try {
-      listener = await open(true);
-      clients.push(listener);
-    } catch (err) {
-      const message = toQueueError(err).message;
-      // PgBouncer refuses the start-up parameter it cannot pass on.
-      if (/startup parameter/i.test(message)) {
-        return check(
-          'queues-postgres',
-          'fail',
-          `${where} refuses a start-up search_path (${message})`,
-          NEEDS,
-        );
-      }
-      return check(
-        'queues-postgres',
-        'fail',
-        `cannot reach the queues' Postgres at ${where} (${message})`,
-        NEEDS,
-      );
-    }
-    const path = await listener.query<{ search_path: string }>('SHOW search_path');
-    if (path.rows[0]?.search_path.replaceAll('"', '') !== queues.schema) {
-      return check('queues-postgres', 'fail', `${where} does not keep a start-up search_path`, NEEDS);
-    }
-    const channel = `feedsync_doctor_${randomBytes(6).toString('hex')}`;
-    const heard = new Promise<boolean>((resolve) => {
-      const timer = setTimeout(() => resolve(false), timeoutMs);
-      listener.on('notification', (n) => {
-        if (n.channel !== channel) return;
-        clearTimeout(timer);
-        resolve(true);
-      });
-    });
-    await listener.query(`LISTEN ${channel}`);
-    const notifier = await open(false);
-    clients.push(notifier);
-    await notifier.query(`NOTIFY ${channel}`);
-    if (!(await heard)) {
-      return check(
-        'queues-postgres',
-        'fail',
-        `${where}: a NOTIFY did not reach a LISTEN within ${timeoutMs} ms (a transaction pooler?)`,
-        NEEDS,
-      );
-    }
-    return check('queues-postgres', 'ok', `${where}: start-up search_path kept, LISTEN/NOTIFY delivered`);
-  } catch (err) {
-    return check('queues-postgres', 'fail', `${where}: ${toQueueError(err).message}`, NEEDS);
-  } finally {
-    await Promise.allSettled(clients.map((c) => c.end()));
-  }
+  const problem = await probeQueueConnection(queues, timeoutMs, 'feedsync-doctor');
+  if (problem) return check('queues-postgres', 'fail', problem.message, PG_QUEUE_NEEDS);
+  return check('queues-postgres', 'ok', `${where}: start-up search_path kept, LISTEN/NOTIFY delivered`);
 }
 
 async function schemaCheck(queues: { url: string; schema: string }, timeoutMs: number): Promise<Check> {

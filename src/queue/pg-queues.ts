@@ -107,6 +107,20 @@ export async function queueSchemaVersion(
   return { version, latest: LATEST_SCHEMA_VERSION };
 }
 
+/** Connections open to the queues' server now, and how many it takes (max_connections less the superusers' reserve). */
+export async function connectionsInUse(
+  settings: PgQueueSettings,
+  connectTimeoutMs: number,
+): Promise<{ used: number; max: number }> {
+  return withSession(settings, connectTimeoutMs, async (client) => {
+    const { rows } = await client.query<{ used: number; max: number }>(
+      `SELECT (SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend')::int AS used,
+              (current_setting('max_connections')::int - current_setting('superuser_reserved_connections')::int) AS max`,
+    );
+    return rows[0] ?? { used: 0, max: 0 };
+  });
+}
+
 /** One session of its own on the queues' database, ended after `fn`. */
 async function withSession<T>(
   settings: PgQueueSettings,

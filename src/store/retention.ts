@@ -61,7 +61,7 @@ export interface PruneResult {
  * An event also stays while requeue may still need its data: while its outbox row
  * is unpublished (the relay reads it; Redis down for longer than the retention), and
  * while any published row as old as it is kept (OUTBOX_RETENTION_HOURS; a row past it
- * counts as gone, whether or not its own pruning, at most once a minute, has run). The second
+ * counts as gone, whether or not its own pruning, at most every five minutes, has run). The second
  * is told without an index from the outbox to its events: outbox rows are written in
  * the transaction of their events (`created_at` = the events' `received_at`) in seq
  * order, so no event that arrived after the oldest kept published row (less an hour

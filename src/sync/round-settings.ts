@@ -15,7 +15,7 @@ export interface RoundSettings {
   readonly intervalMs: number;
   /** Who holds the leases this worker takes, for SOURCE_LEASE_MS; a watch's turns also for how long they may stall. */
   readonly lease: LeaseOptions;
-  /** The per-worker rounds of a watch (lease rows, the outbox's sweep): once an interval, between 1 and 60 s. */
+  /** The per-worker rounds of a watch (lease rows, the outbox's sweep): once two intervals, between 1 and 60 s. */
   readonly upkeepMs: number;
   /** Whether the sources come from FEED_SOURCES_FILE: the summary of a once run then names no single source. */
   readonly fromFile: boolean;
@@ -41,7 +41,11 @@ export function roundSettings(config: Config, mode: 'once' | 'watch'): RoundSett
       mode === 'watch'
         ? { ...lease, stallMs: config.sourceLeaseMs + config.syncConcurrency * config.feed.timeoutMs }
         : lease,
-    upkeepMs: Math.min(60_000, Math.max(1_000, config.syncIntervalMs)),
+    // Twice an interval, not once: at the default 30 s the sweep (four statements) and the
+    // lease rows' upkeep (one) ran twice a minute on an idle replica, a third of what a
+    // caught-up deployment cost its Postgres; a minute is still far under the relay's own
+    // default sweep and under any alert (docs/BENCHMARKS.md, idle).
+    upkeepMs: Math.min(60_000, Math.max(1_000, 2 * config.syncIntervalMs)),
     fromFile: config.sourcesFile !== null,
     eventsRetentionDays: config.eventsRetentionDays,
     outboxRetentionHours: config.queues.outboxRetentionHours,

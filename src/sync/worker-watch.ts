@@ -8,13 +8,18 @@ import type { WorkerParts, WorkerResult } from './worker-parts.js';
 
 /** The watch's own default. */
 const WATCH_DEFAULTS = Object.freeze({
-  /** Milliseconds between prunes of old events and published outbox rows: once a minute a replica, not once a turn. */
-  pruneEveryMs: 60_000,
+  /**
+   * Milliseconds between prunes of old events and published outbox rows: once every 5
+   * minutes a replica (as often as the CronJob's `sync --once` prunes), not once a turn.
+   * Retention is counted in hours and days; pruning once a minute only added statements
+   * to an idle deployment.
+   */
+  pruneEveryMs: 300_000,
 });
 
 /**
  * A watch: /healthz, /readyz and /metrics on METRICS_PORT (unless serveMetrics is false), the fleet's claims, pruning
- * once a minute a replica, and the scheduler's loop until the signal aborts. Its turns
+ * once every 5 minutes a replica, and the scheduler's loop until the signal aborts. Its turns
  * go to the metrics, the log and onOutcome; none is kept.
  */
 export async function runWatchRound(w: WorkerParts): Promise<WorkerResult> {

@@ -309,6 +309,50 @@ describe('createConsumer', () => {
   });
 });
 
+describe('the numeric options, checked at createConsumer', () => {
+  const make = (extra: Partial<ConsumerOptions>) => () =>
+    createConsumer({ name: 'x', pool, handlers: {}, env, ...extra });
+
+  it('refuses a stall setting out of its range, naming it', () => {
+    const refused: [Partial<ConsumerOptions>, RegExp][] = [
+      [
+        { stalls: { stalledInterval: 2_147_483_648 } },
+        /^stalls\.stalledInterval: must be a whole number of milliseconds from 100 to 2147483647; got 2147483648$/,
+      ],
+      [{ stalls: { lockDuration: 0 } }, /^stalls\.lockDuration: .* from 1000 to 2147483647; got 0$/],
+      [{ stalls: { lockDuration: -1 } }, /^stalls\.lockDuration: .*; got -1$/],
+      [{ stalls: { lockDuration: 1.5e3 + 0.5 } }, /^stalls\.lockDuration: /],
+      [
+        { stalls: { maxStalledCount: -1 } },
+        /^stalls\.maxStalledCount: must be a whole number from 0 to 1000000; got -1$/,
+      ],
+      [{ stalls: { lockDurationMs: 1_000 } as never }, /^stalls\.lockDurationMs: is not a stall setting/],
+      [{ stalls: 5 as never }, /^stalls: must be an object/],
+    ];
+    for (const [options, message] of refused) {
+      expect(make(options)).toThrow(message);
+      expect(make(options)).toThrow(expect.objectContaining({ code: 'CONSUMER_BAD_OPTION', exitCode: 2 }));
+    }
+    expect(make({ stalls: { lockDuration: 1_000, stalledInterval: 100, maxStalledCount: 0 } })).not.toThrow();
+  });
+
+  it('refuses every other number out of its range, naming the option', () => {
+    const refused: [Partial<ConsumerOptions>, string][] = [
+      [{ concurrency: 0 }, 'concurrency'],
+      [{ concurrency: 1_001 }, 'concurrency'],
+      [{ retentionHours: 1 }, 'retentionHours'],
+      [{ retentionHours: 2_147_483_648 }, 'retentionHours'],
+      [{ handlerTimeoutMs: 0 }, 'handlerTimeoutMs'],
+      [{ lockTimeoutMs: 2_147_483_648 }, 'lockTimeoutMs'],
+      [{ connectTimeoutMs: -1 }, 'connectTimeoutMs'],
+      [{ closeTimeoutMs: Number.NaN }, 'closeTimeoutMs'],
+    ];
+    for (const [options, option] of refused) {
+      expect(make(options)).toThrow(new RegExp(`^${option}: must be a whole number`));
+    }
+  });
+});
+
 describe('a fleet of replicas', () => {
   beforeAll(() => migrateInbox(pool, schema));
 

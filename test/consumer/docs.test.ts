@@ -86,7 +86,7 @@ describe('docs/CONSUMER.md', () => {
 
   it('compiles its tested files and runs withInbox in a Worker of its own, once per event', async () => {
     const files = snippets();
-    expect([...files.keys()].sort()).toEqual(['tracing.ts', 'with-inbox.ts']);
+    expect([...files.keys()].sort()).toEqual(['consumer.ts', 'tracing.ts', 'with-inbox.ts']);
     mkdirSync(DIR, { recursive: true });
     for (const [name, code] of files) writeFileSync(`${DIR}${name}`, code);
     writeFileSync(`${DIR}traced-consumer.ts`, TRACED_CONSUMER);
@@ -134,6 +134,14 @@ describe('docs/CONSUMER.md', () => {
     const { rows } = await pool.query(`SELECT consumer, source, event_id FROM "${appSchema}".feedsync_inbox`);
     expect(rows).toEqual([{ consumer: 'billing', source: 'default', event_id: 'e1' }]);
   }, 150_000);
+
+  it('its first consumer, with APP_DATABASE_URL unset, says so in one line and exits 2', async () => {
+    const run = await runNode([`${DIR}dist/consumer.js`], { PATH: process.env.PATH ?? '' }, 20_000);
+    expect(run.code).toBe(2);
+    expect(run.stderr.trim().split('\n')).toEqual([
+      'APP_DATABASE_URL: set it to your database, e.g. postgres://app@127.0.0.1:5432/app',
+    ]);
+  });
 
   it("runs the tracing file in front of a consumer: its jobs' spans reach the collector", async () => {
     const receiver = await startOtlpReceiver();

@@ -22,6 +22,8 @@ const demoSchema = uniqueSchema('consumer_demo');
 const demoPrefix = uniquePrefix('consumer-demo');
 const demoAppSchema = uniqueSchema('consumer_demo_app');
 const prefix = uniquePrefix('consumer');
+const epipePrefix = uniquePrefix('consumer-epipe');
+const epipeSchema = uniqueSchema('consumer_epipe');
 // Two cycles of the backlog: 20 emails, two bounced and two complained.
 const sim = useSimulator({ backlog: 42 });
 const db = new pg.Pool({ connectionString: TEST_DATABASE_URL, max: 2 });
@@ -46,6 +48,8 @@ afterAll(async () => {
   await dropSchema(demoAppSchema);
   await deletePrefix(demoPrefix);
   await deletePrefix(prefix);
+  await deletePrefix(epipePrefix);
+  await dropSchema(epipeSchema);
   rmSync(`${EXAMPLE}dist`, { recursive: true, force: true });
 });
 
@@ -168,6 +172,45 @@ describe('examples/consumer', () => {
     expect(perJob).toHaveLength(jobs + 3);
     expect(consumer.stdout()).not.toContain('@');
   }, 180_000);
+
+  it('stops as on SIGTERM when its reader goes away (`| head -2`): exit 0, no job left active', async () => {
+    const JOBS = 400;
+    const queue = new Queue('email-events', { connection: { url: TEST_REDIS_URL }, prefix: epipePrefix });
+    try {
+      await queue.addBulk(
+        Array.from({ length: JOBS }, (_, i) => {
+          const id = `evt_${String(i).padStart(12, '0')}`;
+          const data = {
+            source: 'pipe',
+            id,
+            type: 'email.sent',
+            created_at: '2026-01-01T00:00:00.000Z',
+            data: { email_id: `em_${i}`, to: [] },
+          };
+          return { name: 'email.sent', data, opts: { jobId: `pipe/${id}` } };
+        }),
+      );
+      const consumer = spawnNode([`${EXAMPLE}dist/consumer.js`], {
+        REDIS_URL: TEST_REDIS_URL,
+        QUEUE_PREFIX: epipePrefix,
+        APP_DATABASE_URL: TEST_DATABASE_URL,
+        APP_SCHEMA: epipeSchema,
+      });
+      // As `head -2` does: two lines read, then the pipe's reading end closed.
+      await waitFor(() => consumer.stdout().split('\n').length > 2, { timeoutMs: 30_000, what: 'two lines' });
+      consumer.process.stdout?.destroy();
+      const exit = await consumer.waitExit(30_000);
+      expect(exit.code, exit.stderr).toBe(0);
+      expect(exit.stderr).not.toContain('EPIPE');
+      const counts = await queue.getJobCounts('active', 'completed', 'waiting');
+      expect(counts.active).toBe(0);
+      expect((counts.completed ?? 0) + (counts.waiting ?? 0)).toBe(JOBS);
+      // Every job completed was recorded, once; the rest wait for the next run.
+      expect(await count(`"${epipeSchema}".feedsync_inbox`)).toBe(counts.completed);
+    } finally {
+      await queue.close();
+    }
+  }, 90_000);
 
   it('refuses a schema that holds tables it did not make, and writes nothing there', async () => {
     const before = await count(`pg_tables WHERE schemaname = '${schema}'`);

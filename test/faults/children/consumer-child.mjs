@@ -25,8 +25,8 @@ const killAfter = Number(env.KILL_AFTER_COMMIT ?? 0);
 const stallEvery = Number(env.STALL_EVERY ?? 0);
 const stallMs = Number(env.STALL_MS ?? 0);
 
+// No 'error' listener of its own: createConsumer keeps a lost idle client from ending the process.
 const pool = new pg.Pool({ connectionString: env.APP_DATABASE_URL, max: 20 });
-pool.on('error', () => {});
 
 // The hook of KILL_AFTER_COMMIT: a client whose COMMIT, once Postgres answered, ends
 // the process when the transaction ran a handler and the count is reached.

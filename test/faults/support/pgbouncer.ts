@@ -21,11 +21,17 @@ export interface PgBouncer {
  * `pool_mode = transaction`, a small pool, trust auth. It refuses to run as root, so
  * it runs as the postgres user, with its files in a temporary directory of its own.
  */
-export async function startPgBouncer(target: {
-  host: string;
-  port: number;
-  database: string;
-}): Promise<PgBouncer> {
+export async function startPgBouncer(
+  target: {
+    host: string;
+    port: number;
+    database: string;
+  },
+  opts: {
+    /** Start-up parameters it drops without a word (`options`: a pooler that loses search_path); default none, refused. */
+    ignoreStartupParameters?: string;
+  } = {},
+): Promise<PgBouncer> {
   const port = await freePort();
   const dir = mkdtempSync('/tmp/feedsync-pgbouncer-');
   const ini = join(dir, 'pgbouncer.ini');
@@ -43,6 +49,9 @@ export async function startPgBouncer(target: {
       'auth_type = trust',
       `auth_file = ${join(dir, 'userlist.txt')}`,
       'pool_mode = transaction',
+      ...(opts.ignoreStartupParameters
+        ? [`ignore_startup_parameters = ${opts.ignoreStartupParameters}`]
+        : []),
       'admin_users = postgres',
       // Fewer server connections than clients: transactions of different clients share them.
       'default_pool_size = 4',
