@@ -1,6 +1,7 @@
 import { type Config, loadConfig, secretsOf } from '../config/config.js';
 import { exitCodeOf } from '../errors.js';
-import { createLogger, type Logger, scrubSecrets } from '../logger.js';
+import { createLogger, type Logger } from '../logger.js';
+import { scrubText } from '../scrub.js';
 import { describeFailure } from './failure.js';
 
 /** What every command's action gets: the config and logger, made on first use. */
@@ -51,7 +52,7 @@ export function action<A extends unknown[]>(
     } catch (err) {
       process.exitCode = exitCodeOf(err);
       // A driver's message is not ours: scrub it as the logger scrubs its lines.
-      const line = scrubSecrets(describeFailure(err, config), config ? secretsOf(config) : []);
+      const line = scrubText(describeFailure(err, config), config ? secretsOf(config) : []);
       logger?.debug({ err }, line);
       process.stderr.write(`feedsync: ${line}\n`);
     } finally {
