@@ -33,7 +33,10 @@ afterAll(async () => {
 
 it("keeps a key and an address that the service's error echoes out of stderr, leases.last_error and status", async () => {
   const box = await sandbox('echoed_secrets');
-  const env = { PATH: process.env.PATH ?? '', ...testEnv({ schema: box.schema, prefix: box.prefix, baseUrl }) };
+  const env = {
+    PATH: process.env.PATH ?? '',
+    ...testEnv({ schema: box.schema, prefix: box.prefix, baseUrl }),
+  };
   const run = await runCli(['sync', '--once'], env);
   expect(run.code, run.stderr).toBe(1);
   expect(run.stderr).toContain('HTTP 422: key [REDACTED] may not read mail of <[address]>');
@@ -56,7 +59,9 @@ it("keeps a key and an address that the service's error echoes out of stderr, le
 
 it('masks addresses but not the user of a URL, and secrets wherever they stand', () => {
   expect(scrubText('to bob@example.com, "eve@example.org"', [])).toBe('to [address], "[address]"');
-  expect(scrubText('postgres://postgres@127.0.0.1:5432/db', [])).toBe('postgres://postgres@127.0.0.1:5432/db');
+  expect(scrubText('postgres://postgres@127.0.0.1:5432/db', [])).toBe(
+    'postgres://postgres@127.0.0.1:5432/db',
+  );
   expect(scrubText('redis://:pw@host:6379', [])).toBe('redis://:[REDACTED]@host:6379');
   expect(scrubText('key=sk_live_1234 sent', ['sk_live_1234'])).toBe('key=[REDACTED] sent');
 });
