@@ -153,6 +153,14 @@ export interface LeasesTable {
   taken_at: Timestamp<null> | null;
 }
 
+/** A source name `sources rename` or `sources retire` took out of the fleet (migration 0015). */
+export interface RetiredSourcesTable {
+  source: string;
+  /** Its name now, for a rename; null for a retire. */
+  renamed_to: string | null;
+  retired_at: Timestamp;
+}
+
 /**
  * The tables of DATABASE_SCHEMA, for kysely: every table the migrations make, with
  * every column (test/store/schema-snapshot.test.ts checks both ways).
@@ -168,6 +176,7 @@ export interface Database {
   outbox: OutboxTable;
   quarantine: QuarantineTable;
   conflicts: ConflictsTable;
+  retired_sources: RetiredSourcesTable;
 }
 
 /** A connection pool bound to one schema. */

@@ -96,6 +96,7 @@ const COLUMNS: { [T in keyof Database]-?: { [C in keyof Database[T]]-?: true } }
     received_at: true,
     versions_seen: true,
   },
+  retired_sources: { source: true, renamed_to: true, retired_at: true },
 };
 
 interface TableShape {
