@@ -14,8 +14,20 @@ const ADDRESS = /(?<![^\s<>()[\]"',;:])[^\s@<>()[\]"',;:/]+@[^\s@<>()[\]"',;:]+/
  * may echo the API key or a recipient's address back in its errors: every secret value
  * becomes [REDACTED], the password of any URL too, and every e-mail address [address].
  */
-export function scrubText(text: string, secrets: readonly string[]): string {
+export function scrubText(
+  text: string,
+  secrets: readonly string[],
+  opts: {
+    /**
+     * False keeps addresses: for a line that quotes what the person at the terminal typed
+     * (a usage error of `send --to`), never for a stored text or a service's message.
+     * Default true.
+     */
+    addresses?: boolean;
+  } = {},
+): string {
   let out = text;
   for (const s of secrets) if (s.length > 0 && out.includes(s)) out = out.split(s).join('[REDACTED]');
-  return redactUrlsInText(out).replace(ADDRESS, '[address]');
+  out = redactUrlsInText(out);
+  return opts.addresses === false ? out : out.replace(ADDRESS, '[address]');
 }
