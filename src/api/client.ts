@@ -3,8 +3,8 @@ import { checkBaseUrl } from '../config/base-url.js';
 import { CONFIG_DEFAULTS } from '../config/config-defaults.js';
 import { ConfigError, PageError } from '../errors.js';
 import { inSpan, SpanKind } from '../tracing/tracing.js';
-import { inexactItems } from './exact-numbers.js';
 import { createTransport, type HttpResponse, type RequestFn } from './http.js';
+import { rawItems } from './raw-items.js';
 import { type RetryDeps, type RetryPolicy, withRetries } from './retry.js';
 import type {
   CreatedWebhook,
@@ -15,6 +15,7 @@ import type {
   SendEmailResponse,
   Webhook,
 } from './types.js';
+import { decodeUtf8 } from './utf8.js';
 
 export interface ServiceClientOptions {
   /** Ends in `/api`; https except for loopback hosts. */
@@ -177,14 +178,15 @@ export class ServiceClient {
       },
       ...signal(signalIn),
     });
-    const text = res.body.toString('utf8');
+    // Never decoded lossily: bytes that are not UTF-8 are marked, and the items holding them quarantined.
+    const { text, valid } = decodeUtf8(res.body);
     let body: unknown;
     try {
       body = JSON.parse(text);
     } catch (err) {
       throw new PageError('GET /events: the page is not JSON', 'NOT_JSON', err);
     }
-    return { body, bytes: res.body.length, inexact: inexactItems(text, body) };
+    return { body, bytes: res.body.length, rawItems: rawItems(text, body, !valid) };
   }
 
   close(): Promise<void> {

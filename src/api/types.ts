@@ -1,3 +1,4 @@
+import type { RawItem } from './raw-items.js';
 /** The envelope of every event, in the feed and in webhook deliveries. */
 export interface ServiceEvent {
   type: string;
@@ -56,6 +57,9 @@ export interface RawEventsPage {
   body: unknown;
   /** Size of the body in bytes. */
   bytes: number;
-  /** Items of the body's lists holding a number JSON.parse changed, with their raw text (api/exact-numbers.ts). */
-  inexact?: ReadonlyMap<object, string>;
+  /**
+   * Items of the body's lists that cannot be stored as parsed (a number JSON.parse
+   * changed, bytes that are not UTF-8), with their raw text and why (api/raw-items.ts).
+   */
+  rawItems?: ReadonlyMap<object, RawItem>;
 }

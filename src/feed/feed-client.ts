@@ -59,7 +59,7 @@ export function createFeedClient(opts: FeedClientOptions): FetchPage {
         ).catch((err: unknown) => {
           throw after === null ? err : (unknownCursor(err, after) ?? err);
         });
-        const page = parsePage(raw.body, { ...rules, after }, raw.inexact);
+        const page = parsePage(raw.body, { ...rules, after }, raw.rawItems);
         span.setAttributes({
           'feedsync.page.bytes': raw.bytes,
           'feedsync.page.events': page.events.length,

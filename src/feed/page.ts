@@ -1,3 +1,4 @@
+import type { RawItem } from '../api/raw-items.js';
 import type { ServiceEvent } from '../api/types.js';
 import { PageError } from '../errors.js';
 import { MAX_ID_LENGTH, readEnvelope } from './envelope.js';
@@ -29,19 +30,17 @@ export interface PageRules {
   types: readonly string[] | null;
 }
 
-/** Why an item whose numbers JSON.parse changed is quarantined rather than stored altered. */
-const INEXACT_REASON = 'a number in it cannot be kept exactly (beyond double precision or range)';
-
 /**
  * Checks a parsed `/events` body and splits it into events to store, items to
  * quarantine and the next cursor. A page that breaks the rules throws PageError,
- * so the cursor never passes it. `inexact` holds the items whose numbers the
- * parse changed, with their raw text: they are quarantined as they came.
+ * so the cursor never passes it. `rawItems` holds the items that cannot be stored
+ * as parsed (a number the parse changed, bytes that are not UTF-8), with their raw
+ * text and why: they are quarantined as they came.
  */
 export function parsePage(
   body: unknown,
   rules: PageRules,
-  inexact: ReadonlyMap<object, string> = new Map(),
+  rawItems: ReadonlyMap<object, RawItem> = new Map(),
 ): FeedPage {
   if (typeof body !== 'object' || body === null || Array.isArray(body)) {
     throw new PageError('the events page is not a JSON object', 'NO_LIST');
@@ -61,11 +60,11 @@ export function parsePage(
   let filteredOut = 0;
   let lastId: string | null = null;
   for (const item of list) {
-    const raw = typeof item === 'object' && item !== null ? inexact.get(item) : undefined;
+    const raw = typeof item === 'object' && item !== null ? rawItems.get(item) : undefined;
     const envelope: ReturnType<typeof readEnvelope> =
-      raw === undefined ? readEnvelope(item) : { ok: false, reason: INEXACT_REASON };
+      raw === undefined ? readEnvelope(item) : { ok: false, reason: raw.reason };
     if (!envelope.ok) {
-      quarantine.push({ raw: raw ?? jsonText(item), reason: envelope.reason });
+      quarantine.push({ raw: raw?.raw ?? jsonText(item), reason: envelope.reason });
       const id = (item as { id?: unknown } | null)?.id;
       if (typeof id === 'string' && canBeCursor(id)) lastId = id;
       continue;
@@ -85,6 +84,10 @@ export function parsePage(
   if (typeof given === 'string' && given.includes('\u0000')) {
     throw new PageError('next_after holds a NUL character', 'BAD_NEXT_AFTER');
   }
+  // Sent back as it was read: bytes that are not UTF-8 (or a lone surrogate) cannot be.
+  if (typeof given === 'string' && LONE_SURROGATE.test(given)) {
+    throw new PageError('next_after holds bytes that are not UTF-8 (or a lone surrogate)', 'BAD_NEXT_AFTER');
+  }
   // The cursor is stored, sent in every later query string and logged: no longer than an id may be.
   if (typeof given === 'string' && given.length > MAX_ID_LENGTH) {
     throw new PageError(
@@ -100,8 +103,11 @@ export function parsePage(
 
 /** Whether an item's id may become the cursor: one Postgres can hold, no longer than an id is kept. */
 function canBeCursor(id: string): boolean {
-  return id.length > 0 && id.length <= MAX_ID_LENGTH && !id.includes('\u0000');
+  return id.length > 0 && id.length <= MAX_ID_LENGTH && !id.includes('\u0000') && !LONE_SURROGATE.test(id);
 }
+
+/** A UTF-16 surrogate without its pair: a byte that was not UTF-8 (api/utf8.ts), or a lone `\uDxxx` escape. */
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
 
 /** The start of a value the feed controls, quoted, for a message: never the whole of it. */
 export function clip(value: string, length = 80): string {

@@ -1,4 +1,5 @@
 import type { ServiceEvent } from '../api/types.js';
+import { mailboxesOf } from '../store/mailboxes.js';
 
 /** A contact's latest state, as feedsync's contact_status will hold it. */
 export interface ContactRecord {
@@ -18,15 +19,20 @@ export interface SuppressionRecord {
 
 const HARD = new Set(['email.complained', 'email.bounced']);
 
-/** An address as feedsync keys it (docs/DATA.md): white space and format characters removed, NFC, lower case. */
-const keyOf = (value: unknown): string | null => {
-  if (typeof value !== 'string' || value.length > 320) return null;
-  const key = value
-    .replace(/[\p{White_Space}\p{Cf}]/gu, '')
-    .normalize('NFC')
-    .toLowerCase();
-  return key === '' ? null : key;
-};
+/**
+ * The keys of a recipient value as feedsync makes them (docs/DATA.md): its mailboxes,
+ * domains folded, then white space and format characters removed, NFC, lower case.
+ */
+const keysOf = (value: unknown): string[] =>
+  mailboxesOf(value)
+    .filter((m) => m.length <= 320)
+    .map((m) =>
+      m
+        .replace(/[\p{White_Space}\p{Cf}]/gu, '')
+        .normalize('NFC')
+        .toLowerCase(),
+    )
+    .filter((key) => key !== '');
 
 /** a after b: later created_at, then greater id (the simulator's created_at are all UTC ISO strings). */
 const later = (a: ServiceEvent, b: ServiceEvent): boolean =>
@@ -48,13 +54,12 @@ export function recordsOf(events: Iterable<ServiceEvent>): {
   const hard = new Map<string, { address: string; e: ServiceEvent }>();
   for (const e of events) {
     if (e.type === 'contact.subscribed' || e.type === 'contact.unsubscribed') {
-      const email = keyOf(e.data.email);
-      const held = email === null ? undefined : contacts.get(email);
-      if (email !== null && (held === undefined || later(e, held))) contacts.set(email, e);
+      for (const email of typeof e.data.email === 'string' ? keysOf(e.data.email) : []) {
+        const held = contacts.get(email);
+        if (held === undefined || later(e, held)) contacts.set(email, e);
+      }
     } else if (HARD.has(e.type)) {
-      const to = Array.isArray(e.data.to) ? e.data.to : [e.data.to];
-      for (const address of to.map(keyOf)) {
-        if (address === null) continue;
+      for (const address of keysOf(e.data.to)) {
         const held = hard.get(`${address}\n${e.type}`);
         if (held === undefined || later(held.e, e)) hard.set(`${address}\n${e.type}`, { address, e });
       }

@@ -5,6 +5,7 @@ import { applyStatement } from './apply-statement.js';
 import { inTransaction, quoteSchema, type Store } from './db.js';
 import type { ForeignPage } from './foreign-feed.js';
 import { type ApplyRow, applyIsolated, isSplittable, type Part, type RunPart } from './isolate.js';
+import { mailboxesOf } from './mailboxes.js';
 
 /** Where the outbox sends an event type; null from the router means "store only". */
 export interface EventRoute {
@@ -369,11 +370,38 @@ function pageOrdinals(
   return ords;
 }
 
-/** The events as the statement reads them: the four envelope fields, whatever else a page carried. */
+/**
+ * The events as the statement reads them: the four envelope fields, whatever else a page
+ * carried, and for the events that key contact_status or suppressions the mailboxes they
+ * name (mailboxes.ts: folded here, as `send` folds what it looks up).
+ */
 function eventsJson(events: readonly ServiceEvent[]): string {
   return JSON.stringify(
-    events.map((e) => ({ id: e.id, type: e.type, created_at: e.created_at, data: e.data })),
+    events.map((e) => {
+      const keyed = KEYED_BY.get(e.type);
+      const envelope = { id: e.id, type: e.type, created_at: e.created_at, data: e.data };
+      return keyed === undefined ? envelope : { ...envelope, keys: mailboxesOf(keyed(e.data)) };
+    }),
   );
+}
+
+/**
+ * What of `data` each type keys its records by: a contact's `email` (a string), the
+ * recipients in `to` of a bounce or a complaint (a string or an array of them).
+ */
+const KEYED_BY: ReadonlyMap<string, (data: Record<string, unknown>) => unknown> = new Map([
+  ['contact.subscribed', contactEmail],
+  ['contact.unsubscribed', contactEmail],
+  ['email.bounced', recipients],
+  ['email.complained', recipients],
+]);
+
+function contactEmail(data: Record<string, unknown>): unknown {
+  return typeof data.email === 'string' ? data.email : null;
+}
+
+function recipients(data: Record<string, unknown>): unknown {
+  return data.to;
 }
 
 /** The JSON escapes of U+0000 and of a UTF-16 surrogate; JSON.stringify escapes only lone ones. */

@@ -89,23 +89,32 @@ export function emailStatus(s: string): string {
  * contact_status: each address's latest subscribe or unsubscribe, which the
  * unsubscribe suppressions follow.
  *
- *   contact  the new contact.* events, keyed by data.email (address-key.ts; NULL: no key),
- *         each ranked at its created_at, or at now() plus the clock skew when dated later
+ *   contact  the new contact.* events, one row per mailbox of data.email (keys, folded
+ *         by the applier, then address_key(); one row with NULL: no key), each ranked at
+ *         its created_at, or at the statement's now() when dated later
  *   latest   the latest (ranked_at, id) of each address's contact events in the batch,
- *         leaving out a subscribe dated beyond the skew
- *   cs    contact_status upsert where that is later than the stored one; RETURNING the
- *         contacts whose state changed
+ *         leaving out a subscribe dated beyond the skew, and one dated ahead of its
+ *         arrival when the batch holds an unsubscribe of the address
+ *   cs    contact_status upsert where that is later than the stored one, or where it is
+ *         an unsubscribe and the stored state a subscribe dated ahead of its arrival;
+ *         RETURNING the contacts whose state changed
  */
 export function contactStatus(s: string): string {
   return `contact AS MATERIALIZED (
-  SELECT id, created_at, substr(type, 9) AS status,
-    CASE WHEN jsonb_typeof(data->'email') = 'string' THEN ${addressKeySql(s, `data->>'email'`)} END AS email,
-    LEAST(created_at, now() + ${CONTACT_CLOCK_SKEW}) AS ranked_at
-  FROM ins WHERE type IN ('contact.subscribed', 'contact.unsubscribed')
+  SELECT n.id, n.created_at, substr(n.type, 9) AS status, k.email, LEAST(n.created_at, now()) AS ranked_at
+  FROM ins n JOIN input i ON i.id = n.id
+  LEFT JOIN LATERAL (
+    SELECT ${addressKeySql(s, 'm')} AS email FROM jsonb_array_elements_text(i.keys) AS m
+  ) k ON k.email IS NOT NULL
+  WHERE n.type IN ('contact.subscribed', 'contact.unsubscribed')
 ), latest AS (
-  SELECT DISTINCT ON (email) email, status, id, created_at, ranked_at FROM contact
+  SELECT DISTINCT ON (email) email, status, id, created_at, ranked_at FROM contact c
   -- A subscribe dated beyond the skew is no state: it would outrank every real unsubscribe.
-  WHERE email IS NOT NULL AND NOT (status = 'subscribed' AND created_at > ranked_at)
+  WHERE email IS NOT NULL AND NOT (status = 'subscribed' AND created_at > now() + ${CONTACT_CLOCK_SKEW})
+    -- Nor is one dated ahead beside an unsubscribe of the address in the same batch: its
+    -- date is no evidence that it came later, and "do not send" wins.
+    AND NOT (status = 'subscribed' AND created_at > ranked_at
+      AND EXISTS (SELECT FROM contact u WHERE u.email = c.email AND u.status = 'unsubscribed'))
   ORDER BY email, ranked_at DESC, id COLLATE "C" DESC
 ), cs AS (
   INSERT INTO ${s}.contact_status AS c (source, email, status, last_event_id, last_event_at, ranked_at)
@@ -113,8 +122,11 @@ export function contactStatus(s: string): string {
   -- Sorted, as every upsert here, so that two writers of the same addresses cannot deadlock.
   ORDER BY email
   ON CONFLICT (source, email) DO UPDATE SET status = excluded.status, last_event_id = excluded.last_event_id,
-    last_event_at = excluded.last_event_at, ranked_at = excluded.ranked_at, updated_at = now()
+    last_event_at = excluded.last_event_at, ranked_at = GREATEST(excluded.ranked_at, c.ranked_at), updated_at = now()
   WHERE (excluded.ranked_at, excluded.last_event_id) > (c.ranked_at, c.last_event_id)
+    -- A subscribe dated ahead of its arrival is known only to have happened before it
+    -- arrived: an unsubscribe arriving after it is never outranked by it.
+    OR (excluded.status = 'unsubscribed' AND c.status = 'subscribed' AND c.last_event_at > c.ranked_at)
   RETURNING c.email, c.status, c.last_event_id, c.last_event_at
 )`;
 }
@@ -123,8 +135,9 @@ export function contactStatus(s: string): string {
  * suppressions: the addresses not to send to, after a bounce, a complaint or an
  * unsubscribe.
  *
- *   hard  per recipient address and reason (bounced, complained) of the new
- *         email.bounced and email.complained events, the earliest event
+ *   hard  per recipient mailbox (keys of data.to, folded by the applier, then
+ *         address_key()) and reason (bounced, complained) of the new email.bounced
+ *         and email.complained events, the earliest event
  *   sup   suppressions upsert, one row per address and reason: the hard ones where
  *         earlier than the stored row, and the contacts that changed to unsubscribed
  *   lift  the unsubscribe suppressions of the contacts that changed to subscribed
@@ -132,11 +145,8 @@ export function contactStatus(s: string): string {
 export function suppressions(s: string): string {
   return `hard AS MATERIALIZED (
   SELECT DISTINCT ON (address, reason) address, reason, id, created_at FROM (
-    SELECT ${addressKeySql(s, 'a.address')} AS address, substr(n.type, 7) AS reason, n.id, n.created_at
-    FROM ins n CROSS JOIN LATERAL (
-      SELECT r #>> '{}' AS address FROM jsonb_array_elements(CASE jsonb_typeof(n.data->'to')
-          WHEN 'array' THEN n.data->'to' WHEN 'string' THEN jsonb_build_array(n.data->'to') ELSE '[]' END) AS r
-        WHERE jsonb_typeof(r) = 'string') a
+    SELECT ${addressKeySql(s, 'm')} AS address, substr(n.type, 7) AS reason, n.id, n.created_at
+    FROM ins n JOIN input i ON i.id = n.id CROSS JOIN LATERAL jsonb_array_elements_text(i.keys) AS m
     WHERE n.type IN ('email.bounced', 'email.complained')
   ) r
   WHERE address IS NOT NULL

@@ -62,15 +62,16 @@ ${answer()}`;
 }
 
 /**
- * The batch (no record): its unique events ($3) as rows, each with its queue and job
- * name ($4) and its place in the batch, for the parts below to read.
+ * The batch (no record): its unique events ($3) as rows, each with the mailboxes it
+ * names (keys: the applier folds them, mailboxes.ts), its queue and job name ($4) and
+ * its place in the batch, for the parts below to read.
  */
 function input(): string {
   return `input AS (
-  SELECT t.id, t.type, t.created_at, t.data,
+  SELECT t.id, t.type, t.created_at, t.data, t.keys,
     $4::jsonb -> t.type ->> 0 AS queue, $4::jsonb -> t.type ->> 1 AS job_name, t.ord
-  FROM ROWS FROM (jsonb_to_recordset($3::jsonb) AS (id text, type text, created_at text, data jsonb))
-    WITH ORDINALITY AS t(id, type, created_at, data, ord)
+  FROM ROWS FROM (jsonb_to_recordset($3::jsonb) AS (id text, type text, created_at text, data jsonb, keys jsonb))
+    WITH ORDINALITY AS t(id, type, created_at, data, keys, ord)
 )`;
 }
 
@@ -285,5 +286,5 @@ function answer(): string {
   (SELECT coalesce(json_agg(seq::text ORDER BY seq), '[]') FROM ob) AS outbox_seqs,
   (SELECT coalesce(json_agg(event_id ORDER BY seq), '[]') FROM ob) AS outbox_ids,
   (SELECT count(*) FROM up)::int AS projected,
-  (SELECT count(*) FROM contact WHERE email IS NULL)::int AS contacts_without_email`;
+  (SELECT count(*) FROM (SELECT FROM contact GROUP BY id HAVING count(email) = 0) x)::int AS contacts_without_email`;
 }

@@ -1,5 +1,6 @@
 import { addressKeySql } from './address-key.js';
 import { quoteSchema, type Store, type SuppressionReason } from './db.js';
+import { lookupForms } from './mailboxes.js';
 
 /** One suppressed address of a source, as `suppressions list` shows it. */
 export interface Suppression {
@@ -40,7 +41,8 @@ export async function listSuppressions(store: Store, source: string): Promise<Su
 
 /**
  * The suppressions of `source` among `addresses` (every reason of each), each looked up
- * by its key (address_key(), the apply statement's own).
+ * by the keys of its mailboxes (mailboxes.ts, then address_key(): the apply
+ * statement's own).
  */
 export async function suppressionsAmong(
   store: Store,
@@ -51,7 +53,7 @@ export async function suppressionsAmong(
     `SELECT source, address, reason, event_id, at FROM ${quoteSchema(store.schema)}.suppressions
       WHERE source = $1 AND address IN (SELECT ${addressKeySql(quoteSchema(store.schema), 'a')} FROM unnest($2::text[]) AS a)
       ORDER BY address, reason`,
-    [source, addresses],
+    [source, addresses.flatMap(lookupForms)],
   );
   return rows.map(toSuppression);
 }
@@ -63,7 +65,8 @@ export interface Removal {
 }
 
 /**
- * Deletes the suppressions of `address` for `source` whose reason is one of `reasons`:
+ * Deletes the suppressions of `address` (the keys of its mailboxes, as `send` looks
+ * them up) for `source` whose reason is one of `reasons`:
  * an explicit decision of the application's operator. Returns what was removed and what
  * still stands (read in the same statement, so the two agree). A new bounce, complaint
  * or (while the contact stays unsubscribed) a newer unsubscribe of the address
@@ -79,15 +82,17 @@ export async function removeSuppressions(
   const { rows } = await store.pool.query<Row & { removed: boolean }>(
     `WITH gone AS (
        DELETE FROM ${s}.suppressions
-       WHERE source = $1 AND address = ${addressKeySql(s, '$2::text')} AND reason = ANY($3::text[])
+       WHERE source = $1 AND address IN (SELECT ${addressKeySql(s, 'a')} FROM unnest($2::text[]) AS a)
+         AND reason = ANY($3::text[])
        RETURNING source, address, reason, event_id, at
      )
      SELECT source, address, reason, event_id, at, true AS removed FROM gone
      UNION ALL
      SELECT source, address, reason, event_id, at, false FROM ${s}.suppressions
-     WHERE source = $1 AND address = ${addressKeySql(s, '$2::text')} AND reason <> ALL($3::text[])
+     WHERE source = $1 AND address IN (SELECT ${addressKeySql(s, 'a')} FROM unnest($2::text[]) AS a)
+       AND reason <> ALL($3::text[])
      ORDER BY reason`,
-    [source, address, reasons],
+    [source, lookupForms(address), reasons],
   );
   return {
     removed: rows.filter((r) => r.removed).map(toSuppression),

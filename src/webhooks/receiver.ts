@@ -1,4 +1,5 @@
 import type { ServiceEvent } from '../api/types.js';
+import { decodeUtf8, NOT_UTF8, quarantineForm } from '../api/utf8.js';
 import { readEnvelope } from '../feed/envelope.js';
 import type { Logger } from '../logger.js';
 import type { Applier, ApplyResult } from '../store/applier.js';
@@ -55,7 +56,7 @@ const STORE_UNAVAILABLE: DeliveryAnswer = {
 
 /**
  * The receiver's decisions, apart from HTTP: signature over the raw bytes first
- * (401), then JSON (400), then the envelope (400), then one applier transaction
+ * (401), then UTF-8 (400), then JSON (400), then the envelope (400), then one applier transaction
  * (200 only after the commit). A signed body that can never be stored (not JSON,
  * not an envelope, or a value Postgres refuses, which the applier quarantines) is
  * kept in quarantine and answered 400: it came from the service, so nothing is
@@ -82,15 +83,23 @@ export function createDeliveryHandler(opts: DeliveryHandlerOptions): DeliveryHan
     );
   };
 
-  /** Keeps a signed body that is no storable event, then answers 400 (503 when even that fails). */
-  const quarantine = async (raw: Buffer, reason: string, error: string): Promise<DeliveryAnswer> => {
+  /**
+   * Keeps a signed body that is no storable event (its text: `raw`, in quarantineForm
+   * when it is not UTF-8), then answers 400 (503 when even that fails).
+   */
+  const quarantine = async (
+    raw: string,
+    bytes: number,
+    reason: string,
+    error: string,
+  ): Promise<DeliveryAnswer> => {
     try {
-      await apply({ events: [], quarantine: [{ raw: raw.toString('utf8'), reason }] });
+      await apply({ events: [], quarantine: [{ raw, reason }] });
     } catch (err) {
       log.error({ err }, 'could not quarantine a signed delivery; answering 503');
       return STORE_UNAVAILABLE;
     }
-    log.warn({ reason, bytes: raw.length }, 'signed delivery is not a storable event; quarantined');
+    log.warn({ reason, bytes }, 'signed delivery is not a storable event; quarantined');
     return { status: 400, body: { error, message: reason, quarantined: true } };
   };
 
@@ -106,14 +115,20 @@ export function createDeliveryHandler(opts: DeliveryHandlerOptions): DeliveryHan
       };
     }
 
+    // Decoded strictly: a body that is not UTF-8 would be stored altered (ids merged, addresses changed).
+    const { text, valid } = decodeUtf8(raw);
+    if (!valid)
+      return quarantine(quarantineForm(text), raw.length, `the body is ${NOT_UTF8}`, 'invalid_encoding');
     let parsed: unknown;
     try {
-      parsed = JSON.parse(raw.toString('utf8'));
+      parsed = JSON.parse(text);
     } catch {
-      return quarantine(raw, 'the body is not JSON', 'invalid_json');
+      return quarantine(text, raw.length, 'the body is not JSON', 'invalid_json');
     }
     const envelope = readEnvelope(parsed);
-    if (!envelope.ok) return quarantine(raw, `not an event envelope: ${envelope.reason}`, 'not_an_event');
+    if (!envelope.ok) {
+      return quarantine(text, raw.length, `not an event envelope: ${envelope.reason}`, 'not_an_event');
+    }
     const { event } = envelope;
     const ref = { id: event.id, type: event.type };
 

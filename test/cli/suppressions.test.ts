@@ -229,6 +229,87 @@ describe('feedsync suppressions', () => {
     expect(sim().stats().emails_sent).toBe(sent);
   });
 
+  it('send refuses after an unsubscribe that arrived after a subscribe dated ahead within the skew', async () => {
+    const store = createStore({ url: TEST_DATABASE_URL, schema: box.schema });
+    try {
+      const applier = createApplier(store, route);
+      const dated = (minutes: number) => new Date(Date.now() + minutes * 60_000).toISOString();
+      for (const e of [
+        event('sk1', 'contact.subscribed', dated(4), { email: 'skew@example.com' }),
+        event('sk2', 'contact.unsubscribed', dated(1), { email: 'skew@example.com' }),
+      ]) {
+        const result = await applier.apply({
+          source: 'default',
+          receivedVia: 'webhook',
+          events: [e],
+          quarantine: [],
+        });
+        expect(result.status).toBe('applied');
+      }
+    } finally {
+      await store.close();
+    }
+    const sent = sim().stats().emails_sent;
+    const r = await runCli(send('skew@example.com'), env());
+    expect(r.code, r.stderr).toBe(2);
+    expect(r.stderr).toMatch(
+      /suppressed for source default: skew@example\.com \(unsubscribed [^)]*, event sk2\)/,
+    );
+    expect(sim().stats().emails_sent).toBe(sent);
+  });
+
+  it('send refuses every form of a bounced mailbox: domain folded as mail is routed, names and lists reduced', async () => {
+    // [what a bounce's data.to held, what send is then asked to send to]
+    const variants: [string, string][] = [
+      ['person@example.com', 'person@example.com.'],
+      ['person@example.com', 'person@example.com..'],
+      ['person@example.com', 'person@EXAMPLE.COM'],
+      ['person@example.com', 'PERSON@example.com'],
+      ['person@example.com', 'person@\uff45\uff58\uff41\uff4d\uff50\uff4c\uff45.com'],
+      ['person@example.com', 'person@\uff25\uff38\uff21\uff2d\uff30\uff2c\uff25.com'],
+      ['person@example.com', 'person@example\u3002com'],
+      ['person@example.com', 'person@example\uff0ecom'],
+      ['person@example.com', 'person@example\uff61com'],
+      ['person@example.com', 'person@exa\u034fmple.com'],
+      ['person@example.com', 'person@exa\u00admple.com'],
+      ['person@example.com', 'person@exa\ufe0fmple.com'],
+      ['person@example.com', 'person@example.com\u200b'],
+      ['dotted@example.com.', 'dotted@example.com'],
+      ['wide@\uff45xample\u3002com', 'wide@example.com'],
+      ['idn@b\u00fccher.example', 'idn@xn--bcher-kva.example'],
+      ['idn@b\u00fccher.example', 'idn@B\u00dcCHER.example'],
+      ['puny@xn--bcher-kva.example', 'puny@b\u00fccher.example'],
+      ['Bob <bob@example.com>', 'bob@example.com'],
+      ['"Gina, G." <gina@example.com> (work)', 'gina@example.com'],
+      ['carol@example.com, dave@example.com', 'carol@example.com'],
+      ['carol@example.com, dave@example.com', 'dave@example.com'],
+      ['erin@example.com; Frank <frank@example.com>', 'frank@example.com'],
+      ['hal@example.com ivy@example.com', 'ivy@example.com'],
+    ];
+    const store = createStore({ url: TEST_DATABASE_URL, schema: box.schema });
+    try {
+      const at = new Date().toISOString();
+      const result = await createApplier(store, route).apply({
+        source: 'default',
+        receivedVia: 'feed',
+        events: [...new Set(variants.map(([to]) => to))].map((to, i) =>
+          event(`mb${i}`, 'email.bounced', at, { email_id: `m-mb${i}`, to: [to] }),
+        ),
+        quarantine: [],
+      });
+      expect(result.status).toBe('applied');
+    } finally {
+      await store.close();
+    }
+    const sent = sim().stats().emails_sent;
+    for (const [bounced, to] of variants) {
+      const r = await runCli(send(to), env());
+      expect(r.code, `${bounced} then ${to}: ${r.stderr}`).toBe(2);
+      expect(r.stderr).toContain('nothing was sent now: suppressed for source default');
+    }
+    expect(sim().stats().emails_sent).toBe(sent);
+  }, 120_000);
+
   it.each([
     ['no address', ['suppressions', 'remove'], 'missing required argument'],
     ['not an address', ['suppressions', 'remove', 'nobody'], 'not an email address'],

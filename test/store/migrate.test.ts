@@ -10,6 +10,7 @@ import { FeedsyncError } from '../../src/errors.js';
 import { createStore, type Store } from '../../src/store/db.js';
 import { migrate, schemaState } from '../../src/store/migrate.js';
 import { migrationNames } from '../../src/store/migration-files.js';
+import { suppressionsAmong } from '../../src/store/suppressions.js';
 import { dropSchema, TEST_DATABASE_URL, uniqueSchema } from '../support/postgres.js';
 
 const run = promisify(execFile);
@@ -244,6 +245,58 @@ describe('migrate', () => {
       { address: 'ivan@example.com', reason: 'bounced', event_id: 'b1' },
       { address: 'ivan@example.com', reason: 'unsubscribed', event_id: 'u1' },
       { address: 'kay@example.com', reason: 'unsubscribed', event_id: 'u3' },
+    ]);
+  });
+
+  it('0014 keys stored rows by mailbox and ranks a contact dated ahead at its arrival', async () => {
+    const folder = await mkdtemp(join(tmpdir(), 'feedsync-migrations-'));
+    temps.push(folder);
+    for (const name of ALL.filter((n) => n < '0014'))
+      await copyFile(join(root, `migrations/${name}.sql`), join(folder, `${name}.sql`));
+    const store = newStore(freshSchema('mig_mailboxes'));
+    const s = store.schema;
+    await migrate(store, { folder: pathToFileURL(`${folder}/`) });
+    // As version 13 keyed them: address_key() of the whole value as the event gave it.
+    const old = [
+      'person@example.com.',
+      'Bob <bob@example.com>',
+      'carol@example.com, dave@example.com',
+      'wide@\uff25xample\u3002com',
+      'mark@exa\u034fmple.com',
+      'idn@B\u00dccher.example',
+    ];
+    await store.pool.query(
+      `INSERT INTO ${s}.suppressions (source, address, reason, event_id, at)
+        SELECT 'd', ${s}.address_key(a), 'bounced', 'b' || n, '2024-01-01' FROM unnest($1::text[]) WITH ORDINALITY AS t(a, n)`,
+      [old],
+    );
+    await store.pool.query(
+      `INSERT INTO ${s}.contact_status (source, email, status, last_event_id, last_event_at, ranked_at, updated_at) VALUES
+        ('d', 'ann@example.com.', 'subscribed', 's1', '2024-01-01 00:04+00', '2024-01-01 00:04+00', '2024-01-01 00:00+00'),
+        ('d', 'ann@example.com', 'unsubscribed', 'u1', '2023-12-01', '2023-12-01', '2023-12-01')`,
+    );
+    expect((await migrate(store)).applied).toEqual(['0014_mailbox_keys']);
+    const found = await suppressionsAmong(store, 'd', [
+      'person@example.com',
+      'bob@example.com',
+      'carol@example.com',
+      'dave@example.com',
+      'wide@example.com',
+      'mark@example.com',
+      'idn@xn--bcher-kva.example',
+    ]);
+    expect(found.map((f) => f.address)).toEqual([
+      'bob@example.com',
+      'carol@example.com',
+      'dave@example.com',
+      'idn@b\u00fccher.example',
+      'mark@example.com',
+      'person@example.com',
+      'wide@example.com',
+    ]);
+    const { rows } = await store.pool.query(`SELECT email, status, ranked_at FROM ${s}.contact_status`);
+    expect(rows).toEqual([
+      { email: 'ann@example.com', status: 'subscribed', ranked_at: new Date('2024-01-01T00:00:00Z') },
     ]);
   });
 

@@ -21,7 +21,7 @@ export async function startFeedServer(
   items: readonly unknown[],
   opts: {
     /** A raw body to send instead of the page after `after` (a broken page); undefined: the page. */
-    rawPage?: (after: string | null) => string | undefined;
+    rawPage?: (after: string | null) => string | Buffer | undefined;
   } = {},
 ): Promise<FeedServer> {
   const queries: URLSearchParams[] = [];

@@ -159,6 +159,32 @@ describe('serve-webhooks: refusals', () => {
     expect(await count(store, 'quarantine', `raw = '{"type": "email.sent", '`)).toBe(1);
   });
 
+  it('400 for a signed body that is not UTF-8: quarantined raw, each such byte as \\xNN, nothing stored altered', async () => {
+    const before = await events();
+    // The id and the address each hold a byte that is not UTF-8 (\xFF, \xFE) where '#' stands.
+    const event = emailEvent('email.bounced', { data: { email_id: 'em_x', to: ['inv-#@example.com'] } });
+    const [head = '', middle = '', tail = ''] = JSON.stringify({ ...event, id: 'inv-#' }).split('#');
+    const bytes = Buffer.concat([
+      Buffer.from(head),
+      Buffer.from([0xff]),
+      Buffer.from(middle),
+      Buffer.from([0xfe]),
+      Buffer.from(tail),
+    ]);
+    const res = await deliver(pool, bytes);
+    expect(res.status).toBe(400);
+    expect(res.body).toMatchObject({ error: 'invalid_encoding', quarantined: true });
+    expect((await deliver(pool, bytes)).status).toBe(400);
+    expect(await events()).toBe(before);
+    const { rows } = await store.pool.query<{ raw: string; reason: string }>(
+      `SELECT raw, reason FROM "${schema}".quarantine WHERE reason LIKE 'the body is not UTF-8%'`,
+    );
+    expect(rows).toHaveLength(1);
+    expect(rows[0]!.raw).toContain('"id":"inv-\\xFF"');
+    expect(rows[0]!.raw).toContain('"inv-\\xFE@example.com"');
+    expect(rows[0]!.raw).not.toContain('\ufffd');
+  });
+
   it.each([
     ['an array', '[1,2]'],
     ['a string', '"email.sent"'],

@@ -1,13 +1,31 @@
+import { hasMarkedBytes, NOT_UTF8, quarantineForm } from './utf8.js';
+
 /**
- * Finds the items of a page whose numbers JSON.parse cannot keep: an integer past
- * double precision (12345678901234567891 becomes 12345678901234567000), a number out
- * of range (1e400 becomes Infinity, then null) or one with more digits than a double
- * holds. Stored from the parsed value, such an item would be altered in silence; with
- * its raw text it can be quarantined as it came.
+ * Finds the items of a page that cannot be stored as JSON.parse made them, each with
+ * its raw text, to be quarantined as it came:
+ *
+ * - an item whose numbers JSON.parse cannot keep: an integer past double precision
+ *   (12345678901234567891 becomes 12345678901234567000), a number out of range (1e400
+ *   becomes Infinity, then null) or one with more digits than a double holds;
+ * - an item holding bytes that are not UTF-8 (marked by utf8.ts's decodeUtf8): its
+ *   ids and addresses cannot be read as the service meant them, and must never be
+ *   stored altered.
  *
  * Node 20's JSON.parse gives a reviver no source text, so this reads the text once
- * more, without recursion, and only when it may hold such a number at all.
+ * more, without recursion, and only when it may hold such a number or bytes at all.
  */
+
+/** Why an item whose numbers JSON.parse changed is quarantined rather than stored altered. */
+export const INEXACT_REASON = 'a number in it cannot be kept exactly (beyond double precision or range)';
+
+/** Why an item holding bytes that are not UTF-8 is quarantined (its raw text in utf8.ts's quarantineForm). */
+export const NOT_UTF8_REASON = `bytes in it are ${NOT_UTF8}`;
+
+/** An item to quarantine: its raw text and why. */
+export interface RawItem {
+  raw: string;
+  reason: string;
+}
 
 /** Numbers of at most 15 digits and no exponent always survive a double: only longer ones, or an exponent, are read. */
 const MAYBE_INEXACT = /\d[eE]|(?:\d\.?){16}/;
@@ -24,14 +42,16 @@ interface Frame {
 
 /**
  * The items of the body's top-level lists (`{"data": [item, …]}`) that hold a number
- * JSON.parse changed, each with its raw text. `text` is the JSON `body` was parsed from.
+ * JSON.parse changed or bytes that were not UTF-8, each with its raw text and reason.
+ * `text` is the JSON `body` was parsed from; `marked`, whether decodeUtf8 marked bytes in it.
  */
-export function inexactItems(text: string, body: unknown): Map<object, string> {
-  const found = new Map<object, string>();
-  if (typeof body !== 'object' || body === null || !MAYBE_INEXACT.test(text)) return found;
+export function rawItems(text: string, body: unknown, marked = false): Map<object, RawItem> {
+  const found = new Map<object, RawItem>();
+  if (typeof body !== 'object' || body === null || !(marked || MAYBE_INEXACT.test(text))) return found;
   const frames: Frame[] = [];
   let itemStart = -1;
   let itemInexact = false;
+  let itemMarked = false;
   let i = 0;
   const startValue = (at: number) => {
     // A value that starts directly in a list of the top-level object is an item.
@@ -41,9 +61,16 @@ export function inexactItems(text: string, body: unknown): Map<object, string> {
     if (frames.length !== 2 || itemStart < 0) return;
     const list = (body as Record<string, unknown>)[frames[0]!.key!];
     const item = Array.isArray(list) ? list[frames[1]!.index] : undefined;
-    if (itemInexact && typeof item === 'object' && item !== null) found.set(item, text.slice(itemStart, end));
+    if ((itemInexact || itemMarked) && typeof item === 'object' && item !== null) {
+      const raw = text.slice(itemStart, end);
+      found.set(
+        item,
+        itemMarked ? { raw: quarantineForm(raw), reason: NOT_UTF8_REASON } : { raw, reason: INEXACT_REASON },
+      );
+    }
     itemStart = -1;
     itemInexact = false;
+    itemMarked = false;
   };
   while (i < text.length) {
     const c = text[i]!;
@@ -62,6 +89,7 @@ export function inexactItems(text: string, body: unknown): Map<object, string> {
       i++;
     } else if (c === '"') {
       const end = stringEnd(text, i);
+      if (marked && itemStart >= 0 && hasMarkedBytes(text.slice(i, end))) itemMarked = true;
       if (top && !top.array && top.expectKey) {
         if (frames.length === 1) top.key = JSON.parse(text.slice(i, end)) as string;
         top.expectKey = false;
