@@ -275,7 +275,7 @@ describe('migrate', () => {
         ('d', 'ann@example.com.', 'subscribed', 's1', '2024-01-01 00:04+00', '2024-01-01 00:04+00', '2024-01-01 00:00+00'),
         ('d', 'ann@example.com', 'unsubscribed', 'u1', '2023-12-01', '2023-12-01', '2023-12-01')`,
     );
-    expect((await migrate(store)).applied).toEqual(['0014_mailbox_keys']);
+    expect((await migrate(store)).applied[0]).toBe('0014_mailbox_keys');
     const found = await suppressionsAmong(store, 'd', [
       'person@example.com',
       'bob@example.com',
