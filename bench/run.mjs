@@ -8,12 +8,14 @@
 // (bench/relay-memory.mjs), retention (bench/retention.mjs), consumer (bench/consumer.mjs),
 // apply-cost (bench/apply-cost.mjs), queue-backends (bench/queue-backends.mjs: sync --once
 // and the consumer on Redis and on Postgres), page-handoff (bench/page-handoff.mjs: the relay
-// against jobs added by the page's own transaction)
+// against jobs added by the page's own transaction), budget (bench/budget.mjs: a catch-up
+// under a stated request budget beside the application's sends)
 // or tracing (bench/tracing.mjs; `--before PATH` adds another build's
 // dist/bin/feedsync.js), which rewrite only their block of the page.
 import { writeFileSync } from 'node:fs';
 import pg from 'pg';
 import { applyCost, applyCostRows } from './apply-cost.mjs';
+import { budgetAlone, budgetRows } from './budget.mjs';
 import { bullmqAddBulk, feedPaging, feedPagingWithLatency, postgresIngest, relayAlone } from './ceilings.mjs';
 import { consumerAlone, consumerRows } from './consumer.mjs';
 import { coldStart, prepareSchema, release, rssHalves, syncOnce } from './end-to-end.mjs';
@@ -83,6 +85,11 @@ const ALONE = {
     title: "A page's jobs: the outbox relay, or the page's own transaction",
     run: () => pageHandoffAlone({ scale, log }),
     rows: pageHandoffRows,
+  },
+  budget: {
+    title: "A catch-up within a request budget shared with the application's sends",
+    run: () => budgetAlone({ scale, log }),
+    rows: budgetRows,
   },
   tracing: {
     title: 'Traces: CPU per event, off and on',

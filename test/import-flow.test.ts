@@ -18,7 +18,7 @@ const LAYERS: readonly (readonly string[])[] = [
   ['metrics'],
   ['queue'],
   ['store', 'redis'],
-  ['feed', 'api'],
+  ['feed', 'api', 'budget'],
   ['config', 'logger.ts', 'scrub.ts', 'tracing'],
   [
     'errors.ts',

@@ -4,10 +4,11 @@ import { createInterface } from 'node:readline';
 
 /**
  * Starts the simulator in a child process and drives it through its loopback
- * control API (`/_sim`).
+ * control API (`/_sim`). `options` are SimulatorOptions of a bench's own (`rateLimit`).
  */
-export async function startSimChild() {
-  const child = spawn(process.execPath, [new URL('./sim-child.mjs', import.meta.url).pathname], {
+export async function startSimChild(options = {}) {
+  const args = Object.keys(options).length > 0 ? [JSON.stringify(options)] : [];
+  const child = spawn(process.execPath, [new URL('./sim-child.mjs', import.meta.url).pathname, ...args], {
     stdio: ['pipe', 'pipe', 'inherit'],
   });
   const lines = createInterface({ input: child.stdout });

@@ -1,4 +1,6 @@
 import { randomUUID } from 'node:crypto';
+import type { AccountBudget, BudgetLimits } from '../budget/account-budget.js';
+import { pacedRequest, type RequestBudgets } from '../budget/request-budgets.js';
 import { checkBaseUrl } from '../config/base-url.js';
 import { CONFIG_DEFAULTS } from '../config/config-defaults.js';
 import { ConfigError, PageError } from '../errors.js';
@@ -31,6 +33,11 @@ export interface ServiceClientOptions {
   retryDeps?: RetryDeps;
   /** Replaces the undici transport (tests). */
   request?: RequestFn;
+  /**
+   * Paces every request to the key's account (src/budget/): FEED_RATE_SHARE of the
+   * budget the service states, at most FEED_MAX_REQUESTS_PER_SECOND. Default: unpaced.
+   */
+  budget?: { budgets: RequestBudgets; limits: BudgetLimits };
 }
 
 /**
@@ -43,13 +50,17 @@ export class ServiceClient {
   readonly #close: () => Promise<void>;
   readonly #retry: RetryPolicy;
   readonly #deps: RetryDeps;
+  readonly #budget: AccountBudget | undefined;
 
   constructor(opts: ServiceClientOptions) {
     const problem = checkBaseUrl(opts.baseUrl);
     if (problem) throw new ConfigError(`base URL ${problem}`, 'BAD_BASE_URL');
     if (!opts.apiKey) throw new ConfigError('an API key is required', 'NO_API_KEY');
+    const budgets = opts.budget?.budgets;
+    const budget = opts.budget ? opts.budget.budgets.forKey(opts.apiKey, opts.budget.limits) : undefined;
+    let request: RequestFn;
     if (opts.request) {
-      this.#request = opts.request;
+      request = opts.request;
       this.#close = async () => {};
     } else {
       const transport = createTransport({
@@ -58,10 +69,18 @@ export class ServiceClient {
         timeoutMs: opts.timeoutMs ?? CONFIG_DEFAULTS.FEED_TIMEOUT_MS,
         maxResponseBytes: opts.maxResponseBytes ?? CONFIG_DEFAULTS.FEED_MAX_RESPONSE_BYTES,
         ...(opts.retryDeps?.now ? { now: opts.retryDeps.now } : {}),
+        ...(budgets && budget
+          ? {
+              onHeaders: (status: number, headers: HttpResponse['headers']) =>
+                budgets.answered(budget, status, headers),
+            }
+          : {}),
       });
-      this.#request = transport.request;
+      request = transport.request;
       this.#close = transport.close;
     }
+    this.#request = budgets && budget ? pacedRequest(request, budgets, budget, !opts.request) : request;
+    this.#budget = budget;
     this.#retry = opts.retry ?? {
       maxRetries: CONFIG_DEFAULTS.FEED_MAX_RETRIES,
       maxRetryWaitMs: CONFIG_DEFAULTS.FEED_MAX_RETRY_WAIT_MS,
@@ -187,6 +206,15 @@ export class ServiceClient {
       throw new PageError('GET /events: the page is not JSON', 'NOT_JSON', err);
     }
     return { body, bytes: res.body.length, rawItems: rawItems(text, body, !valid) };
+  }
+
+  /**
+   * Waits until the account's budget lets the next request go, so the caller can hold
+   * nothing while it waits (a feed page's memory): that request then goes at once.
+   * Resolves at once when no budget is in force.
+   */
+  awaitBudget(signal?: AbortSignal): Promise<void> {
+    return this.#budget?.takeAhead(signal) ?? Promise.resolve();
   }
 
   close(): Promise<void> {

@@ -32,6 +32,8 @@ export interface TransportOptions {
   /** Keep-alive connections to the service. Default 4. */
   connections?: number;
   now?: () => number;
+  /** Told of every answer's status and headers as they arrive, refusals included (the request budget reads them). */
+  onHeaders?: (status: number, headers: NonNullable<HttpResponse['headers']>) => void;
 }
 
 /**
@@ -75,6 +77,7 @@ export function createTransport(opts: TransportOptions): { request: RequestFn; c
       const res = await pool.request({ method: req.method, path, headers, body, signal: req.signal ?? null });
       status = res.statusCode;
       resHeaders = res.headers;
+      opts.onHeaders?.(status, res.headers);
       const ra = res.headers['retry-after'];
       retryAfter = Array.isArray(ra) ? ra[0] : ra;
       chunks = [];

@@ -47,6 +47,16 @@ export interface SourceStatus {
   conflicts: number;
   /** The event ids they came under: one conflicts row each, with its newest other version. */
   conflictIds: number;
+  /** The last `feedsync verify` that read up to the cursor; null when none did. */
+  lastVerify: {
+    finishedAt: string;
+    /** Nothing missing or differing. */
+    ok: boolean;
+    missing: number;
+    differing: number;
+    /** Of the missing, those its --repair stored. */
+    repaired: number;
+  } | null;
 }
 
 export interface StatusReport {
@@ -139,6 +149,16 @@ export async function statusReport(
       quarantined: Number(r.quarantined ?? 0),
       conflicts: Number(r.conflicts ?? 0),
       conflictIds: Number(r.conflict_ids ?? 0),
+      lastVerify:
+        r.verified_at === null
+          ? null
+          : {
+              finishedAt: r.verified_at.toISOString(),
+              ok: r.verify_ok === true,
+              missing: r.verify_missing ?? 0,
+              differing: r.verify_differing ?? 0,
+              repaired: r.verify_repaired ?? 0,
+            },
     })),
     omitted: Number(first.matched) - listed.length,
     queues,
@@ -174,6 +194,7 @@ export function formatStatus(report: StatusReport): string {
       `  outbox backlog  ${s.outboxBacklog}`,
       `  quarantined     ${s.quarantined}`,
       `  conflicts       ${s.conflicts}${s.conflicts > 0 ? ` (${s.conflictIds} event id${s.conflictIds === 1 ? '' : 's'})` : ''}`,
+      `  last verify     ${lastVerify(s.lastVerify)}`,
     );
   }
   if (report.omitted > 0) {
@@ -189,6 +210,13 @@ export function formatStatus(report: StatusReport): string {
     lines.push(`queue ${queue}: ${text}`);
   }
   return `${lines.join('\n')}\n`;
+}
+
+/** A source's last verify in one line: when, and what it found. */
+function lastVerify(v: SourceStatus['lastVerify']): string {
+  if (v === null) return 'never';
+  const found = `${v.missing} missing${v.repaired > 0 ? ` (${v.repaired} repaired)` : ''}, ${v.differing} differing`;
+  return `${v.finishedAt} ${v.ok ? 'ok' : `NOT OK: ${found}`}`;
 }
 
 /** 99950 as "99,950". */

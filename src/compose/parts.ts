@@ -1,5 +1,6 @@
 import { ServiceClient } from '../api/client.js';
 import type { RetryDeps } from '../api/retry.js';
+import { RequestBudgets } from '../budget/request-budgets.js';
 import { type Config, requireService } from '../config/config.js';
 import { createFeedClient, type FeedClientOptions, type FetchPage } from '../feed/feed-client.js';
 import type { Logger } from '../logger.js';
@@ -13,6 +14,7 @@ import { jobOptionsFor } from '../queue/routes.js';
 import { createStore, type Store } from '../store/db.js';
 import type { LeaseOptions } from '../store/lease.js';
 import { pgOutbox } from '../store/outbox.js';
+import { reserveRequestSlots } from '../store/request-slots.js';
 
 // The composition root: every Postgres pool, BullMQ publisher, outbox relay and client
 // of the service that feedsync uses is built here, from the Config, and nowhere else.
@@ -160,7 +162,7 @@ export function pgQueuesOf(config: Config): PgQueueSettings {
  */
 export function clientFor(
   config: Config,
-  opts: { timeoutMs?: number; retryDeps?: RetryDeps } = {},
+  opts: { timeoutMs?: number; retryDeps?: RetryDeps; logger?: Logger } = {},
 ): ServiceClient {
   return new ServiceClient({
     ...requireService(config),
@@ -168,7 +170,51 @@ export function clientFor(
     maxResponseBytes: config.feed.maxResponseBytes,
     retry: { maxRetries: config.feed.maxRetries, maxRetryWaitMs: config.feed.maxRetryWaitMs },
     ...(opts.retryDeps ? { retryDeps: opts.retryDeps } : {}),
+    budget: {
+      budgets: budgetsFor(config, opts.logger),
+      limits: { share: config.feed.rateShare, maxPerSecond: config.feed.maxRequestsPerSecond },
+    },
   });
+}
+
+/** The process's request budgets, one per database they are shared through. */
+const processBudgets = new Map<string, RequestBudgets>();
+
+/**
+ * The request budgets of this process (src/budget/), shared with every replica through
+ * DATABASE_URL's request_budgets row of each account. The budgets' own pool (one
+ * connection, opened once a budget is in force, never keeping the process alive) is
+ * nobody's to close. A reservation that fails (Postgres down, a schema not migrated
+ * yet) is logged once, and the pace is then this process's alone.
+ */
+export function budgetsFor(config: Config, logger?: Logger): RequestBudgets {
+  const name = `${config.database.url}\0${config.database.schema}`;
+  let budgets = processBudgets.get(name);
+  if (!budgets) {
+    let store: Store | null = null;
+    let warned = false;
+    budgets = new RequestBudgets({
+      reserve: (account, count, intervalMs) => {
+        store ??= createStore({
+          ...config.database,
+          max: 1,
+          applicationName: 'feedsync-budget',
+          allowExitOnIdle: true,
+        });
+        return reserveRequestSlots(store, account, count, intervalMs);
+      },
+      onReserveFailure: (err) => {
+        if (warned) return;
+        warned = true;
+        logger?.warn(
+          { err },
+          'the request budget could not be shared through Postgres; this process paces its own requests alone',
+        );
+      },
+    });
+    processBudgets.set(name, budgets);
+  }
+  return budgets;
 }
 
 /** Who holds the leases this process takes (host name, HOSTNAME in a pod, and pid, as `status` shows it), and for how long. */
@@ -179,6 +225,8 @@ export function leaseOptionsFor(config: Config): LeaseOptions {
 /** Pages of one source's feed, and the close of the client behind them. */
 export interface FeedReader {
   fetchPage: FetchPage;
+  /** Waits for the account's request budget ahead of the next page (ServiceClient.awaitBudget). */
+  awaitBudget?: (signal?: AbortSignal) => Promise<void>;
   close(): Promise<void>;
 }
 
@@ -196,29 +244,35 @@ export function feedReaderFor(
     maxRetries?: number;
     retryDeps?: RetryDeps;
     onResponse?: FeedClientOptions['onResponse'];
+    /** Where a request budget that cannot be shared through Postgres is said. */
+    logger?: Logger;
   } = {},
 ): FeedReader {
-  let client: ServiceClient | null = null;
-  let feed: FetchPage | null = null;
+  let made: { client: ServiceClient; feed: FetchPage } | null = null;
+  const open = (): { client: ServiceClient; feed: FetchPage } => {
+    if (made) return made;
+    const client = clientFor(config, {
+      ...(opts.timeoutMs === undefined ? {} : { timeoutMs: opts.timeoutMs }),
+      ...(opts.logger ? { logger: opts.logger } : {}),
+    });
+    const feed = createFeedClient({
+      client,
+      limit: opts.limit ?? config.feed.pageLimit,
+      listField: config.feed.listField,
+      types: config.feed.types,
+      retry: {
+        maxRetries: opts.maxRetries ?? config.feed.maxRetries,
+        maxRetryWaitMs: config.feed.maxRetryWaitMs,
+      },
+      ...(opts.retryDeps ? { retryDeps: opts.retryDeps } : {}),
+      ...(opts.onResponse ? { onResponse: opts.onResponse } : {}),
+    });
+    made = { client, feed };
+    return made;
+  };
   return {
-    fetchPage(after, signal) {
-      if (!feed) {
-        client = clientFor(config, opts.timeoutMs === undefined ? {} : { timeoutMs: opts.timeoutMs });
-        feed = createFeedClient({
-          client,
-          limit: opts.limit ?? config.feed.pageLimit,
-          listField: config.feed.listField,
-          types: config.feed.types,
-          retry: {
-            maxRetries: opts.maxRetries ?? config.feed.maxRetries,
-            maxRetryWaitMs: config.feed.maxRetryWaitMs,
-          },
-          ...(opts.retryDeps ? { retryDeps: opts.retryDeps } : {}),
-          ...(opts.onResponse ? { onResponse: opts.onResponse } : {}),
-        });
-      }
-      return feed(after, signal);
-    },
-    close: async () => client?.close(),
+    fetchPage: (after, signal) => open().feed(after, signal),
+    awaitBudget: (signal) => open().client.awaitBudget(signal),
+    close: async () => made?.client.close(),
   };
 }

@@ -16,6 +16,11 @@ export const CONFIG_DEFAULTS = Object.freeze({
    * run told to wait longer fails itself, cursor unchanged, before Kubernetes stops it.
    */
   FEED_MAX_RETRY_WAIT_MS: 600_000,
+  /**
+   * The share of a budget the service states that feedsync spends: half, the rest is
+   * the application's own sends (docs/DEPLOYMENT.md, "The request budget").
+   */
+  FEED_RATE_SHARE: 0.5,
   /** Retries of one request: a passing 429 or 5xx is ridden out; past them the run fails, cursor unchanged, and the next run goes on. */
   FEED_MAX_RETRIES: 8,
   /** Milliseconds, 30 s: a page of tens of kB takes well under a second; a request that hangs is cut and retried. */
@@ -81,4 +86,6 @@ export const CONFIG_DEFAULTS = Object.freeze({
   WEBHOOK_HOST: '0.0.0.0',
   /** Bytes, 256 KiB: a delivery carries one event, far smaller; a larger body is refused (413) before it is held. */
   WEBHOOK_MAX_BODY_BYTES: 256 * 1024,
+  /** The seed service's own `Service-Signature`; `standard` for senders that sign the Standard Webhooks way. */
+  WEBHOOK_SCHEME: 'service',
 } as const);

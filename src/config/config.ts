@@ -14,6 +14,7 @@ import {
   type RedisEnv,
   type RedisSettings,
 } from './redis-settings.js';
+import { readMaxPerSecond, readRateShare } from './request-budget.js';
 import { type FeedSource, loadSourcesFile, sourceNameProblem } from './sources-file.js';
 import { parseTracing, type TracingSettings } from './tracing-settings.js';
 import { unknownVariables, warnOnce } from './unknown-variables.js';
@@ -43,6 +44,10 @@ export interface Config {
     readonly listField: string | null;
     /** FEED_MAX_RETRY_WAIT_MS: a Retry-After longer than this, in ms, fails the run. Default: CONFIG_DEFAULTS.FEED_MAX_RETRY_WAIT_MS. */
     readonly maxRetryWaitMs: number;
+    /** FEED_RATE_SHARE: the share of a budget the service states that feedsync spends, in (0, 1]. Default: CONFIG_DEFAULTS.FEED_RATE_SHARE. */
+    readonly rateShare: number;
+    /** FEED_MAX_REQUESTS_PER_SECOND: requests a second to one account at most, stated budget or not; null for none (the default). */
+    readonly maxRequestsPerSecond: number | null;
     /** FEED_MAX_RETRIES: retries of one request before the run fails. Default: CONFIG_DEFAULTS.FEED_MAX_RETRIES. */
     readonly maxRetries: number;
     /** FEED_TIMEOUT_MS: connect, headers and body timeout of one request, in ms. Default: CONFIG_DEFAULTS.FEED_TIMEOUT_MS. */
@@ -146,6 +151,11 @@ export interface Config {
     readonly host: string;
     /** WEBHOOK_MAX_BODY_BYTES: the largest delivery taken, in bytes. Default: CONFIG_DEFAULTS.WEBHOOK_MAX_BODY_BYTES. */
     readonly maxBodyBytes: number;
+    /**
+     * WEBHOOK_SCHEME: `service` (the `Service-Signature` header) or `standard` (Standard
+     * Webhooks: `webhook-*`/`svix-*` headers, `whsec_` secrets). Default: CONFIG_DEFAULTS.WEBHOOK_SCHEME.
+     */
+    readonly scheme: 'service' | 'standard';
   };
   /** OpenTelemetry traces (the standard OTEL_* variables); null, the default, exports none. */
   readonly tracing: TracingSettings | null;
@@ -227,6 +237,8 @@ const fields = {
   FEED_LIST_FIELD: z.optional(nonEmpty),
   FEED_MAX_RETRY_WAIT_MS: z._default(ms(0), CONFIG_DEFAULTS.FEED_MAX_RETRY_WAIT_MS),
   FEED_MAX_RETRIES: z._default(int(0, 100), CONFIG_DEFAULTS.FEED_MAX_RETRIES),
+  FEED_RATE_SHARE: z.optional(z.string()),
+  FEED_MAX_REQUESTS_PER_SECOND: z.optional(z.string()),
   FEED_TIMEOUT_MS: z._default(ms(1), CONFIG_DEFAULTS.FEED_TIMEOUT_MS),
   FEED_MAX_RESPONSE_BYTES: z._default(int(1024), CONFIG_DEFAULTS.FEED_MAX_RESPONSE_BYTES),
   DATABASE_URL: z._default(z.string(), CONFIG_DEFAULTS.DATABASE_URL),
@@ -269,6 +281,7 @@ const fields = {
   WEBHOOK_PORT: z._default(int(0, 65_535), CONFIG_DEFAULTS.WEBHOOK_PORT),
   WEBHOOK_HOST: z._default(host, CONFIG_DEFAULTS.WEBHOOK_HOST),
   WEBHOOK_MAX_BODY_BYTES: z._default(int(1), CONFIG_DEFAULTS.WEBHOOK_MAX_BODY_BYTES),
+  WEBHOOK_SCHEME: z._default(oneOf(['service', 'standard']), CONFIG_DEFAULTS.WEBHOOK_SCHEME),
 };
 
 /** Variables whose value may come from a file named by `<NAME>_FILE` (a mounted secret). */
@@ -333,6 +346,13 @@ export function loadConfig(
   const sourceProblem = sourceNameProblem(v.FEED_SOURCE);
   if (sourceProblem) throw new ConfigError(`FEED_SOURCE: ${sourceProblem}`);
   const types = parseTypes(v.FEED_TYPES);
+  const rateShare =
+    named('FEED_RATE_SHARE', v.FEED_RATE_SHARE, readRateShare) ?? CONFIG_DEFAULTS.FEED_RATE_SHARE;
+  const maxRequestsPerSecond = named(
+    'FEED_MAX_REQUESTS_PER_SECOND',
+    v.FEED_MAX_REQUESTS_PER_SECOND,
+    readMaxPerSecond,
+  );
   const baseUrl = v.FEED_BASE_URL?.replace(/\/+$/, '') ?? null;
   const apiKey = v.FEED_API_KEY ?? null;
   const sources =
@@ -359,6 +379,8 @@ export function loadConfig(
       listField: v.FEED_LIST_FIELD ?? null,
       maxRetryWaitMs: v.FEED_MAX_RETRY_WAIT_MS,
       maxRetries: v.FEED_MAX_RETRIES,
+      rateShare,
+      maxRequestsPerSecond,
       timeoutMs: v.FEED_TIMEOUT_MS,
       maxResponseBytes: v.FEED_MAX_RESPONSE_BYTES,
     },
@@ -390,6 +412,7 @@ export function loadConfig(
       port: v.WEBHOOK_PORT,
       host: unbracket(v.WEBHOOK_HOST),
       maxBodyBytes: v.WEBHOOK_MAX_BODY_BYTES,
+      scheme: v.WEBHOOK_SCHEME,
     },
     tracing: parseTracing(env),
     given: Object.keys(raw).filter((name) => raw[name] !== undefined),
@@ -531,7 +554,16 @@ export function onlySource(config: Config, source: string): Config {
   const { baseUrl, apiKey, types } = own.feed;
   return deepFreeze({
     ...own,
-    sources: [{ source, baseUrl, apiKey, keyProblem: entry?.keyProblem ?? null, types }],
+    sources: [
+      {
+        source,
+        baseUrl,
+        apiKey,
+        keyProblem: entry?.keyProblem ?? null,
+        types,
+        ...(entry?.budget ? { budget: entry.budget } : {}),
+      },
+    ],
   });
 }
 
@@ -561,7 +593,17 @@ export function configForSource(config: Config, source: string): Config {
         `${guess === null ? '' : `; did you mean "${guess}"?`}; give --source one of them`,
     );
   }
-  const own = entry ? { baseUrl: entry.baseUrl, apiKey: entry.apiKey, types: entry.types } : {};
+  const own = entry
+    ? {
+        baseUrl: entry.baseUrl,
+        apiKey: entry.apiKey,
+        types: entry.types,
+        ...(entry.budget?.share === undefined ? {} : { rateShare: entry.budget.share }),
+        ...(entry.budget?.maxPerSecond === undefined
+          ? {}
+          : { maxRequestsPerSecond: entry.budget.maxPerSecond }),
+      }
+    : {};
   return deepFreeze({ ...config, feed: { ...config.feed, ...own, source } });
 }
 
@@ -580,6 +622,16 @@ export function secretsOf(config: Config): string[] {
     if (p) secrets.push(p, encodeURIComponent(p));
   }
   return secrets.filter((s) => s.length >= 4);
+}
+
+/** A variable read by `read` when set, its complaint named after it (exit 2). */
+function named<T>(name: string, value: string | undefined, read: (value: string) => T): T | null {
+  if (value === undefined) return null;
+  try {
+    return read(value);
+  } catch (err) {
+    throw new ConfigError(`${name}: ${(err as Error).message}`);
+  }
 }
 
 function parseTypes(value: string | undefined): readonly string[] | null {

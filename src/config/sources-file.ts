@@ -1,5 +1,6 @@
 import { ConfigError } from '../errors.js';
 import { checkBaseUrl } from './base-url.js';
+import { readMaxPerSecond, readRateShare, type SourceBudget } from './request-budget.js';
 
 /** One account to sync: its cursor key, where its feed is and the key it is read with. */
 export interface FeedSource {
@@ -19,6 +20,8 @@ export interface FeedSource {
   readonly keyProblem: string | null;
   /** Full type names, sorted; null means every type. */
   readonly types: readonly string[] | null;
+  /** The entry's own `rate_share` and `max_requests_per_second`; what it leaves out is FEED_RATE_SHARE's and FEED_MAX_REQUESTS_PER_SECOND's. */
+  readonly budget?: SourceBudget;
 }
 
 /** What an entry falls back to: FEED_BASE_URL, FEED_API_KEY, FEED_TYPES. */
@@ -38,7 +41,15 @@ export interface SourcesFileDeps {
   readKeyFiles?: boolean;
 }
 
-const FIELDS = new Set(['source', 'base_url', 'api_key_file', 'api_key_env', 'types']);
+const FIELDS = new Set([
+  'source',
+  'base_url',
+  'api_key_file',
+  'api_key_env',
+  'types',
+  'rate_share',
+  'max_requests_per_second',
+]);
 const SOURCE_NAME = /^\S{1,200}$/;
 const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 
@@ -99,7 +110,8 @@ export function loadSourcesFile(path: string, defaults: SourceDefaults, deps: So
       }
       if (types === null) at(name, 'types', 'must be a non-empty list of type names');
     }
-    return { source: name, baseUrl, apiKey, keyProblem, types };
+    const budget = readBudget(entry, (f, w) => at(name, f, w));
+    return { source: name, baseUrl, apiKey, keyProblem, types, ...(budget ? { budget } : {}) };
   });
 }
 
@@ -114,6 +126,23 @@ function readBaseUrl(value: unknown, fallback: string | null, fail: Fail): strin
   const problem = checkBaseUrl(value);
   if (problem) return fail('base_url', problem);
   return value.replace(/\/+$/, '');
+}
+
+/** `rate_share` and `max_requests_per_second` (null: no cap for this source), or undefined when neither is set. */
+function readBudget(entry: Record<string, unknown>, fail: Fail): SourceBudget | undefined {
+  const budget: { share?: number; maxPerSecond?: number | null } = {};
+  const read = <T>(field: string, value: unknown, parse: (v: unknown) => T): T => {
+    try {
+      return parse(value);
+    } catch (err) {
+      return fail(field, (err as Error).message);
+    }
+  };
+  if (entry.rate_share !== undefined) budget.share = read('rate_share', entry.rate_share, readRateShare);
+  const cap = entry.max_requests_per_second;
+  if (cap !== undefined)
+    budget.maxPerSecond = cap === null ? null : read('max_requests_per_second', cap, readMaxPerSecond);
+  return Object.keys(budget).length === 0 ? undefined : budget;
 }
 
 /**

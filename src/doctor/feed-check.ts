@@ -3,6 +3,7 @@ import type { Config } from '../config/config.js';
 import { ApiError, AuthError, PageError } from '../errors.js';
 import { unknownEventReason } from '../feed/known-event.js';
 import { feedTypeParam, parsePage } from '../feed/page.js';
+import { webhookScheme } from '../webhooks/webhook-scheme.js';
 import { type Check, check } from './report.js';
 
 /** Which source a feed check is of: `feed` for the one source of FEED_*, `feed <source>` for each of a file. */
@@ -109,10 +110,20 @@ export function receiverCheck(config: Config): Check {
       'set WEBHOOK_SECRET (or WEBHOOK_SECRET_FILE) to the signing secret "feedsync webhooks create" printed',
     );
   }
+  try {
+    webhookScheme(config.webhooks.scheme, config.webhooks.secrets);
+  } catch (err) {
+    return check(
+      'webhook-secret',
+      'fail',
+      (err as Error).message,
+      'give WEBHOOK_SECRET the whsec_ secrets the sender shows, or set WEBHOOK_SCHEME=service for Service-Signature',
+    );
+  }
   return check(
     'webhook-secret',
     'ok',
-    `${n} signing secret${n === 1 ? '' : 's'} set (several during a rotation)`,
+    `${n} signing secret${n === 1 ? '' : 's'} set (several during a rotation), WEBHOOK_SCHEME=${config.webhooks.scheme}`,
   );
 }
 

@@ -1,5 +1,7 @@
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import type { BudgetTally } from '../budget/request-budgets.js';
 import type { ApplyResult } from '../store/applier.js';
+import { budgetMetrics } from './budget-metrics.js';
 import { type FleetStates, fleetGauges } from './fleet-gauges.js';
 import { publishMetrics } from './publish-metrics.js';
 import { typeLabel } from './type-label.js';
@@ -68,8 +70,14 @@ export interface Metrics {
  * One shape for every fleet, whatever its size: its dashboards and alerts do not change
  * when it grows.
  */
-export function createMetrics(gauges: GaugeSource, sources: readonly string[]): Metrics {
+export function createMetrics(
+  gauges: GaugeSource,
+  sources: readonly string[],
+  /** The process's request budgets, for their waits and 429s. Default: none counted. */
+  budget: BudgetTally = { waitSeconds: 0, rateLimited: 0 },
+): Metrics {
   const registry = new Registry();
+  budgetMetrics(registry, budget);
   const fleet = sources.length > 1;
   /** The `source` label, where series are per source: one source only. */
   const bySource = fleet ? [] : ['source'];

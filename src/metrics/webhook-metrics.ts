@@ -60,7 +60,10 @@ export interface RefusableAnswer {
  * A delivery handler. The receiver's own types sit above the metrics (webhooks/ imports
  * metrics/), so this names only the shape the metrics wrap.
  */
-export type Handler<A> = (raw: Buffer, signature: string | undefined) => Promise<A>;
+export type Handler<A> = (
+  raw: Buffer,
+  headers: Readonly<Record<string, string | readonly string[] | undefined>>,
+) => Promise<A>;
 
 /**
  * The receiver's own registry: requests by HTTP answer, signature failures by reason,
@@ -123,8 +126,8 @@ export function createWebhookMetrics(source: string, queues: readonly string[]):
     ...publishing,
     onRefused: (reason) => refusedEarly.inc({ source, reason }),
     onAnswered: (status) => requests.inc({ source, status: String(status) }),
-    countRejections: (handle) => async (raw, signature) => {
-      const answer = await handle(raw, signature);
+    countRejections: (handle) => async (raw, headers) => {
+      const answer = await handle(raw, headers);
       if (answer.rejected) rejected.inc({ source, reason: answer.rejected });
       return answer;
     },

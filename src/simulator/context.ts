@@ -4,6 +4,7 @@ import { Accounts } from './accounts.js';
 import { apiKeyPattern } from './auth.js';
 import { badRequest } from './errors.js';
 import { DEFAULT_FAULTS, mergeFaults } from './faults.js';
+import { RateLimit } from './rate-limit.js';
 import { Stats } from './stats.js';
 import { Timers } from './timers.js';
 import type { Faults, SimulatorOptions, SimulatorStats } from './types.js';
@@ -22,6 +23,8 @@ export class SimContext {
   readonly deliverer: Deliverer;
   /** The dashboard and `/_sim` admit clients from any address (SimulatorOptions.trustNetwork). */
   readonly trustNetwork: boolean;
+  /** `rateLimit`: each account's budget of requests a second, or null for none. */
+  readonly rateLimit: RateLimit | null;
   /** Simulator-wide knobs; an account's own knobs win over them. */
   faults: Faults;
   private emailsSent = 0;
@@ -32,6 +35,7 @@ export class SimContext {
     this.random = opts.random ?? Math.random;
     this.logger = opts.logger ?? pino({ level: 'silent' });
     this.trustNetwork = opts.trustNetwork ?? false;
+    this.rateLimit = opts.rateLimit ? new RateLimit(opts.rateLimit, this.now) : null;
     this.faults = mergeFaults({ ...DEFAULT_FAULTS }, opts.faults ?? {});
     this.deliverer = new Deliverer({
       timeScale: opts.timeScale ?? 1,
@@ -40,6 +44,8 @@ export class SimContext {
       timers: this.timers,
       stats: this.stats,
       logger: this.logger,
+      scheme: opts.webhookScheme ?? 'service',
+      bodyWithoutId: opts.webhookBodyWithoutId ?? false,
     });
     this.accounts = new Accounts(
       opts.defaultKey,

@@ -91,7 +91,7 @@ async function handle(
   let account: Account | null = null;
   res.on('close', () => {
     ctx.logger.debug(
-      { method, path, route: name, status: res.statusCode, ms: Date.now() - started },
+      { method, path, route: name, account: account?.id, status: res.statusCode, ms: Date.now() - started },
       'request',
     );
   });
@@ -106,6 +106,14 @@ async function handle(
       const faults = account?.faults(ctx.faults) ?? ctx.faults;
       await ctx.timers.sleep(faults.latencyMs);
       if (typeof key !== 'string') throw key;
+      if (ctx.rateLimit && account) {
+        const budget = ctx.rateLimit.admit(account.id);
+        for (const [header, value] of Object.entries(budget.headers)) res.setHeader(header, value);
+        if (!budget.ok) {
+          ctx.stats.rateLimited(account.id);
+          throw new SimError(429, 'rate_limited', "the account's request budget is spent", budget.headers);
+        }
+      }
       const { rate429, rate5xx, retryAfterSec } = faults;
       if (chance(rate429, ctx.random)) {
         throw new SimError(429, 'rate_limited', 'too many requests', {

@@ -8,6 +8,7 @@ type Deliveries = SimulatorStats['webhook_deliveries'];
 class Counters {
   private readonly requests = new Map<string, Map<number, number>>();
   private readonly deliveries = { attempted: 0, succeeded: 0, failed: 0 };
+  private rateLimited = 0;
 
   request(route: string, status: number): void {
     const byStatus = this.requests.get(route) ?? new Map<number, number>();
@@ -21,12 +22,16 @@ class Counters {
     else this.deliveries.failed += 1;
   }
 
-  snapshot(): { requests: Requests; webhook_deliveries: Deliveries } {
+  overBudget(): void {
+    this.rateLimited += 1;
+  }
+
+  snapshot(): { requests: Requests; webhook_deliveries: Deliveries; rate_limited: number } {
     const requests: Requests = {};
     for (const [route, byStatus] of this.requests) {
       requests[route] = Object.fromEntries([...byStatus].map(([status, n]) => [String(status), n]));
     }
-    return { requests, webhook_deliveries: { ...this.deliveries } };
+    return { requests, webhook_deliveries: { ...this.deliveries }, rate_limited: this.rateLimited };
   }
 }
 
@@ -39,6 +44,12 @@ export class Stats {
   request(account: string | null, route: string, status: number): void {
     this.total.request(route, status);
     if (account !== null) this.of(account).request(route, status);
+  }
+
+  /** One request of `account` refused because its budget was spent (also counted as its 429). */
+  rateLimited(account: string): void {
+    this.total.overBudget();
+    this.of(account).overBudget();
   }
 
   /** One webhook delivery attempt for a registration of `account`. */

@@ -21,6 +21,12 @@ export interface SimulatorOptions {
    * `<keyPrefix or "sim">_test_local`.
    */
   defaultKey?: string;
+  /**
+   * Requests a second each account may make over every /api endpoint, sends included;
+   * answers state it in RateLimit-* headers, and a request past it is a 429 with
+   * Retry-After. Default: no budget.
+   */
+  rateLimit?: number;
   /** Fault knobs at start; change them later with `setFaults` or `POST /_sim/faults`. */
   faults?: Partial<Faults>;
   /** Requests are logged at debug. Default a silent logger. */
@@ -38,6 +44,14 @@ export interface SimulatorOptions {
    * then read the emails sent and change the faults.
    */
   trustNetwork?: boolean;
+  /**
+   * How webhook deliveries are signed: `service` (`Service-Signature`, the default) or
+   * `standard` (Standard Webhooks: `webhook-id`, `webhook-timestamp`, `webhook-signature`,
+   * the message id being the event id, the same over retries).
+   */
+  webhookScheme?: 'service' | 'standard';
+  /** With `standard`: bodies without their `id`, as Resend sends them (the id is in `webhook-id`). Default false. */
+  webhookBodyWithoutId?: boolean;
 }
 
 /** Fault knobs. Rates are shares between 0 and 1, drawn per request. */
@@ -67,6 +81,8 @@ export interface SimulatorStats {
   requests: Record<string, Record<string, number>>;
   /** Counted per HTTP attempt: a delivery retried twice and then accepted is 3 attempted, 2 failed, 1 succeeded. */
   webhook_deliveries: { attempted: number; succeeded: number; failed: number };
+  /** /api requests answered 429 because their account's budget (`rateLimit`) was spent. */
+  rate_limited: number;
   /** Events in the feed, backlog included, summed over the accounts. */
   events: number;
   /** The same per account, by account id (`acct_…`; an account exists once its key was used). */
@@ -82,6 +98,8 @@ export interface AccountStats {
   /** `/api` requests made with this account's key. */
   requests: Record<string, Record<string, number>>;
   webhook_deliveries: { attempted: number; succeeded: number; failed: number };
+  /** Its requests answered 429 because its budget was spent. */
+  rate_limited: number;
   events: number;
   webhooks: number;
 }

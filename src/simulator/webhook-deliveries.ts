@@ -1,7 +1,8 @@
 import type { Logger } from 'pino';
 import { Agent, request } from 'undici';
 import type { ServiceEvent } from '../api/types.js';
-import { signWebhookPayload } from '../webhooks/signature.js';
+import { SIGNATURE_HEADER, signWebhookPayload } from '../webhooks/signature.js';
+import { signStandardWebhook } from '../webhooks/standard-signature.js';
 import { SimError } from './errors.js';
 import type { Timers } from './timers.js';
 import type { Registration } from './webhooks.js';
@@ -52,6 +53,10 @@ export interface DelivererOptions {
   /** Where attempts are counted (the simulator's Stats); only this much, so stats.ts, which reads accounts, is not imported back. */
   stats: { delivery(account: string, ok: boolean): void };
   logger: Logger;
+  /** How deliveries are signed (SimulatorOptions.webhookScheme). */
+  scheme: 'service' | 'standard';
+  /** Bodies without `id` (SimulatorOptions.webhookBodyWithoutId); only with `standard`. */
+  bodyWithoutId: boolean;
 }
 
 /**
@@ -115,14 +120,30 @@ export class Deliverer {
     await this.agent.destroy();
   }
 
+  /** The body posted and the headers that sign it, in the simulator's scheme. */
+  private signed(delivery: Delivery): { body: string; signed: Record<string, string> } {
+    const t = Math.floor(this.opts.now() / 1000);
+    const secret = delivery.reg.signing_secret;
+    if (this.opts.scheme === 'service') {
+      const body = JSON.stringify(delivery.event);
+      return { body, signed: { [SIGNATURE_HEADER]: signWebhookPayload(body, secret, t) } };
+    }
+    const { id, ...rest } = delivery.event;
+    const body = JSON.stringify(this.opts.bodyWithoutId ? rest : delivery.event);
+    // The message id is the event's, the same over every retry and resend: the receiver deduplicates by it.
+    return {
+      body,
+      signed: {
+        'webhook-id': id,
+        'webhook-timestamp': String(t),
+        'webhook-signature': signStandardWebhook(body, secret, id, t),
+      },
+    };
+  }
+
   private async attempt(delivery: Delivery): Promise<void> {
     if (this.closed || this.deleted.has(delivery.webhook_id)) return;
-    const body = JSON.stringify(delivery.event);
-    const signature = signWebhookPayload(
-      body,
-      delivery.reg.signing_secret,
-      Math.floor(this.opts.now() / 1000),
-    );
+    const { body, signed } = this.signed(delivery);
     const started = Date.now();
     const controller = new AbortController();
     this.inFlight.add(controller);
@@ -134,7 +155,7 @@ export class Deliverer {
         body,
         headers: {
           'content-type': 'application/json',
-          'service-signature': signature,
+          ...signed,
           'user-agent': 'feedsync-simulator',
         },
         dispatcher: this.agent,

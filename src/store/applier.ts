@@ -411,7 +411,7 @@ const NUL_ESCAPE = /(?<!\\)(?:\\\\)*\\u0000/;
 const LONE_SURROGATE_ESCAPE = /(?<!\\)(?:\\\\)*\\ud[89a-f][0-9a-f]{2}/i;
 
 /** Postgres text and jsonb cannot hold U+0000, nor jsonb a lone surrogate; such an event goes to quarantine. */
-function unstorableText(event: ServiceEvent, dataJson: string): string | null {
+export function unstorableText(event: ServiceEvent, dataJson: string): string | null {
   if (event.id.includes('\u0000') || event.type.includes('\u0000') || event.created_at.includes('\u0000')) {
     return 'a NUL character in id, type or created_at, which Postgres cannot store';
   }

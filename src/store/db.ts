@@ -161,6 +161,26 @@ export interface RetiredSourcesTable {
   retired_at: Timestamp;
 }
 
+/** The last `feedsync verify` of each source (migration 0017), for `status`. */
+export interface VerifyRunsTable {
+  source: string;
+  finished_at: Timestamp;
+  missing: number;
+  differing: number;
+  repaired: Generated<number>;
+  /** int8 as text. */
+  checked: ColumnType<string, number, number>;
+  ok: boolean;
+}
+
+/** One account's request budget, shared by every replica (migrations/0016_request_budgets.sql; src/budget/). */
+export interface RequestBudgetsTable {
+  /** A SHA-256 of the account's API key (src/budget/request-budgets.ts accountOf), never the key. */
+  account: string;
+  /** The first moment no replica has reserved a request slot for yet. */
+  next_at: Timestamp;
+}
+
 /**
  * The tables of DATABASE_SCHEMA, for kysely: every table the migrations make, with
  * every column (test/store/schema-snapshot.test.ts checks both ways).
@@ -177,6 +197,8 @@ export interface Database {
   quarantine: QuarantineTable;
   conflicts: ConflictsTable;
   retired_sources: RetiredSourcesTable;
+  verify_runs: VerifyRunsTable;
+  request_budgets: RequestBudgetsTable;
 }
 
 /** A connection pool bound to one schema. */
@@ -219,6 +241,8 @@ export interface StoreOptions {
   statementTimeoutMs?: number;
   /** Where errors of idle pooled connections are reported (they never crash the process). */
   logger?: Logger;
+  /** An idle pool does not keep the process alive (a pool nobody closes: the request budgets'). Default false. */
+  allowExitOnIdle?: boolean;
 }
 
 const SCHEMA_PATTERN = /^[a-z_][a-z0-9_]{0,62}$/;
@@ -247,6 +271,7 @@ export function createStore(opts: StoreOptions): Store {
     // A lock holder must notice a dead peer even when it sends nothing for a while.
     keepAlive: true,
     keepAliveInitialDelayMillis: 10_000,
+    ...(opts.allowExitOnIdle ? { allowExitOnIdle: true, idleTimeoutMillis: 1_000 } : {}),
   });
   // Without a listener, an idle connection that the server closes would crash the process.
   pool.on('error', (err) => opts.logger?.warn({ err }, 'idle Postgres connection failed'));

@@ -67,9 +67,11 @@ export function statusStatement(schema: string, filter: StatusFilter = null): st
          coalesce(n.events_stored, 0)::float8 AS events_stored, n.newest_event_at,
          (SELECT count(*) FROM ${s}.quarantine q WHERE q.source = listed.source) AS quarantined,
          (SELECT coalesce(sum(versions_seen), 0) FROM ${s}.conflicts x WHERE x.source = listed.source) AS conflicts,
-         (SELECT count(*) FROM ${s}.conflicts x WHERE x.source = listed.source) AS conflict_ids
+         (SELECT count(*) FROM ${s}.conflicts x WHERE x.source = listed.source) AS conflict_ids,
+         v.finished_at AS verified_at, v.ok AS verify_ok, v.missing AS verify_missing,
+         v.differing AS verify_differing, v.repaired AS verify_repaired
        FROM listed LEFT JOIN ${s}.cursors c USING (source) LEFT JOIN ${s}.leases k USING (source)
-         LEFT JOIN ${s}.source_counts n USING (source)
+         LEFT JOIN ${s}.source_counts n USING (source) LEFT JOIN ${s}.verify_runs v USING (source)
      )
      SELECT t.*, l.* FROM totals t LEFT JOIN detail l ON true
      ORDER BY l.failures DESC, CASE WHEN l.lagging THEN l.lag_seconds END DESC NULLS LAST, l.never DESC, l.source`;
@@ -100,11 +102,17 @@ export interface StatusRow {
   quarantined: string | null;
   conflicts: string | null;
   conflict_ids: string | null;
+  /** The source's last `feedsync verify` (verify_runs); null when it never ran. */
+  verified_at: Date | null;
+  verify_ok: boolean | null;
+  verify_missing: number | null;
+  verify_differing: number | null;
+  verify_repaired: number | null;
 }
 
 /**
- * Runs statusStatement, reading leases, cursors, source_counts, quarantine and
- * conflicts; writes nothing. `filter` which sources it lists; `names` the sources to
+ * Runs statusStatement, reading leases, cursors, source_counts, quarantine,
+ * conflicts and verify_runs; writes nothing. `filter` which sources it lists; `names` the sources to
  * list besides the tables' own; `only` one source alone, or null; `limit` how many to
  * list at most (null: every one); `intervalMs` SYNC_INTERVAL_MS, after which a due
  * source of `names` nobody claimed is overdue.

@@ -21,6 +21,8 @@ export interface CatchUpOptions {
   /** The stored cursor the run starts from. */
   start: string | null;
   fetchPage: FetchPage;
+  /** Waits for the account's request budget before each page, ahead of its share of the page memory (FeedReader.awaitBudget). */
+  awaitBudget?: (signal: AbortSignal) => Promise<void>;
   apply: (batch: ApplyBatch) => Promise<ApplyResult>;
   /** Whether the source has stored this event: a next_after that names one points back. */
   isStored: (id: string) => Promise<boolean>;
@@ -256,6 +258,8 @@ async function fetchAhead(
   let after = opts.start;
   try {
     while (!signal.aborted) {
+      // A lane waiting for its account's budget holds no page memory another lane needs.
+      await opts.awaitBudget?.(signal);
       const taken = await budget.reserve(into.maxPageBytes, signal);
       let reserved = taken;
       let page: FetchedPage;

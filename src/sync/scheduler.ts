@@ -2,6 +2,7 @@ import { maxBackoffMs } from '../config/backoff.js';
 import type { Logger } from '../logger.js';
 import { defaultSleep } from '../sleep.js';
 import type { Claimed, SourceLease } from '../store/lease.js';
+import type { AccountTurns } from './account-turns.js';
 import { linkedAbort } from './signals.js';
 import { heldElsewhere, type RunResult, runFailed } from './source-sync.js';
 
@@ -67,6 +68,11 @@ export interface TurnOptions {
   intervalMs: number;
   /** A failure as one line without secrets, kept in the lease row for `status`. */
   describe: (err: unknown) => string;
+  /**
+   * Per account, whether a turn may start now (account-turns.ts): a source whose paced
+   * account has a turn in flight here waits, and the lane runs another. Default: any.
+   */
+  accounts?: Pick<AccountTurns, 'enter' | 'leave'>;
 }
 
 export interface EachOnceOptions extends TurnOptions {
@@ -81,17 +87,43 @@ export interface EachOnceOptions extends TurnOptions {
   onOutcome?: (outcome: Outcome) => void;
 }
 
+/** How many sources whose accounts have a turn in flight a lane passes over to find one that has none. */
+const PASS_OVER_AT_MOST = 1_000;
+
 /**
  * `sync --once`: every source once, at most `concurrency` at a time, each to
  * caught-up (or leased elsewhere, or failed, or stopped at the limit). Sources not
- * reached before the signal or the limit aborted have no outcome.
+ * reached before the signal or the limit aborted have no outcome. A source whose paced
+ * account has a turn in flight (`accounts`) is passed over for the next.
  */
 export async function runEachOnce(opts: EachOnceOptions): Promise<Outcome[]> {
   let next = 0;
+  // Sources a lane passed over because their account had a turn in flight: tried first
+  // once it has none, else taken last.
+  const passedOver: string[] = [];
   const outcomes: Outcome[] = [];
-  const lane = async (): Promise<void> => {
-    while (next < opts.sources.length && !opts.signal.aborted && !opts.limit?.aborted) {
+  const enter = (source: string): boolean => opts.accounts?.enter(source) ?? true;
+  // The first source whose account has room, looking at PASS_OVER_AT_MOST at most; when
+  // none has, the first passed over (its turn waits its turn).
+  const pick = (): string => {
+    for (let i = 0; i < passedOver.length && i < PASS_OVER_AT_MOST; i++)
+      if (enter(passedOver[i]!)) return passedOver.splice(i, 1)[0]!;
+    for (let looked = 0; next < opts.sources.length && looked < PASS_OVER_AT_MOST; looked++) {
       const source = opts.sources[next++]!;
+      if (enter(source)) return source;
+      passedOver.push(source);
+    }
+    const source = passedOver.shift()!;
+    opts.accounts?.enter(source, true);
+    return source;
+  };
+  const lane = async (): Promise<void> => {
+    while (
+      (next < opts.sources.length || passedOver.length > 0) &&
+      !opts.signal.aborted &&
+      !opts.limit?.aborted
+    ) {
+      const source = pick();
       let outcome: Outcome;
       try {
         const lease = await opts.take(source);
@@ -100,6 +132,8 @@ export async function runEachOnce(opts: EachOnceOptions): Promise<Outcome[]> {
           : { source, ok: true, result: heldElsewhere() };
       } catch (error) {
         outcome = { source, ok: false, error };
+      } finally {
+        opts.accounts?.leave(source);
       }
       outcomes.push(outcome);
       opts.onOutcome?.(outcome);
@@ -143,6 +177,9 @@ export async function watchSources(opts: WatchSourcesOptions): Promise<void> {
   // A turn that ended while the loop was not asleep: the next sleep is skipped.
   let woken = false;
   let claimFailures = 0;
+  // Sources put back at the last claim because their account had a turn here: claimed
+  // beside the free lanes next time, so that they do not stand before every other due one.
+  let heldBack = 0;
   // Never claim in a tight loop, whatever a due time says.
   const minPauseMs = Math.min(100, opts.intervalMs);
 
@@ -175,9 +212,18 @@ export async function watchSources(opts: WatchSourcesOptions): Promise<void> {
     const free = opts.concurrency - inFlight.size;
     if (free > 0) {
       try {
-        const claimed = await opts.claim(free);
+        const asked = free + heldBack;
+        const claimed = await opts.claim(asked);
+        heldBack = 0;
         for (const lease of claimed.leases) {
+          if (inFlight.size >= opts.concurrency || !(opts.accounts?.enter(lease.source) ?? true)) {
+            // No lane left, or its account's turn here would hold this one waiting: untouched, for later.
+            if (inFlight.size < opts.concurrency) heldBack++;
+            await lease.putBack();
+            continue;
+          }
           const running = turnUnder(lease, opts, opts.signal).then((outcome) => {
+            opts.accounts?.leave(lease.source);
             inFlight.delete(running);
             opts.onOutcome?.(outcome);
             woken = true;
@@ -185,9 +231,18 @@ export async function watchSources(opts: WatchSourcesOptions): Promise<void> {
           });
           inFlight.add(running);
         }
-        // With a lane still free, sleep until the next source is due (a beat at most).
-        if (inFlight.size < opts.concurrency)
-          waitMs = Math.min(opts.intervalMs, claimed.nextDueInMs ?? opts.intervalMs);
+        // With a lane still free, sleep until the next source is due (a beat at most). A
+        // source put back is due already: claim past it at once while the claim came back
+        // full (more may be due), else look again in a second, or when a turn ends.
+        if (inFlight.size < opts.concurrency) {
+          const full = claimed.leases.length >= asked;
+          waitMs =
+            heldBack > 0
+              ? full
+                ? 0
+                : Math.min(opts.intervalMs, 1_000)
+              : Math.min(opts.intervalMs, claimed.nextDueInMs ?? opts.intervalMs);
+        }
         claimFailures = 0;
       } catch (err) {
         claimFailures++;

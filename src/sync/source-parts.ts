@@ -44,6 +44,7 @@ export function feedOf(
         },
       },
       ...(hooks.onFeedResponse ? { onResponse: hooks.onFeedResponse } : {}),
+      logger,
     });
 }
 

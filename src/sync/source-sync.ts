@@ -6,7 +6,7 @@ import type { FetchPage } from '../feed/feed-client.js';
 import { unknownEventReason } from '../feed/known-event.js';
 import type { Logger } from '../logger.js';
 import type { Relay } from '../queue/relay.js';
-import type { Applier } from '../store/applier.js';
+import type { Applier, ApplyBatch, ApplyResult } from '../store/applier.js';
 import { ensureCursor, getCursor, isStored } from '../store/cursor.js';
 import type { Store } from '../store/db.js';
 import type { LeaseOptions, SourceLease } from '../store/lease.js';
@@ -15,6 +15,7 @@ import type { ByteBudget } from './byte-budget.js';
 import { type CatchUpOptions, type CatchUpResult, type CommitInfo, catchUp } from './catch-up.js';
 import { linkedAbort } from './signals.js';
 import { checkCursor, checkReconcileStart, checkSchemaOf } from './source-checks.js';
+import { type VerifyOptions, type VerifyResult, verifySource } from './verify.js';
 
 /** Hooks for progress output and metrics; every one is optional. */
 export interface SyncHooks {
@@ -60,6 +61,11 @@ export interface SourceSync {
   runHeld(lease: SourceLease, signal: AbortSignal, limit?: AbortSignal): Promise<RunResult>;
   /** Re-reads the feed from `from` without moving the cursor; stores and enqueues only what was missing. */
   reconcile(from: string | null, signal?: AbortSignal): Promise<CatchUpResult>;
+  /**
+   * Re-reads the feed up to the cursor and compares it with the store (`feedsync verify`);
+   * with `repair`, stores and hands over what is missing as reconcile does.
+   */
+  verify(opts: VerifyOptions): Promise<VerifyResult>;
   /** Refuses an outdated schema, or migrates it with `autoMigrate`; once per SourceSync. */
   checkSchema(): Promise<void>;
 }
@@ -137,7 +143,29 @@ export function createSourceSync(deps: SourceSyncDeps): SourceSync {
     }
   };
 
-  return { runHeld, reconcile, checkSchema };
+  const verify = async (opts: VerifyOptions): Promise<VerifyResult> => {
+    await checkSchema();
+    const feed = deps.openFeed();
+    try {
+      return await verifySource(
+        {
+          source: settings.source,
+          store,
+          eventsRetentionDays: settings.eventsRetentionDays,
+          catchUp: catchUpOf(deps),
+          storeMissing: reconcileStore(deps),
+          checkFrom: (from, signal) => checkFeedKnows(feed.fetchPage, from, signal),
+          drain: () => deps.relay.drain(),
+        },
+        feed.fetchPage,
+        opts,
+      );
+    } finally {
+      await feed.close();
+    }
+  };
+
+  return { runHeld, reconcile, verify, checkSchema };
 }
 
 /** What a turn and a reconcile page alike: the source's store, its budget, the relay offered each commit. */
@@ -180,6 +208,7 @@ async function runTurn(
       ...catchUpOf(deps),
       start: cursor.afterId,
       fetchPage: turnFeed.fetchPage,
+      ...(turnFeed.awaitBudget ? { awaitBudget: turnFeed.awaitBudget } : {}),
       // Not ahead of Redis: what the relay is offered it publishes from memory.
       apply: async (batch) => {
         await relay.ready();
@@ -240,33 +269,42 @@ async function logTurnEnd(
   }
 }
 
-async function reconcileWith(
-  deps: SourceSyncDeps,
-  fetchPage: FetchPage,
-  from: string | null,
-  signal: AbortSignal,
-): Promise<CatchUpResult> {
-  const { relay, applier } = deps;
-  // An id the feed does not know is a usage error, said before anything is read.
-  const unknown = from === null ? null : await unknownEventReason(fetchPage, from, signal);
+/** An id the feed does not know is a usage error, said before anything is read. */
+async function checkFeedKnows(fetchPage: FetchPage, from: string, signal: AbortSignal): Promise<void> {
+  const unknown = await unknownEventReason(fetchPage, from, signal);
   if (unknown !== null) {
     throw new ConfigError(
       `--from ${from}: the feed does not know this event id (${unknown}); nothing was read`,
       'UNKNOWN_EVENT_ID',
     );
   }
+}
+
+/** How reconcile (and verify --repair) store a batch: never moving the cursor, enqueueing only what was new. */
+function reconcileStore(deps: SourceSyncDeps): (batch: ApplyBatch) => Promise<ApplyResult> {
+  const { relay, applier } = deps;
+  // No cursor in the batch: reconcile never moves it.
+  return async ({ cursor: _kept, ...batch }) => {
+    await relay.ready();
+    return applier.apply(batch);
+  };
+}
+
+async function reconcileWith(
+  deps: SourceSyncDeps,
+  fetchPage: FetchPage,
+  from: string | null,
+  signal: AbortSignal,
+): Promise<CatchUpResult> {
+  if (from !== null) await checkFeedKnows(fetchPage, from, signal);
   const result = await catchUp({
     ...catchUpOf(deps),
     start: from,
     fetchPage,
-    // No cursor in the batch: reconcile never moves it.
-    apply: async ({ cursor: _kept, ...batch }) => {
-      await relay.ready();
-      return applier.apply(batch);
-    },
+    apply: reconcileStore(deps),
     signal,
   });
-  await relay.drain();
+  await deps.relay.drain();
   return result;
 }
 

@@ -23,6 +23,7 @@ export async function runOnceRound(w: WorkerParts): Promise<WorkerResult> {
     turn: w.turn,
     intervalMs: settings.intervalMs,
     describe: w.describe,
+    accounts: w.accounts,
     ...(limit ? { limit } : {}),
     sources: names,
     take: async (source) => {

@@ -1,6 +1,7 @@
 import type { Registry } from 'prom-client';
 import type { RetryDeps } from '../api/retry.js';
-import { composeParts, type GivenParts, type Parts } from '../compose/parts.js';
+import { accountOf } from '../budget/request-budgets.js';
+import { budgetsFor, composeParts, type GivenParts, type Parts } from '../compose/parts.js';
 import { type Config, configForSource, secretsOf } from '../config/config.js';
 import { ConfigError } from '../errors.js';
 import type { FetchPage } from '../feed/feed-client.js';
@@ -8,6 +9,7 @@ import type { Logger } from '../logger.js';
 import { dbGauges } from '../metrics/db-gauges.js';
 import { createMetrics, type Metrics } from '../metrics/metrics.js';
 import { scrubText } from '../scrub.js';
+import { AccountTurns } from './account-turns.js';
 import { ByteBudget } from './byte-budget.js';
 import type { CommitInfo } from './catch-up.js';
 import { HELD_PAGES_DEFAULTS } from './held-pages.js';
@@ -112,6 +114,8 @@ export interface WorkerParts {
   beat(): void;
   /** A turn in flight that has shown no progress for longer than its lease's stallMs, or null. */
   stalledSource(): string | null;
+  /** Turns in flight per account: a paced account runs one turn at a time here, and its other sources wait off the lanes. */
+  accounts: AccountTurns;
 }
 
 /**
@@ -149,7 +153,11 @@ export function workerParts(
     embedded.given,
   );
   // The metrics read their gauges from the parts' store; the relay, made on first use, counts into them.
-  const metrics = createMetrics(dbGauges(parts.store, names, settings.intervalMs), names);
+  const metrics = createMetrics(
+    dbGauges(parts.store, names, settings.intervalMs),
+    names,
+    budgetsFor(config).tally,
+  );
   let lastBeat = Date.now();
   const beat = (): void => {
     lastBeat = Date.now();
@@ -195,6 +203,7 @@ export function workerParts(
     lastBeat: () => lastBeat,
     beat,
     stalledSource: () => inFlight.stalledSource(),
+    accounts: accountTurns(config, logger),
   };
 }
 
@@ -286,4 +295,28 @@ function scrubbed(config: Config, describe?: (err: unknown) => string): (err: un
   const secrets = secretsOf(config);
   const line = describe ?? ((err: unknown) => (err instanceof Error ? err.message : String(err)));
   return (err) => scrubText(line(err), secrets);
+}
+
+/**
+ * The account of each source (a hash of its key) and whether its request budget paces it
+ * now, from the source's entry as configForSource reads it (its key and limits, else the
+ * variables'), found by name in a map made once: the scheduler asks for every source it
+ * passes over.
+ */
+function accountTurns(config: Config, logger: Logger): AccountTurns {
+  const budgets = budgetsFor(config, logger);
+  const entries = new Map(config.sources.map((s) => [s.source, s]));
+  return new AccountTurns((source) => {
+    const entry = entries.get(source);
+    const key = entry ? entry.apiKey : config.feed.apiKey;
+    if (key === null) return null;
+    const limits = {
+      share: entry?.budget?.share ?? config.feed.rateShare,
+      maxPerSecond:
+        entry?.budget?.maxPerSecond === undefined
+          ? config.feed.maxRequestsPerSecond
+          : entry.budget.maxPerSecond,
+    };
+    return { account: accountOf(key), paced: budgets.forKey(key, limits).rate() !== null };
+  });
 }

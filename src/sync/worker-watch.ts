@@ -81,6 +81,7 @@ export async function runWatchRound(w: WorkerParts): Promise<WorkerResult> {
       turn: w.turn,
       intervalMs: settings.intervalMs,
       describe: w.describe,
+      accounts: w.accounts,
       claim: (limit) => started.claim(limit),
       logger,
       onBeat: w.beat,

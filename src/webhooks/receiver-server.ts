@@ -12,7 +12,6 @@ import { type BodyBudget, bodyBudget } from './body-budget.js';
 import { type ConnectionCap, capConnections } from './connection-cap.js';
 import { type BodyPace, type BodyRefusal, DEFAULT_BODY_PACE, readBody } from './read-body.js';
 import type { DeliveryAnswer, DeliveryHandler } from './receiver.js';
-import { SIGNATURE_HEADER } from './signature.js';
 
 /** The path the service posts to. */
 const WEBHOOK_PATH = '/webhooks';
@@ -35,12 +34,12 @@ export interface ReceiverServerOptions {
   /** How fast a body must arrive (see BodyPace). Default 10 s, then 1,000 bytes a second, 30 s at most. */
   bodyPace?: BodyPace;
   /**
-   * Whether a request's signature header may verify (its shape and timestamp window,
-   * signature.ts's headerRefusal). A request whose header never can is answered by
-   * `handle` with an empty body and closed, its body never read: unsigned senders hold
-   * none of the budget signed deliveries need. Default: every header may.
+   * Whether a request's signature headers may verify (their shape and timestamp window,
+   * the scheme's refusal). A request whose headers never can is answered by `handle`
+   * with an empty body and closed, its body never read: unsigned senders hold none of
+   * the budget signed deliveries need. Default: every request may.
    */
-  headerMayVerify?: (signature: string | undefined) => boolean;
+  headerMayVerify?: (headers: IncomingMessage['headers']) => boolean;
   /**
    * Called with the status of every answer sent to a request at POST /webhooks' path, but
    * one refused for load before its signature could be checked (503 'busy' or 'evicted',
@@ -265,11 +264,10 @@ class Receiver {
   }
 
   private async delivery(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    const header = req.headers[SIGNATURE_HEADER];
-    const signature = Array.isArray(header) ? header.join(',') : header;
-    if (this.opts.headerMayVerify && !this.opts.headerMayVerify(signature)) {
+    const headers = req.headers;
+    if (this.opts.headerMayVerify && !this.opts.headerMayVerify(headers)) {
       // The handler answers (and counts) the refusal as it would after the body: 401.
-      const answer = await this.opts.handle(NO_BODY, signature);
+      const answer = await this.opts.handle(NO_BODY, headers);
       this.reply(res, answer.status, answer.body, { connection: 'close' });
       linger(req);
       return;
@@ -281,10 +279,10 @@ class Receiver {
     this.cap.handling(socket);
     res.once('close', () => this.cap.handled(socket));
     try {
-      const answer: DeliveryAnswer = await this.opts.handle(body.body, signature);
-      const headers: Record<string, string> = {};
-      if (answer.retryAfterSec !== undefined) headers['retry-after'] = String(answer.retryAfterSec);
-      this.reply(res, answer.status, answer.body, headers);
+      const answer: DeliveryAnswer = await this.opts.handle(body.body, headers);
+      const sent: Record<string, string> = {};
+      if (answer.retryAfterSec !== undefined) sent['retry-after'] = String(answer.retryAfterSec);
+      this.reply(res, answer.status, answer.body, sent);
     } finally {
       body.release();
     }

@@ -4,7 +4,8 @@ import { readEnvelope } from '../feed/envelope.js';
 import type { Logger } from '../logger.js';
 import type { Applier, ApplyResult } from '../store/applier.js';
 import { inSpan, SpanKind } from '../tracing/tracing.js';
-import { checkWebhookSignature, DEFAULT_TOLERANCE_SEC, type SignatureCheck } from './signature.js';
+import { DEFAULT_TOLERANCE_SEC, type SignatureCheck } from './signature.js';
+import { type DeliveryHeaders, type WebhookScheme, webhookScheme } from './webhook-scheme.js';
 
 /** What the receiver answers one delivery: a status and a small JSON body. */
 export interface DeliveryAnswer {
@@ -19,6 +20,8 @@ export interface DeliveryAnswer {
 export interface DeliveryHandlerOptions {
   /** WEBHOOK_SECRET values; a signature made with any one of them is accepted (rotation). */
   secrets: readonly string[];
+  /** WEBHOOK_SCHEME over these secrets: how deliveries are signed. Default `service`. */
+  scheme?: WebhookScheme;
   /** FEED_SOURCE: the same source as the feed, so an event that arrives both ways is stored once. */
   source: string;
   applier: Applier;
@@ -45,8 +48,8 @@ export interface DeliveryHandlerOptions {
   logger: Logger;
 }
 
-/** Verifies, checks and stores one delivery; never throws. */
-export type DeliveryHandler = (raw: Buffer, signature: string | undefined) => Promise<DeliveryAnswer>;
+/** Verifies, checks and stores one delivery (its raw bytes and request headers); never throws. */
+export type DeliveryHandler = (raw: Buffer, headers: DeliveryHeaders) => Promise<DeliveryAnswer>;
 
 const STORE_UNAVAILABLE: DeliveryAnswer = {
   status: 503,
@@ -67,6 +70,7 @@ export function createDeliveryHandler(opts: DeliveryHandlerOptions): DeliveryHan
   const log = opts.logger.child({ module: 'webhooks' });
   const secrets = opts.secrets.filter((s) => s.length > 0);
   if (secrets.length === 0) throw new Error('createDeliveryHandler: at least one secret is required');
+  const scheme = opts.scheme ?? webhookScheme('service', secrets);
   const now = opts.now ?? (() => Math.floor(Date.now() / 1000));
   const tolerance = opts.toleranceSec ?? DEFAULT_TOLERANCE_SEC;
   const wanted = opts.types ? new Set([...opts.types, 'webhook.test']) : null;
@@ -103,8 +107,8 @@ export function createDeliveryHandler(opts: DeliveryHandlerOptions): DeliveryHan
     return { status: 400, body: { error, message: reason, quarantined: true } };
   };
 
-  return traced(async (raw, signature) => {
-    const check = checkWebhookSignature(raw, signature, secrets, { now: now(), toleranceSec: tolerance });
+  return traced(async (raw, headers) => {
+    const check = scheme.check(raw, headers, { now: now(), toleranceSec: tolerance });
     if (check !== 'valid') {
       // The header's value is never logged: it is an HMAC of the body under our secret.
       log.warn({ bytes: raw.length, reason: check }, 'webhook signature rejected');
@@ -125,7 +129,7 @@ export function createDeliveryHandler(opts: DeliveryHandlerOptions): DeliveryHan
     } catch {
       return quarantine(text, raw.length, 'the body is not JSON', 'invalid_json');
     }
-    const envelope = readEnvelope(parsed);
+    const envelope = readEnvelope(withDeliveryId(parsed, scheme.deliveryId(headers)));
     if (!envelope.ok) {
       return quarantine(text, raw.length, `not an event envelope: ${envelope.reason}`, 'not_an_event');
     }
@@ -166,14 +170,24 @@ export function createDeliveryHandler(opts: DeliveryHandlerOptions): DeliveryHan
   });
 }
 
+/**
+ * A body without `id` (Resend's, under Standard Webhooks) takes the delivery's own id,
+ * which stays the same over the sender's retries: deliveries are deduplicated by it.
+ */
+function withDeliveryId(parsed: unknown, deliveryId: string | undefined): unknown {
+  if (deliveryId === undefined || typeof parsed !== 'object' || parsed === null || Array.isArray(parsed))
+    return parsed;
+  return 'id' in parsed ? parsed : { ...parsed, id: deliveryId };
+}
+
 /** Each delivery in a span: the signature check's result and the answer; its commit is a child. */
 function traced(handle: DeliveryHandler): DeliveryHandler {
-  return (raw, signature) =>
+  return (raw, headers) =>
     inSpan(
       'webhook delivery',
       { 'http.request.method': 'POST', 'http.request.body.size': raw.length },
       async (span) => {
-        const answer = await handle(raw, signature);
+        const answer = await handle(raw, headers);
         span.setAttributes({
           'http.response.status_code': answer.status,
           'feedsync.webhook.verification': answer.rejected ?? 'valid',

@@ -83,17 +83,26 @@ export function checkWebhookSignature(
   if (typeof read === 'string') return read;
   const { t, candidates } = read;
 
+  const expected = secrets
+    .filter((secret) => typeof secret === 'string' && secret.length > 0)
+    .map((secret) => hmacHex(rawBody, secret, t));
+  return anyMatches(expected, candidates) ? 'valid' : 'mismatch';
+}
+
+/**
+ * Whether any candidate equals any expected signature. Every pair is compared, in
+ * constant time and without an early exit, so timing reveals nothing of which matched.
+ */
+export function anyMatches(expected: readonly string[], candidates: readonly string[]): boolean {
   let valid = false;
-  for (const secret of secrets) {
-    if (typeof secret !== 'string' || secret.length === 0) continue;
-    const expected = Buffer.from(hmacHex(rawBody, secret, t), 'utf8');
+  for (const want of expected) {
+    const wanted = Buffer.from(want, 'utf8');
     for (const candidate of candidates) {
       const given = Buffer.from(candidate, 'utf8');
-      // Check every candidate, without an early exit, so timing reveals nothing.
-      if (given.length === expected.length && timingSafeEqual(given, expected)) valid = true;
+      if (given.length === wanted.length && timingSafeEqual(given, wanted)) valid = true;
     }
   }
-  return valid ? 'valid' : 'mismatch';
+  return valid;
 }
 
 /**

@@ -14,7 +14,7 @@ import { type RetentionLoop, startRetentionLoop } from '../store/retention-loop.
 import { createDeliveryHandler, type DeliveryHandler } from './receiver.js';
 import { type ReceiverServer, type ReceiverServerOptions, startReceiverServer } from './receiver-server.js';
 import { type SchemaGate, schemaGate } from './schema-gate.js';
-import { headerRefusal } from './signature.js';
+import { type WebhookScheme, webhookScheme } from './webhook-scheme.js';
 
 export interface WebhookServiceOptions {
   /** Default: a logger at the config's LOG_LEVEL that scrubs its secrets (`loggerFor(config)`). */
@@ -61,6 +61,8 @@ export async function startWebhookService(
   if (config.webhooks.secrets.length === 0) {
     throw new ConfigError('WEBHOOK_SECRET: required for serve-webhooks (or WEBHOOK_SECRET_FILE)');
   }
+  // A secret that is no key of the scheme stops the start here, before anything is opened.
+  const scheme = webhookScheme(config.webhooks.scheme, config.webhooks.secrets);
   const logger = opts.logger ?? loggerFor(config);
   const log = logger.child({ module: 'serve-webhooks' });
   const metrics = createWebhookMetrics(config.feed.source, [
@@ -73,7 +75,7 @@ export async function startWebhookService(
   // Rows a previous run stored but did not publish.
   if (gate.current) relay.kick();
 
-  const service: ServiceParts = { config, opts, logger, log, metrics, parts, gate };
+  const service: ServiceParts = { config, opts, logger, log, metrics, parts, gate, scheme };
   const at = {
     portVar: 'WEBHOOK_PORT',
     hostVar: 'WEBHOOK_HOST',
@@ -102,6 +104,7 @@ export async function startWebhookService(
       port: server.port,
       source: config.feed.source,
       secretCount: config.webhooks.secrets.length,
+      scheme: scheme.name,
     },
     'receiving webhooks at POST /webhooks',
   );
@@ -128,6 +131,7 @@ interface ServiceParts {
   metrics: WebhookMetrics;
   parts: Parts;
   gate: SchemaGate;
+  scheme: WebhookScheme;
 }
 
 /** The store, publisher and relay of the receiver, made on first use. */
@@ -174,10 +178,19 @@ async function checkedGate(parts: Parts, log: Logger): Promise<SchemaGate> {
 }
 
 /** Verifies, stores and hands on each delivery, its commits timed. */
-function deliveryHandler({ config, opts, logger, metrics, parts, gate }: ServiceParts): DeliveryHandler {
+function deliveryHandler({
+  config,
+  opts,
+  logger,
+  metrics,
+  parts,
+  gate,
+  scheme,
+}: ServiceParts): DeliveryHandler {
   const { relay } = parts;
   return createDeliveryHandler({
     secrets: config.webhooks.secrets,
+    scheme,
     source: config.feed.source,
     applier: metrics.timeCommits(createApplier(parts.store, routeFor(config.queues))),
     types: config.feed.types,
@@ -191,7 +204,7 @@ function deliveryHandler({ config, opts, logger, metrics, parts, gate }: Service
 
 /** The HTTP receiver's settings: where it listens, its limits, its probes and metrics. */
 function receiverOptions(
-  { config, opts, logger, metrics, parts, gate }: ServiceParts,
+  { config, opts, logger, metrics, parts, gate, scheme }: ServiceParts,
   handle: DeliveryHandler,
   at: { host: string; port: number },
 ): ReceiverServerOptions {
@@ -200,7 +213,7 @@ function receiverOptions(
     host: at.host,
     maxBodyBytes: config.webhooks.maxBodyBytes,
     handle: metrics.countRejections(handle),
-    headerMayVerify: (signature) => headerRefusal(signature, opts.now ? { now: opts.now() } : {}) === null,
+    headerMayVerify: (headers) => scheme.refusal(headers, opts.now ? { now: opts.now() } : {}) === null,
     onAnswered: metrics.onAnswered,
     onRefused: metrics.onRefused,
     logger,

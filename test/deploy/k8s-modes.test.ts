@@ -260,3 +260,28 @@ describe('the postgres-queues overlay', () => {
     expect(JSON.stringify(objects)).not.toMatch(/redis|6379/i);
   });
 });
+
+describe('the verify overlay', () => {
+  const objects = render('verify');
+  const verify = one<ICronJob>(objects, 'CronJob', 'feedsync-verify').spec!;
+  const job = verify.jobTemplate.spec!;
+
+  it('keeps the sync CronJob and adds one verify a night, never two at once', () => {
+    expect(one<ICronJob>(objects, 'CronJob', 'feedsync').spec?.schedule).toBe('*/5 * * * *');
+    expect(verify.schedule).toMatch(/^\d+ \d+ \* \* \*$/);
+    expect(verify.concurrencyPolicy).toBe('Forbid');
+    expect(job.template.spec?.containers.map((c) => c.args)).toEqual([['verify']]);
+  });
+
+  it('fails the Job without a retry on a finding (3) or a configuration error (2)', () => {
+    const failJob = job.podFailurePolicy?.rules.find((r) => r.action === 'FailJob');
+    expect(failJob?.onExitCodes).toMatchObject({ operator: 'In', values: [2, 3] });
+    expect(job.activeDeadlineSeconds).toBeGreaterThan(0);
+  });
+
+  it('runs where the base NetworkPolicy reaches: the same pod labels', () => {
+    const labels = job.template.metadata?.labels ?? {};
+    const policy = one<INetworkPolicy>(objects, 'NetworkPolicy', 'feedsync').spec!;
+    expect(labels).toMatchObject(policy.podSelector.matchLabels ?? {});
+  });
+});

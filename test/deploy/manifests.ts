@@ -8,8 +8,18 @@ import { idOf, type K8sObject, renderKustomization } from './kustomize.js';
 /** The repository root, with a trailing slash. */
 export const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 
-/** The overlays users apply: one per mode, many accounts, the webhook receiver beside the CronJob, and the queues in Postgres. */
-export const OVERLAYS = ['cronjob', 'deployment', 'many-accounts', 'webhooks', 'postgres-queues'] as const;
+/**
+ * The overlays users apply: one per mode, many accounts, the webhook receiver beside the
+ * CronJob, the queues in Postgres, and the nightly verify beside the CronJob.
+ */
+export const OVERLAYS = [
+  'cronjob',
+  'deployment',
+  'many-accounts',
+  'webhooks',
+  'postgres-queues',
+  'verify',
+] as const;
 export type Overlay = (typeof OVERLAYS)[number];
 
 /** The directory of an overlay. */

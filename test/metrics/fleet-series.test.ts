@@ -201,8 +201,9 @@ describe('/metrics of one source', () => {
         .join(',')}}`;
       shape.set(key, (shape.get(key) ?? 0) + 1);
     }
-    // As the release before fleets had them (and the two counts of no source since).
+    // As the release before fleets had them (and the counts of no source since).
     expect([...shape].sort()).toEqual([
+      ['feedsync_budget_wait_seconds_total{}', 1],
       ['feedsync_contact_events_without_email_total{}', 1],
       ['feedsync_cursor_lag_seconds{source}', 1],
       ['feedsync_events_conflict_total{source}', 1],
@@ -221,6 +222,7 @@ describe('/metrics of one source', () => {
       ['feedsync_publish_delay_seconds_bucket{}', 15],
       ['feedsync_publish_delay_seconds_count{}', 1],
       ['feedsync_publish_delay_seconds_sum{}', 1],
+      ['feedsync_rate_limited_total{}', 1],
       ['feedsync_run_consecutive_failures{source}', 1],
       ['feedsync_run_duration_seconds_bucket{source}', 10],
       ['feedsync_run_duration_seconds_count{source}', 1],

@@ -34,6 +34,8 @@ describe('feedsync simulator flags', () => {
       '--slow-body-ms=10',
       '--truncate-rate=0.4',
       '--hang-rate=0.05',
+      '--webhook-scheme=standard',
+      '--webhook-body-without-id',
     ]);
     expect(opts).toMatchObject({
       port: 0,
@@ -48,15 +50,22 @@ describe('feedsync simulator flags', () => {
       slowBodyMs: 10,
       truncateRate: 0.4,
       hangRate: 0.05,
+      webhookScheme: 'standard',
+      webhookBodyWithoutId: true,
     });
+    expect(await parse([])).toMatchObject({ webhookScheme: 'service', webhookBodyWithoutId: false });
   });
 
-  it.each([['--rate-429=2'], ['--port=70000'], ['--backlog=1.5'], ['--latency-ms=abc'], ['--bogus']])(
-    'refuses %s as a usage error',
-    async (flag) => {
-      expect(await parse([flag])).toBeInstanceOf(CommanderError);
-    },
-  );
+  it.each([
+    ['--rate-429=2'],
+    ['--port=70000'],
+    ['--backlog=1.5'],
+    ['--latency-ms=abc'],
+    ['--bogus'],
+    ['--webhook-scheme=svix'],
+  ])('refuses %s as a usage error', async (flag) => {
+    expect(await parse([flag])).toBeInstanceOf(CommanderError);
+  });
 });
 
 describe('the built command', () => {

@@ -275,7 +275,8 @@ describe('migrate', () => {
         ('d', 'ann@example.com.', 'subscribed', 's1', '2024-01-01 00:04+00', '2024-01-01 00:04+00', '2024-01-01 00:00+00'),
         ('d', 'ann@example.com', 'unsubscribed', 'u1', '2023-12-01', '2023-12-01', '2023-12-01')`,
     );
-    expect((await migrate(store)).applied[0]).toBe('0014_mailbox_keys');
+    // 0014, and whatever later versions the repository has.
+    expect((await migrate(store)).applied).toEqual(ALL.filter((n) => n >= '0014'));
     const found = await suppressionsAmong(store, 'd', [
       'person@example.com',
       'bob@example.com',

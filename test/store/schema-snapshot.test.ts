@@ -20,6 +20,7 @@ const MIGRATOR_TABLES = ['kysely_migration', 'kysely_migration_lock'];
  * a table or column missing here or extra; the test below compares it with the catalog.
  */
 const COLUMNS: { [T in keyof Database]-?: { [C in keyof Database[T]]-?: true } } = {
+  request_budgets: { account: true, next_at: true },
   events: {
     source: true,
     id: true,
@@ -97,6 +98,15 @@ const COLUMNS: { [T in keyof Database]-?: { [C in keyof Database[T]]-?: true } }
     versions_seen: true,
   },
   retired_sources: { source: true, renamed_to: true, retired_at: true },
+  verify_runs: {
+    source: true,
+    finished_at: true,
+    missing: true,
+    differing: true,
+    repaired: true,
+    checked: true,
+    ok: true,
+  },
 };
 
 interface TableShape {

@@ -230,3 +230,25 @@ export async function waitForWorkersGone(store: Store, source = 'default'): Prom
     [source],
   );
 }
+
+/** Loses events as a bad restore or a manual delete would: the rows, their outbox rows and their jobs. */
+export async function lose(box: Sandbox, ids: string[], source = 'default'): Promise<void> {
+  const s = `"${box.schema}"`;
+  await box.store.pool.query(`DELETE FROM ${s}.outbox WHERE source = $1 AND event_id = ANY($2)`, [
+    source,
+    ids,
+  ]);
+  const gone = await box.store.pool.query(`DELETE FROM ${s}.events WHERE source = $1 AND id = ANY($2)`, [
+    source,
+    ids,
+  ]);
+  expect(gone.rowCount).toBe(ids.length);
+  for (const name of [EMAIL_QUEUE, CONTACT_QUEUE]) {
+    const queue = testQueue(name, box.prefix);
+    try {
+      for (const eventId of ids) await queue.remove(jobIdFor(source, eventId));
+    } finally {
+      await queue.close();
+    }
+  }
+}

@@ -2,7 +2,6 @@ import { describe, expect, it } from 'vitest';
 import { jobIdFor } from '../../src/queue/routes.js';
 import { createSync } from '../../src/sync/sync.js';
 import { testConfig } from '../support/config.js';
-import { testQueue } from '../support/queues.js';
 import { TEST_API_KEY, useSimulator } from '../support/simulator.js';
 import {
   CONTACT_QUEUE,
@@ -10,8 +9,8 @@ import {
   cursorOf,
   EMAIL_QUEUE,
   expectExactlyOnce,
+  lose,
   queuedJobIds,
-  type Sandbox,
   useSandboxes,
 } from './harness.js';
 
@@ -20,27 +19,6 @@ const sandbox = useSandboxes();
 const logs = captureLogger();
 
 const id = (position: number): string => `evt_${String(position).padStart(12, '0')}`;
-
-/** Loses events as a bad restore or a manual delete would: the rows, their outbox rows and their jobs. */
-async function lose(box: Sandbox, ids: string[]): Promise<void> {
-  const s = `"${box.schema}"`;
-  await box.store.pool.query(`DELETE FROM ${s}.outbox WHERE source = 'default' AND event_id = ANY($1)`, [
-    ids,
-  ]);
-  const gone = await box.store.pool.query(
-    `DELETE FROM ${s}.events WHERE source = 'default' AND id = ANY($1)`,
-    [ids],
-  );
-  expect(gone.rowCount).toBe(ids.length);
-  for (const name of [EMAIL_QUEUE, CONTACT_QUEUE]) {
-    const queue = testQueue(name, box.prefix);
-    try {
-      for (const eventId of ids) await queue.remove(jobIdFor('default', eventId));
-    } finally {
-      await queue.close();
-    }
-  }
-}
 
 describe('reconcile', () => {
   it('stores and enqueues exactly what was missing, and never moves the cursor', async () => {

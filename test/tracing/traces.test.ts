@@ -186,10 +186,17 @@ describe('traces', () => {
       created_at: '2026-01-01T00:00:00.000Z',
       data: { email_id: 'em_webhook_only', to: ['bounced.person@example.com'] },
     });
-    expect((await handle(Buffer.from(delivery), signWebhookPayload(delivery, secret))).status).toBe(200);
-    expect((await handle(Buffer.from(delivery), signWebhookPayload(delivery, 'whsec_wrong'))).status).toBe(
-      401,
-    );
+    expect(
+      (await handle(Buffer.from(delivery), { 'service-signature': signWebhookPayload(delivery, secret) }))
+        .status,
+    ).toBe(200);
+    expect(
+      (
+        await handle(Buffer.from(delivery), {
+          'service-signature': signWebhookPayload(delivery, 'whsec_wrong'),
+        })
+      ).status,
+    ).toBe(401);
     await stopTracing();
 
     const deliveries = byName(receiver.spans, 'webhook delivery');

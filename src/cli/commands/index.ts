@@ -12,6 +12,7 @@ import { sourcesCommand } from './sources.js';
 import { statusCommand } from './status.js';
 import { suppressionsCommand } from './suppressions.js';
 import { syncCommand } from './sync.js';
+import { verifyCommand } from './verify.js';
 import { webhooksCommand } from './webhooks.js';
 
 /**
@@ -26,6 +27,7 @@ export function registerCommands(program: Command): void {
     statusCommand,
     cursorCommand,
     reconcileCommand,
+    verifyCommand,
     demoCommand,
     serveWebhooksCommand,
     webhooksCommand,

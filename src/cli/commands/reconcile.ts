@@ -1,8 +1,6 @@
 import { Command } from 'commander';
 import { action } from '../context.js';
-import { knownSourceConfig } from '../known-source.js';
-import { progressReporter } from '../progress.js';
-import { shutdownSignal } from '../shutdown.js';
+import { withSourceSync } from '../source-sync-run.js';
 
 export function reconcileCommand(): Command {
   return new Command('reconcile')
@@ -25,26 +23,15 @@ export function reconcileCommand(): Command {
         '2 usage or configuration error (an --from the feed does not know: nothing is read), 3 key rejected.',
     )
     .action(
-      action(async ({ config, logger }, opts: { from?: string; source?: string }) => {
-        const { createSync } = await import('../../sync/sync.js');
-        const shutdown = shutdownSignal(logger, process.exit, undefined, config.launchedByNpm);
-        const progress = progressReporter();
-        const sync = createSync(await knownSourceConfig(config, logger, opts.source), {
-          logger,
-          hooks: { onCommit: progress.onCommit },
-        });
-        try {
-          const result = await sync.reconcile(opts.from ?? null, shutdown.signal);
-          progress.done();
-          process.stdout.write(
-            `reconcile ${result.status === 'stopped' ? 'stopped early' : 'done'}: ${result.stored} missing events stored and enqueued, ` +
-              `${result.duplicates} already stored, ${result.quarantined} quarantined, ${result.pages} pages read\n`,
-          );
-          return 0;
-        } finally {
-          await sync.close();
-          shutdown.dispose();
-        }
+      action(async (ctx, opts: { from?: string; source?: string }) => {
+        const result = await withSourceSync(ctx, opts.source, (sync, signal) =>
+          sync.reconcile(opts.from ?? null, signal),
+        );
+        process.stdout.write(
+          `reconcile ${result.status === 'stopped' ? 'stopped early' : 'done'}: ${result.stored} missing events stored and enqueued, ` +
+            `${result.duplicates} already stored, ${result.quarantined} quarantined, ${result.pages} pages read\n`,
+        );
+        return 0;
       }),
     );
 }

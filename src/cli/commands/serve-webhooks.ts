@@ -14,12 +14,14 @@ export function serveWebhooksCommand(): Command {
     .addHelpText(
       'after',
       '\nNeeds WEBHOOK_SECRET (several, comma-separated, during a rotation) and a migrated schema; not\n' +
-        'FEED_BASE_URL or FEED_API_KEY. Answers: 200 stored (or already stored), 401 bad signature,\n' +
-        '400 not JSON or not an event (kept in quarantine), 413 body too large, 404/405 wrong path or\n' +
-        'method, 503 Postgres unavailable (the service retries). SIGTERM stops accepting, finishes the\n' +
-        'requests in flight and exits 0.\n' +
-        'Exit codes: 0 stopped by a signal, 1 runtime failure, 2 configuration error (no secret, schema\n' +
-        'not migrated, METRICS_PORT equal to WEBHOOK_PORT).',
+        'FEED_BASE_URL or FEED_API_KEY. WEBHOOK_SCHEME=standard verifies Standard Webhooks signatures\n' +
+        '(webhook-* or svix-* headers, whsec_ secrets; a body without id takes its webhook-id).\n' +
+        'Answers: 200 stored (or already stored), 401 bad signature, 400 not JSON or not an event (kept\n' +
+        'in quarantine), 413 body too large, 404/405 wrong path or method, 503 Postgres unavailable (the\n' +
+        'service retries). SIGTERM stops accepting, finishes the requests in flight and exits 0.\n' +
+        'Exit codes: 0 stopped by a signal, 1 runtime failure, 2 configuration error (no secret, a\n' +
+        'secret that is no whsec_ key under WEBHOOK_SCHEME=standard, schema not migrated, METRICS_PORT\n' +
+        'equal to WEBHOOK_PORT).',
     )
     .action(
       action(async ({ config, logger }) => {

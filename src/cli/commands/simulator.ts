@@ -10,6 +10,7 @@ interface SimulatorFlags {
   timeScale: number;
   backlog: number;
   maxAccounts: number;
+  rateLimit?: number;
   latencyMs?: number;
   rate429?: number;
   retryAfterSec?: number;
@@ -20,6 +21,8 @@ interface SimulatorFlags {
   hangRate?: number;
   trustNetwork: boolean;
   logLevel: string;
+  webhookScheme: 'service' | 'standard';
+  webhookBodyWithoutId: boolean;
 }
 
 const FAULT_FLAGS = [
@@ -83,6 +86,12 @@ export function simulatorCommand(): Command {
         number(1, 1_000_000, true),
         1_000,
       )
+      .option(
+        '--rate-limit <n>',
+        'each account may make at most N requests a second over every endpoint, sends included; answers ' +
+          'carry RateLimit-Limit/-Remaining/-Reset, and a request past it gets 429 with Retry-After (default: no limit)',
+        number(1, 1_000_000, true),
+      )
       .option('--latency-ms <ms>', 'milliseconds added to every /api response', ms)
       .option('--rate-429 <share>', 'share (0..1) of /api requests answered 429 with Retry-After', share)
       .option('--retry-after-sec <s>', 'the Retry-After sent with a 429 (default 1)', number(0, 86_400, true))
@@ -102,6 +111,19 @@ export function simulatorCommand(): Command {
         false,
       )
       .addOption(
+        new Option(
+          '--webhook-scheme <scheme>',
+          'how webhook deliveries are signed: service (Service-Signature) or standard (Standard Webhooks: webhook-id, webhook-timestamp, webhook-signature)',
+        )
+          .choices(['service', 'standard'])
+          .default('service'),
+      )
+      .option(
+        '--webhook-body-without-id',
+        'with --webhook-scheme standard, post bodies without their id, as Resend does (the id is in webhook-id)',
+        false,
+      )
+      .addOption(
         new Option('--log-level <level>', 'requests are logged at debug')
           .choices(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'])
           .default('info'),
@@ -110,7 +132,7 @@ export function simulatorCommand(): Command {
         'after',
         '\nEach API key has an account of its own (feed, emails, webhooks, backlog); --backlog applies to\n' +
           'every account. The control API (loopback clients only) is at /_sim:\n' +
-          '  GET /_sim/stats                 counters, in all and per account\n' +
+          '  GET /_sim/stats                 counters, in all and per account (rate_limited: 429s of --rate-limit)\n' +
           '  GET|POST /_sim/faults           the fault knobs (POST a patch: {"rate5xx": 0.2})\n' +
           '  POST /_sim/backlog {count}      a synthetic backlog of that many events\n' +
           '  POST /_sim/contacts {type, email}   a contact.subscribed or contact.unsubscribed event\n' +
@@ -131,6 +153,10 @@ export function simulatorCommand(): Command {
 }
 
 async function runSimulator(flags: SimulatorFlags): Promise<number> {
+  if (flags.webhookBodyWithoutId && flags.webhookScheme !== 'standard') {
+    process.stderr.write('feedsync: --webhook-body-without-id needs --webhook-scheme standard\n');
+    return 2;
+  }
   const { startSimulator } = await import('../../simulator/index.js');
   const logger = createLogger({ level: flags.logLevel });
   const faults: Record<string, number> = {};
@@ -147,6 +173,9 @@ async function runSimulator(flags: SimulatorFlags): Promise<number> {
       faults,
       logger: logger.child({ module: 'simulator' }),
       trustNetwork: flags.trustNetwork,
+      webhookScheme: flags.webhookScheme,
+      webhookBodyWithoutId: flags.webhookBodyWithoutId,
+      ...(flags.rateLimit === undefined ? {} : { rateLimit: flags.rateLimit }),
       ...(flags.keyPrefix === undefined ? {} : { keyPrefix: flags.keyPrefix }),
     });
   } catch (err) {
