@@ -36,6 +36,7 @@ export const POSTGRES_QUEUE_FAULT_FILES = [
   'test/faults/consumer.test.ts',
   'test/faults/unsigned-flood.test.ts',
   'test/faults/postgres-frozen.test.ts',
+  'test/faults/renamed-sources.test.ts',
 ];
 
 const queuesInPostgres = process.env.FEEDSYNC_TEST_QUEUE_BACKEND === 'postgres';

@@ -44,6 +44,7 @@ export type ErrorCode =
   | 'FOREIGN_FEED'
   // Sources, Postgres and the outbox.
   | 'KEY_FILE'
+  | 'SOURCE_RETIRED'
   | 'SOURCE_HELD'
   | 'MIGRATION_FAILED'
   | 'PG_CONNECT_TIMEOUT'

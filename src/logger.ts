@@ -1,7 +1,8 @@
 import { type Logger, pino } from 'pino';
 import { type Config, secretsOf } from './config/config.js';
-import { redactUrl, redactUrlsInText } from './config/connection-url.js';
+import { redactUrl } from './config/connection-url.js';
 import { commandName, frames, shorten } from './error-summary.js';
+import { scrubText } from './scrub.js';
 
 export type { Logger };
 export { redactUrl };
@@ -25,7 +26,7 @@ const REDACT_PATHS = [
 
 export interface LoggerOptions {
   level?: string;
-  /** Secret values (API key, webhook secrets, passwords) scrubbed from every line, wherever they appear. */
+  /** Secret values (API key, webhook secrets, passwords) scrubbed from every line, wherever they appear (scrub.ts). */
   secrets?: readonly string[];
   /** Where lines go; default stdout (pretty-printed when it is a terminal). */
   destination?: NodeJS.WritableStream;
@@ -34,11 +35,12 @@ export interface LoggerOptions {
 /**
  * The one root logger. Modules take `logger.child({ module: '…' })`.
  * Redaction works twice: by key (`redact`), and by value just before a line is
- * written, so a secret inside an error message or a URL never reaches the output.
+ * written (scrubText), so a secret or an address inside an error message or a URL
+ * never reaches the output.
  */
 export function createLogger(opts: LoggerOptions = {}): Logger {
   const secrets = opts.secrets ?? [];
-  const scrub = (line: string): string => scrubSecrets(line, secrets);
+  const scrub = (line: string): string => scrubText(line, secrets);
   const level = opts.level ?? 'info';
   const stacks = (pino.levels.values[level] ?? 30) <= pino.levels.values.debug!;
   const destination =
@@ -56,13 +58,6 @@ export function createLogger(opts: LoggerOptions = {}): Logger {
     },
     destination as pino.DestinationStream,
   );
-}
-
-/** Text with every secret value, and any password in a URL, replaced by [REDACTED]. */
-export function scrubSecrets(text: string, secrets: readonly string[]): string {
-  let out = text;
-  for (const s of secrets) if (s.length > 0 && out.includes(s)) out = out.split(s).join('[REDACTED]');
-  return redactUrlsInText(out);
 }
 
 /**

@@ -19,7 +19,7 @@ const LAYERS: readonly (readonly string[])[] = [
   ['queue'],
   ['store', 'redis'],
   ['feed', 'api', 'budget'],
-  ['config', 'logger.ts', 'tracing'],
+  ['config', 'logger.ts', 'scrub.ts', 'tracing'],
   [
     'errors.ts',
     'error-codes.ts',

@@ -1,6 +1,7 @@
 import { type Config, loadConfig, secretsOf } from '../config/config.js';
-import { exitCodeOf } from '../errors.js';
-import { createLogger, type Logger, scrubSecrets } from '../logger.js';
+import { ConfigError, exitCodeOf } from '../errors.js';
+import { createLogger, type Logger } from '../logger.js';
+import { scrubText } from '../scrub.js';
 import { describeFailure } from './failure.js';
 
 /** What every command's action gets: the config and logger, made on first use. */
@@ -50,8 +51,11 @@ export function action<A extends unknown[]>(
       process.exitCode = (await fn({ config, logger }, ...args)) ?? 0;
     } catch (err) {
       process.exitCode = exitCodeOf(err);
-      // A driver's message is not ours: scrub it as the logger scrubs its lines.
-      const line = scrubSecrets(describeFailure(err, config), config ? secretsOf(config) : []);
+      // A driver's or the service's message is not ours: scrub it as the logger scrubs its
+      // lines. A usage or configuration error quotes what was typed, addresses included.
+      const line = scrubText(describeFailure(err, config), config ? secretsOf(config) : [], {
+        addresses: !(err instanceof ConfigError),
+      });
       logger?.debug({ err }, line);
       process.stderr.write(`feedsync: ${line}\n`);
     } finally {

@@ -62,7 +62,8 @@ export function describeFailure(err: unknown, config: Config | null): string {
     return (
       `Postgres at ${hostOf(config.database.url)} (DATABASE_URL) did not answer a statement within ` +
       `${config.database.statementTimeoutMs} ms (DATABASE_STATEMENT_TIMEOUT_MS); its connection was dropped: ` +
-      'check the server (locks, load, a connection that stopped answering); the next run goes on from the cursor'
+      'check the server (locks, load, a connection that stopped answering); a commit that was in flight may ' +
+      'have taken or not (feedsync status shows the cursor as stored): the next run goes on from that cursor'
     );
   }
   if (isPostgresError(e)) {

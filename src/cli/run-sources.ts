@@ -1,7 +1,8 @@
-import type { Config } from '../config/config.js';
+import { type Config, secretsOf } from '../config/config.js';
 import { exitCodeOf } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { pushMetrics } from '../metrics/push.js';
+import { scrubText } from '../scrub.js';
 import { EXIT_FOREIGN_FEED } from '../store/foreign-feed.js';
 import { type Outcome, turnFailed } from '../sync/scheduler.js';
 import { runWorker, type WorkerResult } from '../sync/worker.js';
@@ -24,7 +25,9 @@ export async function runSources(
   const log = logger.child({ module: 'cli' });
   const shutdown = shutdownSignal(logger, process.exit, undefined, config.launchedByNpm);
   const progress = opts.watch ? null : progressReporter();
-  const describe = (err: unknown): string => describeFailure(err, config);
+  // Every line below, and each lease row's last_error, is scrubbed as log lines are.
+  const secrets = secretsOf(config);
+  const describe = (err: unknown): string => scrubText(describeFailure(err, config), secrets);
   try {
     const run = await runWorker(config, {
       mode: opts.watch ? 'watch' : 'once',
@@ -90,7 +93,9 @@ function tellOperator(
     if (!o.ok) process.stderr.write(`feedsync: ${prefix(o.source)}${describe(o.error)}\n`);
   }
   if (!handedOver || outcomes.some((o) => o.ok && !o.result.drained && o.result.status !== 'stopped')) {
-    process.stderr.write(`feedsync: ${handOverFailure(handOverError, config)}\n`);
+    process.stderr.write(
+      `feedsync: ${scrubText(handOverFailure(handOverError, config), secretsOf(config))}\n`,
+    );
   }
 }
 

@@ -1,5 +1,6 @@
-import type { Config } from '../config/config.js';
+import { type Config, secretsOf } from '../config/config.js';
 import type { Publisher } from '../queue/publisher.js';
+import { scrubText } from '../scrub.js';
 import type { Store } from '../store/db.js';
 import { outboxBacklogBySource } from '../store/outbox.js';
 import {
@@ -141,7 +142,8 @@ export async function statusReport(
       // By Postgres's clock, as the claims that run it.
       nextDueAt: !r.live && r.due_later && r.due_at !== null ? r.due_at.toISOString() : null,
       failuresInRow: r.failures ?? 0,
-      lastError: r.last_error,
+      // Scrubbed again when shown: a row may have been written before scrubbing, or by hand.
+      lastError: r.last_error === null ? null : scrubText(r.last_error, secretsOf(config)),
       overdue: r.overdue ?? false,
       outboxBacklog: backlog.get(r.source) ?? 0,
       quarantined: Number(r.quarantined ?? 0),

@@ -174,6 +174,13 @@ export type Env = Record<string, string | undefined>;
  */
 export const MAX_TIMER_MS = 2_147_483_647;
 
+/**
+ * Ten years of hours: the longest OUTBOX_RETENTION_HOURS. Pruning turns it into an
+ * interval in ms (an int4 parameter, and the events' guard adds it to EVENTS_RETENTION_DAYS),
+ * which a larger value overflows on every round; and past ten years it is a slip of the unit.
+ */
+const MAX_RETENTION_HOURS = 87_600;
+
 const int = (min: number, max = Number.MAX_SAFE_INTEGER) =>
   z.pipe(
     z.pipe(z.string().check(z.regex(/^\d+$/, 'must be a whole number')), z.transform(Number)),
@@ -253,7 +260,7 @@ const fields = {
   QUEUE_PREFIX: z._default(queueName, CONFIG_DEFAULTS.QUEUE_PREFIX),
   QUEUE_EMAIL_EVENTS: z._default(queueName, CONFIG_DEFAULTS.QUEUE_EMAIL_EVENTS),
   QUEUE_CONTACT_EVENTS: z._default(queueName, CONFIG_DEFAULTS.QUEUE_CONTACT_EVENTS),
-  OUTBOX_RETENTION_HOURS: z._default(int(0), CONFIG_DEFAULTS.OUTBOX_RETENTION_HOURS),
+  OUTBOX_RETENTION_HOURS: z._default(int(0, MAX_RETENTION_HOURS), CONFIG_DEFAULTS.OUTBOX_RETENTION_HOURS),
   JOB_ATTEMPTS: z._default(int(1, 1_000), CONFIG_DEFAULTS.JOB_ATTEMPTS),
   JOB_BACKOFF_MS: z._default(int(0, 86_400_000), CONFIG_DEFAULTS.JOB_BACKOFF_MS),
   EVENTS_RETENTION_DAYS: z.optional(int(1, 36_500)),

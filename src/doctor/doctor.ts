@@ -1,5 +1,6 @@
 import { type Config, secretsOf } from '../config/config.js';
-import { createLogger, type Logger, scrubSecrets } from '../logger.js';
+import { createLogger, type Logger } from '../logger.js';
+import { scrubText } from '../scrub.js';
 import { checkConfig } from './config-check.js';
 import { feedKnowsId, receiverCheck } from './feed-check.js';
 import { pgQueueChecks } from './pg-queue-checks.js';
@@ -69,8 +70,8 @@ export async function runDoctor(opts: DoctorOptions): Promise<DoctorReport> {
   const secrets = secretsOf(config);
   const checks: Check[] = [configCheck, ...pg, ...feed, ...redis].map((c) => ({
     ...c,
-    message: scrubSecrets(c.message, secrets),
-    ...(c.fix === undefined ? {} : { fix: scrubSecrets(c.fix, secrets) }),
+    message: scrubText(c.message, secrets),
+    ...(c.fix === undefined ? {} : { fix: scrubText(c.fix, secrets) }),
   }));
   return { ok: checks.every((c) => c.status === 'ok'), checks };
 }

@@ -24,7 +24,10 @@ const REFUSAL_REASONS: readonly RefusalReason[] = [
 /** The Prometheus metrics of `serve-webhooks` (names in docs/DEPLOYMENT.md). */
 export interface WebhookMetrics {
   readonly registry: Registry;
-  /** Counts one answer to POST /webhooks, whatever layer gave it (413 and 405 included). */
+  /**
+   * Counts one answer to POST /webhooks, whatever layer gave it (413 and 405 included),
+   * except a refusal for load before the signature could be checked (onRefused counts it).
+   */
   onAnswered(status: number): void;
   /** The handler (webhooks/receiver.ts's DeliveryHandler), counting why signatures were refused. */
   countRejections<A extends RefusableAnswer>(handle: Handler<A>): Handler<A>;
@@ -73,7 +76,9 @@ export function createWebhookMetrics(source: string, queues: readonly string[]):
   const registry = new Registry();
   const requests = new Counter({
     name: 'feedsync_webhook_requests_total',
-    help: 'Deliveries answered at POST /webhooks, by HTTP status.',
+    help:
+      'Deliveries answered at POST /webhooks, by HTTP status; not the requests refused for load before their ' +
+      'signature could be checked (feedsync_webhook_refused_total, reason busy or evicted).',
     labelNames: ['source', 'status'],
     registers: [registry],
   });

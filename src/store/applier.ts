@@ -2,7 +2,7 @@ import type { ServiceEvent } from '../api/types.js';
 import { CONFIG_DEFAULTS } from '../config/config-defaults.js';
 import { carrierOf, inSpan } from '../tracing/tracing.js';
 import { applyStatement } from './apply-statement.js';
-import { quoteSchema, type Store } from './db.js';
+import { inTransaction, quoteSchema, type Store } from './db.js';
 import type { ForeignPage } from './foreign-feed.js';
 import { type ApplyRow, applyIsolated, isSplittable, type Part, type RunPart } from './isolate.js';
 import { mailboxesOf } from './mailboxes.js';
@@ -104,7 +104,9 @@ export interface ApplierOptions {
  * for a compare-and-set to succeed. An event Postgres can never store is that
  * event's problem, not its batch's: when the statement fails so, the batch is
  * applied again in parts (isolate.ts) and the refused events are quarantined. A
- * batch that hits statement_timeout is applied again in parts the same way.
+ * batch that hits statement_timeout (which Postgres enforces on every statement, the
+ * one-statement path included) is applied again in parts the same way, and a single
+ * event that cannot be stored within it is quarantined.
  */
 export function createApplier(
   store: Store,
@@ -114,7 +116,7 @@ export function createApplier(
   // Sent unnamed: a named prepared statement lives in one server session, which a
   // transaction pooler does not keep (docs/SCALING.md, Through a transaction pooler).
   const text = applyStatement(quoteSchema(store.schema));
-  const begin = boundedBegin(opts.leaseMs ?? CONFIG_DEFAULTS.SOURCE_LEASE_MS);
+  const begin = boundedBegin(store.serverTimeoutMs, opts.leaseMs ?? CONFIG_DEFAULTS.SOURCE_LEASE_MS);
 
   return traced({
     async apply(batch) {
@@ -127,7 +129,9 @@ export function createApplier(
       let unique = part.events;
       let row: ApplyRow;
       try {
-        row = await run(store.pool, part);
+        // In a transaction of its own only for its server-side deadline: a statement the
+        // client gave up on is cancelled and rolled back by Postgres, never committed later.
+        row = await inTransaction(store, (client) => run(client, part));
       } catch (err) {
         if (!isSplittable(err)) throw err;
         const isolated = await applyIsolated(store.pool, run, part, begin);
@@ -311,12 +315,18 @@ function traced(applier: Applier): Applier {
 
 /**
  * The slow path's BEGIN: a statement and an idle pause inside it each end well before
- * the lease would (a third of it), so a writer frozen or cut off mid-transaction
- * releases the source's rows in time for the next holder.
+ * the lease would (a third of it) and a statement within the store's own deadline, so a
+ * writer frozen or cut off mid-transaction releases the source's rows in time for the
+ * next holder. A wait on a row lock ends sooner, with its own SQLSTATE (55P03): an event
+ * held up by another writer is not one too slow to store (isolate.ts quarantines those).
  */
-function boundedBegin(leaseMs: number): string {
-  const ms = Math.max(1000, Math.floor(leaseMs / 3));
-  return `BEGIN; SET LOCAL statement_timeout = ${ms}; SET LOCAL idle_in_transaction_session_timeout = ${ms}`;
+function boundedBegin(serverTimeoutMs: number, leaseMs: number): string {
+  const idle = Math.max(1000, Math.floor(leaseMs / 3));
+  const statement = Math.min(idle, serverTimeoutMs);
+  return (
+    `BEGIN; SET LOCAL statement_timeout = ${statement}; SET LOCAL idle_in_transaction_session_timeout = ${idle}; ` +
+    `SET LOCAL lock_timeout = ${Math.max(1, Math.floor(statement / 2))}`
+  );
 }
 
 /** What a batch that stored nothing reports (a fresh object: callers may keep it). */

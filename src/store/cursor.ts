@@ -1,4 +1,5 @@
 import type { KeyKind } from '../config/key-kind.js';
+import { FeedsyncError } from '../errors.js';
 import { quoteSchema, type Store } from './db.js';
 
 /** One source's position in the feed. */
@@ -45,6 +46,32 @@ export async function getCursor(store: Store, source: string): Promise<CursorRow
     : null;
 }
 
+/** A name `sources rename` or `sources retire` took out of the fleet (retired_sources). */
+interface RetiredMark {
+  renamed_to: string | null;
+  retired_at: Date;
+}
+
+/**
+ * The refusal of a source whose name was renamed or retired while a sources file (another
+ * replica's, not rolled out yet) still names it: its feed is not read, or it would be
+ * stored again from the start under the old name.
+ */
+function retiredError(source: string, mark: RetiredMark): FeedsyncError {
+  const when = mark.retired_at.toISOString();
+  const what =
+    mark.renamed_to === null
+      ? `was retired ("feedsync sources retire", ${when})`
+      : `was renamed to ${mark.renamed_to} ("feedsync sources rename", ${when})`;
+  return new FeedsyncError(
+    `source ${source} ${what}, but this worker's sources file still names it: its feed is not read ` +
+      '(it would be stored again from the start under the old name). Remove it from FEED_SOURCES_FILE' +
+      `${mark.renamed_to === null ? '' : ` (its events are under ${mark.renamed_to} now)`}; to start a new feed ` +
+      `under this name on purpose, "feedsync sources reuse ${source}"`,
+    { code: 'SOURCE_RETIRED', exitCode: 2 },
+  );
+}
+
 /**
  * Creates the cursor at the start of the feed with `types` and `keyKind` if the source
  * has none, and returns the row as stored. An existing row keeps its own types and key
@@ -56,11 +83,20 @@ export async function ensureCursor(
   types: readonly string[] | null,
   keyKind: KeyKind | null = null,
 ): Promise<CursorRow> {
-  await store.pool.query(
-    `INSERT INTO ${cursors(store)} (source, after_id, types, key_kind) VALUES ($1, NULL, $2, $3)
-     ON CONFLICT (source) DO NOTHING`,
+  // One statement: a rename or retire that commits between a look and an insert would
+  // leave a cursor at the feed's start under the old name.
+  const { rows } = await store.pool.query<RetiredMark>(
+    `WITH mark AS (
+       SELECT renamed_to, retired_at FROM ${quoteSchema(store.schema)}.retired_sources WHERE source = $1
+     ), made AS (
+       INSERT INTO ${cursors(store)} (source, after_id, types, key_kind)
+       SELECT $1, NULL, $2, $3 WHERE NOT EXISTS (SELECT FROM mark)
+       ON CONFLICT (source) DO NOTHING
+     )
+     SELECT renamed_to, retired_at FROM mark`,
     [source, types, keyKind],
   );
+  if (rows[0]) throw retiredError(source, rows[0]);
   // A separate statement: it sees a row that a concurrent run committed after ours began.
   const row = await getCursor(store, source);
   if (!row) throw new Error(`cursor of source ${source} vanished while being created`);

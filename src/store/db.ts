@@ -153,6 +153,14 @@ export interface LeasesTable {
   taken_at: Timestamp<null> | null;
 }
 
+/** A source name `sources rename` or `sources retire` took out of the fleet (migration 0015). */
+export interface RetiredSourcesTable {
+  source: string;
+  /** Its name now, for a rename; null for a retire. */
+  renamed_to: string | null;
+  retired_at: Timestamp;
+}
+
 /** The last `feedsync verify` of each source (migration 0017), for `status`. */
 export interface VerifyRunsTable {
   source: string;
@@ -188,6 +196,7 @@ export interface Database {
   outbox: OutboxTable;
   quarantine: QuarantineTable;
   conflicts: ConflictsTable;
+  retired_sources: RetiredSourcesTable;
   verify_runs: VerifyRunsTable;
   request_budgets: RequestBudgetsTable;
 }
@@ -198,6 +207,13 @@ export interface Store {
   readonly pool: pg.Pool;
   /** DATABASE_SCHEMA, a checked lowercase identifier. */
   readonly schema: string;
+  /**
+   * The server's deadline, in ms, for each statement of a transaction of feedsync's own
+   * (inTransaction's `SET LOCAL statement_timeout`): a tenth under the client's
+   * DATABASE_STATEMENT_TIMEOUT_MS, so that Postgres cancels and rolls back a statement
+   * before the client gives up on it, and nothing the client gave up commits later.
+   */
+  readonly serverTimeoutMs: number;
   /** Ends the pool. Safe to call twice. */
   close(): Promise<void>;
 }
@@ -241,19 +257,16 @@ export function quoteSchema(schema: string): string {
 export function createStore(opts: StoreOptions): Store {
   quoteSchema(opts.schema);
   const connectTimeoutMs = opts.connectTimeoutMs ?? CONFIG_DEFAULTS.DATABASE_CONNECT_TIMEOUT_MS;
+  const statementTimeoutMs = opts.statementTimeoutMs ?? CONFIG_DEFAULTS.DATABASE_STATEMENT_TIMEOUT_MS;
   const pool = new pg.Pool({
     connectionString: opts.url,
     max: opts.max ?? STORE_DEFAULTS.max,
     application_name: opts.applicationName ?? STORE_DEFAULTS.applicationName,
-    Client: boundedClient(
-      opts.url,
-      connectTimeoutMs,
-      opts.statementTimeoutMs ?? CONFIG_DEFAULTS.DATABASE_STATEMENT_TIMEOUT_MS,
-      (where) =>
-        opts.logger?.warn(
-          { where },
-          `waiting for Postgres at ${where} (DATABASE_URL) to answer; giving up after ${connectTimeoutMs} ms (DATABASE_CONNECT_TIMEOUT_MS)`,
-        ),
+    Client: boundedClient(opts.url, connectTimeoutMs, statementTimeoutMs, (where) =>
+      opts.logger?.warn(
+        { where },
+        `waiting for Postgres at ${where} (DATABASE_URL) to answer; giving up after ${connectTimeoutMs} ms (DATABASE_CONNECT_TIMEOUT_MS)`,
+      ),
     ),
     // A lock holder must notice a dead peer even when it sends nothing for a while.
     keepAlive: true,
@@ -266,6 +279,7 @@ export function createStore(opts: StoreOptions): Store {
   return {
     pool,
     schema: opts.schema,
+    serverTimeoutMs: Math.max(1, Math.floor(statementTimeoutMs * 0.9)),
     close() {
       closing ??= pool.ended ? Promise.resolve() : pool.end();
       return closing;
@@ -297,6 +311,25 @@ export function queryBuilder(store: Store): Promise<Kysely<Database>> {
  * and thrown instead. A client `fn` failed on is dropped, not pooled: a transaction may
  * still be open on it.
  */
+/**
+ * Runs `fn` in a transaction on a client of its own (withClient) whose every statement
+ * Postgres cancels past the store's serverTimeoutMs. `SET LOCAL`, not a session setting
+ * nor a start-up option: it passes a transaction pooler and ends with the transaction.
+ * `settings` are more `SET LOCAL …` statements for the BEGIN to run.
+ */
+export function inTransaction<T>(
+  store: Store,
+  fn: (client: pg.PoolClient) => Promise<T>,
+  settings = '',
+): Promise<T> {
+  return withClient(store, async (client) => {
+    await client.query(`BEGIN; SET LOCAL statement_timeout = ${store.serverTimeoutMs}${settings}`);
+    const value = await fn(client);
+    await client.query('COMMIT');
+    return value;
+  });
+}
+
 export async function withClient<T>(store: Store, fn: (client: pg.PoolClient) => Promise<T>): Promise<T> {
   const client = await store.pool.connect();
   let broken: Error | undefined;

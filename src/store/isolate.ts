@@ -58,14 +58,23 @@ export function isSplittable(err: unknown): boolean {
   return isUnstorable(err) || isStatementTimeout(err);
 }
 
+/**
+ * A cancel by statement_timeout, not by anyone's request (pg_cancel_backend, a shutdown
+ * of the session: the same 57014, "due to user request"), which a retry may pass.
+ * Postgres's message is the only difference: in the server's lc_messages, English by default.
+ */
 function isStatementTimeout(err: unknown): boolean {
-  return (err as { code?: unknown } | null)?.code === '57014';
+  const e = err as { code?: unknown; message?: unknown } | null;
+  return e?.code === '57014' && typeof e.message === 'string' && e.message.includes('statement timeout');
 }
 
 /** The quarantine reason for an event Postgres refused. */
 export function refusal(err: unknown): string {
   const e = err as { code?: string; message?: string };
-  return `the database refused it (SQLSTATE ${e.code}): ${(e.message ?? '').slice(0, 300)}`;
+  const what = isStatementTimeout(err)
+    ? 'the database could not store it within statement_timeout'
+    : 'the database refused it';
+  return `${what} (SQLSTATE ${e.code}): ${(e.message ?? '').slice(0, 300)}`;
 }
 
 export interface Isolated {
@@ -80,8 +89,10 @@ export interface Isolated {
  * statement_timeout: one transaction that moves the cursor and keeps the batch's
  * quarantine first, then stores the events in halves under savepoints, halving
  * again whatever fails so until single events remain; those are quarantined with
- * Postgres's reason (a single event that still times out is an error of the run,
- * not a refusal: the next run tries again). statement_timeout bounds each
+ * Postgres's reason. A single event that still times out alone is quarantined too:
+ * every run would time out on it the same way and the source would never move (a wait
+ * on another writer's lock is not a timeout here: lock_timeout ends it sooner, with
+ * 55P03, an error of the run that the next one retries). statement_timeout bounds each
  * statement, not the transaction, so the parts commit together. Feed order is kept
  * (left halves first). At most 2n - 1 statements for n events, so it always ends;
  * any other error rolls everything back and is thrown.
@@ -123,7 +134,7 @@ export async function applyIsolated(
         add(await run(client, { events, repeats, raws: [], reasons: [] }));
         await client.query('RELEASE SAVEPOINT feedsync_part');
       } catch (err) {
-        if (!isSplittable(err) || (events.length === 1 && !isUnstorable(err))) throw err;
+        if (!isSplittable(err)) throw err;
         await client.query('ROLLBACK TO SAVEPOINT feedsync_part');
         if (events.length === 1) {
           refused.push({ event: events[0]!, reason: refusal(err) });

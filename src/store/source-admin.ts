@@ -86,13 +86,36 @@ async function backlogOf(client: pg.PoolClient, s: string, source: string): Prom
 }
 
 /**
+ * Marks a name taken out of the fleet (`renamedTo` null for a retire): a worker whose
+ * sources file still names it refuses it at its first turn (cursor.ts, ensureCursor)
+ * instead of reading its feed again from the start.
+ */
+async function markRetired(client: pg.PoolClient, s: string, source: string, renamedTo: string | null) {
+  await client.query(
+    `INSERT INTO ${s}.retired_sources (source, renamed_to) VALUES ($1, $2)
+     ON CONFLICT (source) DO UPDATE SET renamed_to = excluded.renamed_to, retired_at = now()`,
+    [source, renamedTo],
+  );
+}
+
+/**
+ * Lifts the mark of a renamed or retired name, so that a sources file may name it again
+ * for a new feed (from the feed's start). False when the name had no mark.
+ */
+export async function reuseSource(store: Store, source: string): Promise<boolean> {
+  const s = quoteSchema(store.schema);
+  const { rowCount } = await store.pool.query(`DELETE FROM ${s}.retired_sources WHERE source = $1`, [source]);
+  return (rowCount ?? 0) > 0;
+}
+
+/**
  * Takes a source out of the fleet in one transaction, once no worker holds its lease:
  * deletes its lease row, cursor and source_counts row (what `status`, feedsync_sources
  * and feedsync_sources_overdue count) and its quarantine and conflicts rows (which list
  * it in `status`). Its events, email_status, contact_status, suppressions and published
  * outbox rows stay, for retention to prune. Refused while its outbox holds rows not yet
- * published. The caller has made sure no sources file still names it (a replica would
- * make its lease row again).
+ * published. The name is marked retired (markRetired): a replica whose sources file still
+ * names it refuses it instead of reading its feed again.
  */
 export async function retireSource(store: Store, source: string): Promise<Retired | SourceRefusal> {
   const s = quoteSchema(store.schema);
@@ -110,6 +133,7 @@ export async function retireSource(store: Store, source: string): Promise<Retire
       conflicts: await count('conflicts'),
     };
     await count('source_counts');
+    await markRetired(client, s, source, null);
     return retired;
   });
 }
@@ -119,7 +143,8 @@ export async function retireSource(store: Store, source: string): Promise<Retire
  * and every record of it move to `to`, so the next turn under the new name goes on from
  * the cursor instead of reading and publishing the feed again, and its suppressions guard
  * `send --source <to>`. The old lease row is deleted (the new name's is made by the
- * replicas that run it). Refused when `to` already has a row in any table.
+ * replicas that run it) and the old name marked renamed (markRetired). Refused when `to`
+ * already has a row in any table.
  */
 export async function renameSource(store: Store, from: string, to: string): Promise<Renamed | SourceRefusal> {
   const s = quoteSchema(store.schema);
@@ -137,6 +162,9 @@ export async function renameSource(store: Store, from: string, to: string): Prom
       moved[table] = result.rowCount ?? 0;
     }
     await client.query(`DELETE FROM ${s}.leases WHERE source = $1`, [from]);
+    await markRetired(client, s, from, to);
+    // The history moved into `to` is a source again, whatever the name was before.
+    await client.query(`DELETE FROM ${s}.retired_sources WHERE source = $1`, [to]);
     return { moved };
   });
 }

@@ -2,12 +2,13 @@ import type { Registry } from 'prom-client';
 import type { RetryDeps } from '../api/retry.js';
 import { accountOf } from '../budget/request-budgets.js';
 import { budgetsFor, composeParts, type GivenParts, type Parts } from '../compose/parts.js';
-import { type Config, configForSource } from '../config/config.js';
+import { type Config, configForSource, secretsOf } from '../config/config.js';
 import { ConfigError } from '../errors.js';
 import type { FetchPage } from '../feed/feed-client.js';
 import type { Logger } from '../logger.js';
 import { dbGauges } from '../metrics/db-gauges.js';
 import { createMetrics, type Metrics } from '../metrics/metrics.js';
+import { scrubText } from '../scrub.js';
 import { AccountTurns } from './account-turns.js';
 import { ByteBudget } from './byte-budget.js';
 import type { CommitInfo } from './catch-up.js';
@@ -46,7 +47,10 @@ export interface WorkerOptions {
   /** Default: a logger at the config's LOG_LEVEL that scrubs its secrets (`loggerFor(config)`). */
   logger?: Logger;
   hooks?: WorkerHooks;
-  /** A failure as one line without secrets, kept in the lease row for `status`. Default its message. */
+  /**
+   * A failure as one line, kept in the lease row for `status`. Default its message. What it
+   * returns is scrubbed (scrubText) before it is stored: the service may echo the key or an address.
+   */
   describe?: (err: unknown) => string;
   /**
    * A watch serves /healthz, /readyz and /metrics on METRICS_PORT (METRICS_HOST, every
@@ -181,7 +185,7 @@ export function workerParts(
     signal: opts.signal,
     limit,
     hooks,
-    describe: opts.describe ?? ((err) => (err instanceof Error ? err.message : String(err))),
+    describe: scrubbed(config, opts.describe),
     serveMetrics: opts.serveMetrics ?? true,
     syncOf,
     turn: async (held, signal, turnLimit) => {
@@ -285,6 +289,13 @@ function turnHooks(
 /** A feed fetcher given by the caller, which closes it. */
 function fixedFeed(fetchPage: FetchPage): () => { fetchPage: FetchPage; close(): Promise<void> } {
   return () => ({ fetchPage, close: async () => {} });
+}
+
+/** The lease row's line for a failure, scrubbed of the config's secrets and of addresses. */
+function scrubbed(config: Config, describe?: (err: unknown) => string): (err: unknown) => string {
+  const secrets = secretsOf(config);
+  const line = describe ?? ((err: unknown) => (err instanceof Error ? err.message : String(err)));
+  return (err) => scrubText(line(err), secrets);
 }
 
 /**

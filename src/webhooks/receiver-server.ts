@@ -40,7 +40,12 @@ export interface ReceiverServerOptions {
    * the budget signed deliveries need. Default: every request may.
    */
   headerMayVerify?: (headers: IncomingMessage['headers']) => boolean;
-  /** Called with the status of every answer sent to a request at POST /webhooks' path. */
+  /**
+   * Called with the status of every answer sent to a request at POST /webhooks' path, but
+   * one refused for load before its signature could be checked (503 'busy' or 'evicted',
+   * counted by onRefused alone): anyone can send those, and they must not read as the
+   * receiver failing deliveries.
+   */
   onAnswered?: (status: number) => void;
   /**
    * Open connections at most; past it the oldest one without a request in hand is closed
@@ -112,6 +117,8 @@ class Receiver {
   private closing = false;
   private readonly idleWaiters: (() => void)[] = [];
   private closed: Promise<void> | undefined;
+  /** Answers to requests refused for load before any check of their signature: not counted by onAnswered. */
+  private readonly unverified = new WeakSet<ServerResponse>();
 
   constructor(private readonly opts: ReceiverServerOptions) {
     this.log = opts.logger.child({ module: 'webhook-server' });
@@ -237,7 +244,9 @@ class Receiver {
     if (path === WEBHOOK_PATH) {
       if (this.opts.onAnswered) {
         const onAnswered = this.opts.onAnswered;
-        res.once('finish', () => onAnswered(res.statusCode));
+        res.once('finish', () => {
+          if (!this.unverified.has(res)) onAnswered(res.statusCode);
+        });
       }
       if (method !== 'POST') return this.reply(res, 405, { error: 'method_not_allowed' }, { allow: 'POST' });
       return this.delivery(req, res);
@@ -294,6 +303,7 @@ class Receiver {
       );
     } else if (reason === 'busy' || reason === 'evicted') {
       this.refused(reason);
+      this.unverified.add(res);
       this.reply(
         res,
         503,

@@ -99,6 +99,28 @@ describe('feedsync sources', () => {
     expect(await rowsOf('typo')).toMatchObject({ leases: 0, cursors: 0, source_counts: 0, events: 31 });
   });
 
+  it('a retired or renamed name is refused by a worker still configured with it until sources reuse lifts the mark', async () => {
+    for (const [source, said] of [
+      ['typo', 'source typo was retired'],
+      ['acme', 'source acme was renamed to acme-eu'],
+    ] as const) {
+      const stale = await runCli(['sync', '--once'], as(source));
+      expect(stale.code).toBe(2);
+      expect(stale.stderr).toContain(said);
+      expect(await rowsOf(source)).toMatchObject({ cursors: 0 });
+    }
+    const reuse = await runCli(['sources', 'reuse', 'typo'], env());
+    expect(reuse.code, reuse.stderr).toBe(0);
+    const again = await runCli(['sources', 'reuse', 'typo'], env());
+    expect(again.code).toBe(2);
+    expect(again.stderr).toContain('was never renamed or retired');
+    const sync = await runCli(['sync', '--once'], as('typo'));
+    expect(sync.code, sync.stderr).toBe(0);
+    expect(await rowsOf('typo')).toMatchObject({ cursors: 1 });
+    // Taken out again, for the cases below.
+    expect((await runCli(['sources', 'retire', 'typo'], env())).code).toBe(0);
+  });
+
   it.each([
     ['retire FEED_SOURCE', ['sources', 'retire', 'default'], 2, 'still in FEED_SOURCE'],
     ['retire an unknown source', ['sources', 'retire', 'never-was'], 2, 'no lease row and no cursor'],

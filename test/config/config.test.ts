@@ -176,6 +176,8 @@ describe('loadConfig', () => {
     [{ REDIS_CLUSTER: 'yes' }, 'REDIS_CLUSTER: must be true or false'],
     [{ PUSHGATEWAY_URL: 'nope' }, 'PUSHGATEWAY_URL: must be a URL'],
     [{ FEED_SOURCE: 'x'.repeat(201) }, 'FEED_SOURCE: must be at most 200 characters'],
+    [{ OUTBOX_RETENTION_HOURS: '2147483648' }, 'OUTBOX_RETENTION_HOURS: must be at most 87600'],
+    [{ OUTBOX_RETENTION_HOURS: '87601' }, 'OUTBOX_RETENTION_HOURS: must be at most 87600'],
   ])('says what is wrong with %o in words', (env, message) => {
     expect(error(env).message).toBe(message);
   });

@@ -97,6 +97,7 @@ const COLUMNS: { [T in keyof Database]-?: { [C in keyof Database[T]]-?: true } }
     received_at: true,
     versions_seen: true,
   },
+  retired_sources: { source: true, renamed_to: true, retired_at: true },
   verify_runs: {
     source: true,
     finished_at: true,

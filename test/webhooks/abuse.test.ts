@@ -10,6 +10,8 @@ const MAX_BODY = 262_144;
 const sockets: Socket[] = [];
 let server: ReceiverServer | undefined;
 let refusals: RefusalReason[] = [];
+/** Statuses the receiver counted as answers to deliveries (feedsync_webhook_requests_total). */
+let answered: number[] = [];
 /** Bodies the handler saw, by length. */
 let handled: number[] = [];
 
@@ -18,6 +20,7 @@ afterEach(async () => {
   await server?.close();
   server = undefined;
   refusals = [];
+  answered = [];
   handled = [];
 });
 
@@ -41,6 +44,7 @@ async function start(
     headersTimeoutMs: 1_500,
     bodyPace: { graceMs: 800, minBytesPerSec: 1000, maxMs: 2_000 },
     onRefused: (reason) => refusals.push(reason),
+    onAnswered: (status) => answered.push(status),
     closeTimeoutMs: 100,
     ...over,
   });
@@ -99,8 +103,11 @@ describe('serve-webhooks under senders that abuse it', () => {
     await new Promise((r) => setTimeout(r, 100));
     expect(await deliver(port, 50_000)).toBe('HTTP/1.1 503 Service Unavailable');
     expect(refusals).toContain('busy');
+    // Refused before its signature could be checked: counted apart, never as an answer (no 5xx alert).
+    expect(answered).not.toContain(503);
     for (const h of holders) h.socket.destroy();
     await waitFor(async () => (await deliver(port, 50_000)) === 'HTTP/1.1 200 OK', { what: 'room again' });
+    expect(answered.at(-1)).toBe(200);
   });
 
   it('gives the room of bodies that stalled after a burst to a delivery that comes whole (503 to them, counted evicted)', async () => {
@@ -115,6 +122,7 @@ describe('serve-webhooks under senders that abuse it', () => {
     // The oldest gave up its room, and only as much as was needed.
     expect(refusals).toEqual(['evicted']);
     expect((await holders[0]!.answer).split('\r\n')[0]).toBe('HTTP/1.1 503 Service Unavailable');
+    expect(answered).toEqual([200]);
     expect(holders[1]!.socket.closed).toBe(false);
   });
 

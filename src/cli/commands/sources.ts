@@ -7,12 +7,15 @@ import { action } from '../context.js';
 import { withStore } from '../with-store.js';
 
 /**
- * `feedsync sources retire|rename`: a source taken out of the fleet, or given a new name
- * without reading and publishing its feed again (docs/SCALING.md, Sources come and go).
+ * `feedsync sources retire|rename|reuse`: a source taken out of the fleet, or given a new
+ * name without reading and publishing its feed again (docs/SCALING.md, Sources come and
+ * go), and the mark either leaves lifted.
  */
 export function sourcesCommand(): Command {
   const sources = new Command('sources')
-    .description('Retire a source that is gone, or rename one without reading its feed again.')
+    .description(
+      'Retire a source that is gone, or rename one without reading its feed again (or let a name be used again).',
+    )
     .addHelpText('after', "\nExit codes: each subcommand's --help lists its own; without a subcommand, 2.");
   sources
     .command('retire <source>')
@@ -23,8 +26,9 @@ export function sourcesCommand(): Command {
     )
     .addHelpText(
       'after',
-      '\nRemove the source from FEED_SOURCES_FILE on every replica first (a replica makes the lease row of\n' +
-        'each source of its file again). Refused while a worker holds its lease, or while its outbox holds\n' +
+      '\nRemove the source from FEED_SOURCES_FILE on every replica first. A replica whose file still names it\n' +
+        'refuses it from then on (SOURCE_RETIRED, in its log and status) and reads nothing of its feed;\n' +
+        '"feedsync sources reuse" lifts that. Refused while a worker holds its lease, or while its outbox holds\n' +
         'events not yet handed to the queues (run a sync of it first).\n' +
         'Exit codes: 0 retired, 1 runtime failure (Postgres), or a worker holds its lease (try again),\n' +
         '2 still configured, unknown, a backlog to hand off, or another usage or configuration error.',
@@ -55,6 +59,8 @@ export function sourcesCommand(): Command {
       '\nStop syncing <old> first: take it out of FEED_SOURCES_FILE (or FEED_SOURCE) on every replica, run this,\n' +
         'then add <new> with the same account. Jobs published before keep their ids (<old>/<event id>); the\n' +
         "events synced after are <new>/<event id>, each once. Refused while a worker holds <old>'s lease.\n" +
+        'A replica whose file still names <old> refuses it from then on (SOURCE_RETIRED, in its log and\n' +
+        'status) and reads nothing of its feed, which it would otherwise store again from the start.\n' +
         'Exit codes: 0 renamed, 1 runtime failure (Postgres), or a worker holds the lease (try again),\n' +
         '2 <old> still configured or unknown, <new> already used, or another usage or configuration error.',
     )
@@ -75,6 +81,36 @@ export function sourcesCommand(): Command {
           .info({ source: from, renamedTo: to, moved: result.moved }, 'source renamed');
         process.stdout.write(
           `renamed source ${from} to ${to}: moved ${moved.length === 0 ? 'nothing' : moved.join(', ')}\n`,
+        );
+        return 0;
+      }),
+    );
+  sources
+    .command('reuse <source>')
+    .description(
+      'Let a sources file name a renamed or retired source again: its next turn starts a new cursor at the ' +
+        'start of the feed under that name (what a replica refuses, SOURCE_RETIRED, until then).',
+    )
+    .addHelpText(
+      'after',
+      '\nExit codes: 0 the mark was lifted, 2 the name has no mark (it was never renamed or retired), or\n' +
+        'another usage or configuration error; 1 runtime failure (Postgres).',
+    )
+    .action(
+      action(async ({ config, logger }, source: string) => {
+        const { reuseSource } = await import('../../store/source-admin.js');
+        const problem = sourceNameProblem(source);
+        if (problem)
+          throw new ConfigError(`sources reuse: source ${JSON.stringify(source)}: ${problem}`, 'USAGE');
+        if (!(await withStore(config, logger, (store) => reuseSource(store, source)))) {
+          throw new ConfigError(
+            `sources reuse: source ${source} was never renamed or retired: nothing to do`,
+            'USAGE',
+          );
+        }
+        logger.child({ module: 'sources' }).info({ source }, 'source name free again');
+        process.stdout.write(
+          `source ${source} may be named again; its next turn reads its feed from the start\n`,
         );
         return 0;
       }),

@@ -1,5 +1,4 @@
-import type pg from 'pg';
-import { type Store, withClient } from '../db.js';
+import { inTransaction, type Store } from '../db.js';
 import { type JobData, outboxJobDataBytesSql, outboxJobDataSql } from '../event-json.js';
 
 /** An unpublished outbox row, with its job's data built from the stored event. */
@@ -63,9 +62,11 @@ export function pgOutbox(store: Store): Outbox {
       // The head's rows are measured first (their sizes, not their data); only the rows
       // that start under the budget have their job data built and sent: a read of large
       // events holds what the budget says in the worker, not `limit` of them.
-      const rows = await inTransaction(store, 'BEGIN; SET LOCAL enable_sort = off', async (client) => {
-        const res = await client.query<RowText>(
-          `/* relay: outbox */ WITH head AS (
+      const rows = await inTransaction(
+        store,
+        async (client) => {
+          const res = await client.query<RowText>(
+            `/* relay: outbox */ WITH head AS (
              SELECT o.seq, ${outboxJobDataBytesSql('o', 'e')}::int AS bytes
                FROM ${t} o LEFT JOIN ${events} e ON e.source = o.source AND e.id = o.event_id
               WHERE o.published_at IS NULL AND o.seq <> ALL($2::bigint[])
@@ -80,10 +81,12 @@ export function pgOutbox(store: Store): Outbox {
              LEFT JOIN ${events} e ON e.source = o.source AND e.id = o.event_id
             WHERE s.before < greatest($3, 1)
             ORDER BY o.seq`,
-          [limit, skip, maxBytes],
-        );
-        return res.rows;
-      });
+            [limit, skip, maxBytes],
+          );
+          return res.rows;
+        },
+        '; SET LOCAL enable_sort = off',
+      );
       return rows.map((r) => ({
         seq: r.seq,
         source: r.source,
@@ -123,20 +126,6 @@ export function pgOutbox(store: Store): Outbox {
       return rows[0]?.seq == null ? null : BigInt(rows[0].seq);
     },
   };
-}
-
-/** Runs `fn` in a transaction on a client of its own (withClient). */
-function inTransaction<T>(
-  store: Store,
-  begin: string,
-  fn: (client: pg.ClientBase) => Promise<T>,
-): Promise<T> {
-  return withClient(store, async (client) => {
-    await client.query(begin);
-    const value = await fn(client);
-    await client.query('COMMIT');
-    return value;
-  });
 }
 
 /** The outbox's qualified name; the schema is a checked lowercase identifier. */

@@ -64,7 +64,12 @@ export function crashableStore(
     },
   });
   return {
-    store: { pool: pool as unknown as pg.Pool, schema, close: async () => {} },
+    store: {
+      pool: pool as unknown as pg.Pool,
+      schema,
+      serverTimeoutMs: real.serverTimeoutMs,
+      close: async () => {},
+    },
     crash(where) {
       crashed ??= new Crash(where);
       throw crashed;
