@@ -86,7 +86,10 @@ function unknownCursor(err: unknown, after: string): ApiError | null {
   if (!refusesAfter || (said.trim() !== '' && !/after|event/i.test(said))) return null;
   return new ApiError(
     `the feed no longer knows the cursor's event ${after.slice(0, 200)} (HTTP ${err.status}` +
-      `${err.serviceMessage ? `: ${err.serviceMessage}` : ''}); retrying cannot help: move the cursor to an ` +
+      `${err.serviceMessage ? `: ${err.serviceMessage}` : ''}); retrying cannot help. This is another feed ` +
+      "when FEED_API_KEY is another account's key or the simulator was restarted since: then put the " +
+      "source's own key back, or give this feed a FEED_SOURCE of its own (a restarted simulator: a fresh " +
+      'DATABASE_SCHEMA). Only when it is the same feed (its events past the retention): move the cursor to an ' +
       'event the feed knows with "feedsync cursor set <event-id>", or start over with "feedsync cursor reset" ' +
       '(stored events are de-duplicated); then "feedsync reconcile --from <event-id>" stores what the gap held',
     {

@@ -12,6 +12,16 @@ export interface EventRoute {
   jobName: string;
 }
 
+/**
+ * The cursor's event as a later turn checks it: the id before it in the feed (null: the
+ * feed's start), which a request reads after to be served that event first, and a
+ * digest of its content (src/sync/cursor-check.ts).
+ */
+export interface CursorEvent {
+  before: string | null;
+  digest: string;
+}
+
 /** One page (or a few) to store in one transaction. */
 export interface ApplyBatch {
   source: string;
@@ -20,8 +30,11 @@ export interface ApplyBatch {
   events: readonly ServiceEvent[];
   /** Items that failed the envelope checks, kept raw. */
   quarantine: readonly { raw: string; reason: string }[];
-  /** Compare-and-set of the cursor (feed only): `prev` must still be stored for `next` to land. */
-  cursor?: { prev: string | null; next: string };
+  /**
+   * Compare-and-set of the cursor (feed only): `prev` must still be stored for `next` to
+   * land. `check`: what the next turn compares its first page with (CursorEvent).
+   */
+  cursor?: { prev: string | null; next: string; check?: CursorEvent | null };
   /** The writer's fencing token (src/store/lease.ts): the batch commits only while the lease has it. */
   leaseToken?: string;
   /**
@@ -212,6 +225,8 @@ function statementRunner(
       batch.leaseToken ?? null,
       // The slow path's parts are checked no more: the whole batch was, unless Postgres refused it first.
       p.events === whole.part.events ? whole.pageOrds : [],
+      p.cursor?.check?.before ?? null,
+      p.cursor?.check?.digest ?? null,
     ];
     const { rows } = await db.query<ApplyRow>(text, values);
     return rows[0]!;

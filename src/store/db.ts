@@ -31,6 +31,10 @@ export interface CursorsTable {
   last_success_at: Timestamp<null | undefined> | null;
   /** The kind of API key the cursor was built with (migrations/0012); null: not recorded yet. */
   key_kind: 'test' | 'live' | null;
+  /** The id before the cursor's event, where a turn's first request reads from (migrations/0018). */
+  check_before: string | null;
+  /** A digest of the cursor's event as stored (sync/cursor-check.ts); null: nothing to check. */
+  check_digest: string | null;
 }
 
 /** Per source, kept by the statements that store and prune events (migrations/0010_source_counts.sql). */

@@ -1,4 +1,5 @@
 import type { KeyKind } from '../config/key-kind.js';
+import type { CursorEvent } from './applier.js';
 import { quoteSchema, type Store } from './db.js';
 
 /**
@@ -68,6 +69,8 @@ export interface LeasedCursor {
   types: string[] | null;
   /** The kind of API key the cursor was built with; null: not recorded yet. */
   keyKind: KeyKind | null;
+  /** What the turn's first page is checked against; null: nothing to check. */
+  check: CursorEvent | null;
 }
 
 /**
@@ -109,11 +112,14 @@ interface TakenRow {
   after_id: string | null;
   types: string[] | null;
   key_kind: KeyKind | null;
+  check_before: string | null;
+  check_digest: string | null;
 }
 
 /** The taken rows joined with their cursors: the turn reads no cursor of its own. */
 const WITH_CURSOR = (schema: string) => `
-SELECT t.source, t.token, t.failures, c.source IS NOT NULL AS has_cursor, c.after_id, c.types, c.key_kind
+SELECT t.source, t.token, t.failures, c.source IS NOT NULL AS has_cursor, c.after_id, c.types, c.key_kind,
+  c.check_before, c.check_digest
 FROM taken t LEFT JOIN ${schema}.cursors c ON c.source = t.source`;
 
 // A row locked by a commit in flight (see apply-statement.ts) is skipped, not waited for:
@@ -435,7 +441,14 @@ function held(store: Store, row: TakenRow & { source: string }, opts: LeaseOptio
     source: row.source,
     token: row.token,
     failures: row.failures,
-    cursor: row.has_cursor ? { afterId: row.after_id, types: row.types, keyKind: row.key_kind } : null,
+    cursor: row.has_cursor
+      ? {
+          afterId: row.after_id,
+          types: row.types,
+          keyKind: row.key_kind,
+          check: row.check_digest === null ? null : { before: row.check_before, digest: row.check_digest },
+        }
+      : null,
     signal: controller.signal,
     get lost() {
       return controller.signal.aborted;

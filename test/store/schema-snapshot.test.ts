@@ -36,6 +36,8 @@ const COLUMNS: { [T in keyof Database]-?: { [C in keyof Database[T]]-?: true } }
     updated_at: true,
     last_success_at: true,
     key_kind: true,
+    check_before: true,
+    check_digest: true,
   },
   leases: {
     source: true,
