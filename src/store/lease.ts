@@ -267,6 +267,32 @@ function namesLiteral(sources: readonly string[]): string {
 }
 
 /**
+ * Brings forward the due times stored under a longer interval (an earlier run's
+ * SYNC_INTERVAL_MS) to what the interval in force gives: a free source is due at the
+ * latest `intervalMs` after its last turn began, or its back-off after failed turns
+ * (`intervalMs` doubled per failure after the first, at most `maxBackoffMs`). One
+ * statement, when a watch starts; returns how many sources it brought forward.
+ */
+export async function pullDueTimesIn(
+  store: Store,
+  intervalMs: number,
+  maxBackoffMs: number,
+): Promise<number> {
+  const { rowCount } = await store.pool.query(
+    `WITH wanted AS (
+       SELECT source, taken_at + interval '1 millisecond' * CASE WHEN failures = 0 THEN $1::float8
+         ELSE least($2::float8, $1::float8 * power(2, failures - 1)) END AS due
+       FROM ${leases(store)}
+       WHERE taken_at IS NOT NULL AND due_at IS NOT NULL AND (holder IS NULL OR expires_at <= now())
+     )
+     UPDATE ${leases(store)} l SET due_at = wanted.due
+     FROM wanted WHERE l.source = wanted.source AND l.due_at > wanted.due`,
+    [intervalMs, maxBackoffMs],
+  );
+  return rowCount ?? 0;
+}
+
+/**
  * Milliseconds until the next source is due (0 when one is due now), at most `atMost`:
  * what a watch says at start when nothing is due yet. Over the claim's index.
  */

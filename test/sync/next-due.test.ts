@@ -51,4 +51,39 @@ describe('when a source is next due', () => {
       await watch.waitExit(20_000);
     }
   }, 90_000);
+
+  it('a watch with a shorter SYNC_INTERVAL_MS than the run before it goes by its own interval', async () => {
+    const box = await sandbox('next_due_shorter');
+    const env = {
+      PATH: process.env.PATH ?? '',
+      ...testEnv({ schema: box.schema, prefix: box.prefix, baseUrl: sim().baseUrl }),
+      LOG_LEVEL: 'info',
+    };
+    const once = await runCli(['sync', '--once'], { ...env, SYNC_INTERVAL_MS: '600000' });
+    expect(once.code, once.stderr).toBe(0);
+    const successAt = async () =>
+      (
+        await box.store.pool.query<{ at: Date }>(`SELECT last_success_at AS at FROM "${box.schema}".cursors`)
+      ).rows[0]?.at.getTime();
+    const before = await successAt();
+
+    const watch = spawnNode([CLI, 'sync', '--watch'], { ...env, SYNC_INTERVAL_MS: '2000' });
+    try {
+      // The once run stored its source due in 10 minutes; the watch's interval is 2 s.
+      await waitFor(async () => ((await successAt()) ?? 0) > (before ?? 0), {
+        timeoutMs: 30_000,
+        what: 'a turn of the watch, within its own interval',
+      });
+      const line = watch
+        .stdout()
+        .split('\n')
+        .filter((l) => l.startsWith('{'))
+        .map((l) => JSON.parse(l) as { msg: string; nextDueInMs?: number })
+        .find((l) => l.msg.startsWith('no source is due yet'));
+      if (line) expect(line.nextDueInMs).toBeLessThanOrEqual(2_000);
+    } finally {
+      watch.signal('SIGTERM');
+      await watch.waitExit(20_000);
+    }
+  }, 90_000);
 });
