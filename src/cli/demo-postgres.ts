@@ -33,35 +33,43 @@ const STOP_SIGNALS = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
  * free loopback port, stopped and its folder removed when `use` ends, and on the first
  * SIGINT, SIGTERM or SIGHUP too (then the process exits 128 + the signal's number; a
  * second signal kills the server, removes the folder and exits at once). Folders that
- * an earlier demo left (it was killed) are reaped first.
+ * an earlier demo left (it was killed) are reaped first. `onStop` is called on the first
+ * signal: what the steps log from then on (their Postgres going) is not news.
  */
 export async function withOwnPostgres(
   say: (line: string) => void,
   use: (url: string) => Promise<number>,
-  exit: (code: number) => void = process.exit,
+  opts: { exit?: (code: number) => void; onStop?: () => void } = {},
 ): Promise<number> {
-  await reapLeftBehind();
-  const own = await prepareOwnPostgres();
+  const exit = opts.exit ?? process.exit;
+  let own: OwnPostgres | undefined;
   let starting: Promise<void> = Promise.resolve();
   let stopping = false;
+  // On before anything is made: a signal before the folder exists has nothing to remove.
   const onSignal = (name: NodeJS.Signals): void => {
     const code = 128 + (constants.signals[name] ?? 0);
-    if (stopping) {
-      own.kill();
+    if (stopping || own === undefined) {
+      own?.kill();
       exit(code);
       return;
     }
     stopping = true;
+    opts.onStop?.();
     say(`   ${name}: stopping its Postgres and removing ${own.dir}`);
+    const made = own;
     void starting
       .catch(() => {})
-      .then(() => own.stop('now'))
+      .then(() => made.stop('now'))
       .finally(() => exit(code));
   };
   for (const name of STOP_SIGNALS) process.on(name, onSignal);
   try {
+    await reapLeftBehind();
+    own = await prepareOwnPostgres();
     starting = own.start();
     await starting;
+    // A signal during the start: the handler stops the server and ends the process; no step begins.
+    if (stopping) await new Promise<never>(() => {});
     say(`   its Postgres listens at ${hostOf(own.url)}, its data in ${own.dir}`);
     return await use(own.url);
   } finally {
@@ -69,8 +77,10 @@ export async function withOwnPostgres(
     // steps fail with meanwhile (their Postgres stopping) is not news.
     if (stopping) await new Promise<never>(() => {});
     for (const name of STOP_SIGNALS) process.off(name, onSignal);
-    await own.stop('after its sessions');
-    say(`   its Postgres is stopped and ${own.dir} removed`);
+    if (own) {
+      await own.stop('after its sessions');
+      say(`   its Postgres is stopped and ${own.dir} removed`);
+    }
   }
 }
 

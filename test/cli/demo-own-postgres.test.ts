@@ -165,6 +165,35 @@ describe('feedsync demo where no Postgres answers', () => {
     }
   }, 90_000);
 
+  it('on Ctrl-C during its Postgres start stops it, begins no step, and says nothing of dropping', async () => {
+    const demo = demoInNetns();
+    await waitFor(() => demo.output().startsWith('using a Postgres of its own'), {
+      timeoutMs: 60_000,
+      what: 'the demo to start its Postgres',
+    });
+    process.kill(demo.pid, 'SIGINT');
+    const { code, stdout, stderr } = await demo.exited;
+    expect(code, stdout).toBe(130);
+    expect(stdout).not.toMatch(/^0\. /m);
+    expect(stdout).not.toContain('drops');
+    expect(stderr).toBe('');
+    expect(readdirSync(tmp)).toEqual([]);
+  }, 90_000);
+
+  it('on one SIGTERM mid-demo logs nothing of its steps failing as its Postgres goes', async () => {
+    const demo = demoInNetns();
+    await waitFor(() => /^1\. /m.test(demo.output()), {
+      timeoutMs: 60_000,
+      what: 'the demo to send its mail',
+    });
+    process.kill(demo.pid, 'SIGTERM');
+    const { code, stdout, stderr } = await demo.exited;
+    expect(code, stdout).toBe(143);
+    expect(stdout).not.toContain('"level"');
+    expect(stderr).toBe('');
+    expect(readdirSync(tmp)).toEqual([]);
+  }, 90_000);
+
   it('on SIGHUP (its terminal closed) stops its Postgres and removes its folder, and exits 129', async () => {
     const demo = demoInNetns();
     const dir = await waitFor(() => /^0\. /m.test(demo.output()) && dataDir(demo.output()), {
