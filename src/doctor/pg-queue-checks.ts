@@ -73,7 +73,8 @@ async function connectionCheck(
         'queues-postgres',
         'fail',
         `cannot reach the queues' Postgres at ${where} (${message})`,
-        NEEDS,
+        'check QUEUE_DATABASE_URL (DATABASE_URL when unset: host, port, database, user, password) and that ' +
+          `the server runs and accepts this client; then: ${NEEDS}`,
       );
     }
     const path = await listener.query<{ search_path: string }>('SHOW search_path');
