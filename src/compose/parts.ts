@@ -196,6 +196,7 @@ export function feedReaderFor(
     maxRetries?: number;
     retryDeps?: RetryDeps;
     onResponse?: FeedClientOptions['onResponse'];
+    waiting?: FeedClientOptions['waiting'];
   } = {},
 ): FeedReader {
   let client: ServiceClient | null = null;
@@ -215,6 +216,7 @@ export function feedReaderFor(
           },
           ...(opts.retryDeps ? { retryDeps: opts.retryDeps } : {}),
           ...(opts.onResponse ? { onResponse: opts.onResponse } : {}),
+          ...(opts.waiting ? { waiting: opts.waiting } : {}),
         });
       }
       return feed(after, signal);

@@ -13,6 +13,11 @@ export interface FeedClientOptions {
   retryDeps?: RetryDeps;
   /** Told of every request: for the latency histogram and status counts. */
   onResponse?: (info: { status: number; seconds: number; bytes: number }) => void;
+  /**
+   * Told once of a request still unanswered after `afterMs`: a feed that hangs is not
+   * silent for all of FEED_TIMEOUT_MS.
+   */
+  waiting?: { afterMs: number; tell: (waitedMs: number) => void };
 }
 
 /** A checked feed page and the size of the response it came in (what memory is budgeted by). */
@@ -37,6 +42,8 @@ export function createFeedClient(opts: FeedClientOptions): FetchPage {
             const started = performance.now();
             attempts++;
             span.setAttribute('feedsync.feed.attempts', attempts);
+            const { waiting } = opts;
+            const slow = waiting ? setTimeout(() => waiting.tell(waiting.afterMs), waiting.afterMs) : undefined;
             try {
               const page = await opts.client.eventsPage({ after, type, limit: opts.limit }, signal);
               span.setAttribute('http.response.status_code', 200);
@@ -51,6 +58,8 @@ export function createFeedClient(opts: FeedClientOptions): FetchPage {
               if (status > 0) span.setAttribute('http.response.status_code', status);
               opts.onResponse?.({ status, seconds: (performance.now() - started) / 1000, bytes: 0 });
               throw err;
+            } finally {
+              clearTimeout(slow);
             }
           },
           opts.retry,
