@@ -43,7 +43,9 @@ export function createFeedClient(opts: FeedClientOptions): FetchPage {
             attempts++;
             span.setAttribute('feedsync.feed.attempts', attempts);
             const { waiting } = opts;
-            const slow = waiting ? setTimeout(() => waiting.tell(waiting.afterMs), waiting.afterMs) : undefined;
+            const slow = waiting
+              ? setTimeout(() => waiting.tell(waiting.afterMs), waiting.afterMs)
+              : undefined;
             try {
               const page = await opts.client.eventsPage({ after, type, limit: opts.limit }, signal);
               span.setAttribute('http.response.status_code', 200);
