@@ -96,6 +96,14 @@ function privateClone(): string {
   return clone;
 }
 
+/** Once the demo's Postgres runs and its steps have begun: the folder it named. */
+function midDemo(demo: Demo): Promise<string> {
+  return waitFor(() => /^0\. /m.test(demo.output()) && dataDir(demo.output()), {
+    timeoutMs: 60_000,
+    what: 'the demo to start its steps',
+  });
+}
+
 /** Processes whose command line names `dir` (a postgres started with -D dir). */
 function processesNaming(dir: string): string[] {
   const found: string[] = [];
@@ -196,10 +204,7 @@ describe('feedsync demo where no Postgres answers', () => {
 
   it('on SIGHUP (its terminal closed) stops its Postgres and removes its folder, and exits 129', async () => {
     const demo = demoInNetns();
-    const dir = await waitFor(() => /^0\. /m.test(demo.output()) && dataDir(demo.output()), {
-      timeoutMs: 60_000,
-      what: 'the demo to start its steps',
-    });
+    const dir = await midDemo(demo);
     process.kill(demo.pid, 'SIGHUP');
     const { code, stdout, stderr } = await demo.exited;
     expect(code, stdout).toBe(129);
@@ -210,10 +215,7 @@ describe('feedsync demo where no Postgres answers', () => {
 
   it('on a second signal kills its Postgres and removes its folder at once', async () => {
     const demo = demoInNetns();
-    const dir = await waitFor(() => /^0\. /m.test(demo.output()) && dataDir(demo.output()), {
-      timeoutMs: 60_000,
-      what: 'the demo to start its steps',
-    });
+    const dir = await midDemo(demo);
     process.kill(demo.pid, 'SIGTERM');
     process.kill(demo.pid, 'SIGTERM');
     const { code } = await demo.exited;
@@ -227,10 +229,7 @@ describe('feedsync demo where no Postgres answers', () => {
 
   it('reaps the Postgres and folder of an earlier demo that was killed', async () => {
     const killed = demoInNetns();
-    const dir = await waitFor(() => /^0\. /m.test(killed.output()) && dataDir(killed.output()), {
-      timeoutMs: 60_000,
-      what: 'the demo to start its steps',
-    });
+    const dir = await midDemo(killed);
     process.kill(killed.pid, 'SIGKILL');
     await killed.exited;
     expect(processesNaming(dir).length).toBeGreaterThan(0);
@@ -244,10 +243,7 @@ describe('feedsync demo where no Postgres answers', () => {
   it('on SIGINT mid-demo stops its Postgres and removes its folder, and exits 130', async () => {
     const demo = demoInNetns();
     // Mid-demo: its Postgres runs and the steps have begun.
-    const dir = await waitFor(() => /^0\. /m.test(demo.output()) && dataDir(demo.output()), {
-      timeoutMs: 60_000,
-      what: 'the demo to start its steps',
-    });
+    const dir = await midDemo(demo);
     expect(processesNaming(dir).length).toBeGreaterThan(0);
     process.kill(demo.pid, 'SIGINT');
     const { code, stdout } = await demo.exited;

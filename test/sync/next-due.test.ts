@@ -9,6 +9,15 @@ const sim = useSimulator({ backlog: 20 });
 const sandbox = useSandboxes();
 afterAll(killChildren);
 
+/** The watch's line that says when the next source is due, if it said one. */
+function dueLine(stdout: string): { msg: string; nextDueInMs?: number } | undefined {
+  return stdout
+    .split('\n')
+    .filter((l) => l.startsWith('{'))
+    .map((l) => JSON.parse(l) as { msg: string; nextDueInMs?: number })
+    .find((l) => l.msg.startsWith('no source is due yet'));
+}
+
 describe('when a source is next due', () => {
   it('status shows it after a once run, and a watch started then says how long it waits', async () => {
     const box = await sandbox('next_due');
@@ -35,12 +44,7 @@ describe('when a source is next due', () => {
         timeoutMs: 20_000,
         what: 'the watch saying when the next source is due',
       });
-      const line = watch
-        .stdout()
-        .split('\n')
-        .filter((l) => l.startsWith('{'))
-        .map((l) => JSON.parse(l) as { msg: string; nextDueInMs?: number })
-        .find((l) => l.msg.startsWith('no source is due yet'));
+      const line = dueLine(watch.stdout());
       expect(line?.nextDueInMs).toBeGreaterThan(0);
       expect(line?.nextDueInMs).toBeLessThanOrEqual(30_000);
       expect(line?.msg).toMatch(
@@ -74,12 +78,7 @@ describe('when a source is next due', () => {
         timeoutMs: 30_000,
         what: 'a turn of the watch, within its own interval',
       });
-      const line = watch
-        .stdout()
-        .split('\n')
-        .filter((l) => l.startsWith('{'))
-        .map((l) => JSON.parse(l) as { msg: string; nextDueInMs?: number })
-        .find((l) => l.msg.startsWith('no source is due yet'));
+      const line = dueLine(watch.stdout());
       if (line) expect(line.nextDueInMs).toBeLessThanOrEqual(2_000);
     } finally {
       watch.signal('SIGTERM');
