@@ -155,6 +155,8 @@ export interface LeasesTable {
   /** Why the last turn failed; null after a good one. */
   last_error: string | null;
   taken_at: Timestamp<null> | null;
+  /** Whether the last turn was a once run's or a watch's (migrations/0018); null: not recorded. */
+  last_turn: 'once' | 'watch' | null;
 }
 
 /**

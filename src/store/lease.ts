@@ -34,7 +34,14 @@ export interface SourceLease {
    * `succeeded` stamps the cursor's last_success_at (the turn caught up), in the same
    * statement. A lease already lost is left to its new holder. Safe to call twice.
    */
-  release(opts?: { dueInMs?: number; failed?: boolean; error?: string; succeeded?: boolean }): Promise<void>;
+  release(opts?: {
+    dueInMs?: number;
+    failed?: boolean;
+    error?: string;
+    succeeded?: boolean;
+    /** Which kind of run the turn was, for status (migrations/0018); omitted: left as it was. */
+    by?: 'once' | 'watch';
+  }): Promise<void>;
   /** Gives the lease back as it was found: due time, failures and error untouched (a source this worker does not run). */
   putBack(): Promise<void>;
 }
@@ -307,11 +314,12 @@ export async function nextDueInMs(store: Store, atMost: number): Promise<number>
 /**
  * How many sources have been due for longer than `graceMs` and not claimed: the
  * replicas do not keep up, or run none of them. A source never turned yet counts until
- * its first turn. Over the claim's index: it reads only the overdue rows.
+ * its first turn; one whose last turn was a once run (a CronJob's) does not: no watch runs it. Over the claim's index: it reads only the overdue rows.
  */
 export async function overdueSources(store: Store, graceMs: number): Promise<number> {
   const { rows } = await store.pool.query<{ n: string }>(
-    `SELECT count(*) AS n FROM ${leases(store)} WHERE ${NEXT_AT} < now() - $1::int * interval '1 millisecond'`,
+    `SELECT count(*) AS n FROM ${leases(store)} WHERE ${NEXT_AT} < now() - $1::int * interval '1 millisecond'
+       AND last_turn IS DISTINCT FROM 'once'`,
     [Math.round(graceMs)],
   );
   return Number(rows[0]?.n ?? 0);
@@ -449,11 +457,12 @@ function held(store: Store, row: TakenRow & { source: string }, opts: LeaseOptio
     failed: boolean,
     error: string | null,
     succeeded: boolean,
+    by: 'once' | 'watch' | null,
   ): Promise<void> =>
     giveBack(
       `WITH given AS (
          UPDATE ${table} SET holder = NULL, expires_at = NULL,
-           due_at = now() + $3::int * interval '1 millisecond',
+           due_at = now() + $3::int * interval '1 millisecond', last_turn = coalesce($7::text, last_turn),
            failures = CASE WHEN $4::boolean THEN failures + 1 ELSE 0 END,
            last_error = CASE WHEN $4::boolean THEN $5::text END
          WHERE source = $1::text AND token = $2::bigint
@@ -461,7 +470,7 @@ function held(store: Store, row: TakenRow & { source: string }, opts: LeaseOptio
        )
        UPDATE ${quoteSchema(store.schema)}.cursors c SET last_success_at = now()
        FROM given WHERE $6::boolean AND c.source = given.source`,
-      [Math.max(0, Math.round(dueInMs)), failed, error, succeeded],
+      [Math.max(0, Math.round(dueInMs)), failed, error, succeeded, by],
     );
   return {
     source: row.source,
@@ -491,6 +500,7 @@ function held(store: Store, row: TakenRow & { source: string }, opts: LeaseOptio
         o.failed ?? false,
         o.error?.slice(0, 500) ?? null,
         o.succeeded ?? false,
+        o.by ?? null,
       );
       return released;
     },

@@ -48,6 +48,7 @@ const COLUMNS: { [T in keyof Database]-?: { [C in keyof Database[T]]-?: true } }
     failures: true,
     last_error: true,
     taken_at: true,
+    last_turn: true,
   },
   source_counts: { source: true, events_stored: true, newest_event_at: true },
   email_status: {

@@ -1,5 +1,6 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import type { StatusReport } from '../../src/cli/status-report.js';
+import { overdueSources } from '../../src/store/lease.js';
 import { testEnv } from '../support/config.js';
 import { CLI, killChildren, runCli, spawnNode, waitFor } from '../support/processes.js';
 import { useSimulator } from '../support/simulator.js';
@@ -36,7 +37,19 @@ describe('when a source is next due', () => {
     expect(dueIn).toBeGreaterThan(0);
     expect(dueIn).toBeLessThanOrEqual(30_000);
     const text = await runCli(['status'], env);
-    expect(text.stdout).toContain(`  next turn       ${source?.nextDueAt}`);
+    // Its last turn was a once run's: a CronJob's source, which no watch is late with.
+    expect(source).toMatchObject({ lastTurnBy: 'once', overdue: false });
+    // Long past due: still no watch's to be late with, until a watch turned it.
+    await box.store.pool.query(`UPDATE "${box.schema}".leases SET due_at = now() - interval '1 day'`);
+    expect(await overdueSources(box.store, 30_000)).toBe(0);
+    await box.store.pool.query(`UPDATE "${box.schema}".leases SET last_turn = 'watch'`);
+    expect(await overdueSources(box.store, 30_000)).toBe(1);
+    await box.store.pool.query(
+      `UPDATE "${box.schema}".leases SET due_at = now() + interval '30 seconds', last_turn = 'once'`,
+    );
+    expect(text.stdout).toContain(
+      `  next turn       at the next sync --once (its last turn was one); a sync --watch would take it at ${source?.nextDueAt}`,
+    );
 
     const watch = spawnNode([CLI, 'sync', '--watch'], env);
     try {

@@ -9,3 +9,9 @@
 -- check_digest NULL: nothing to check (the cursor's event was not stored, or the
 -- cursor was set by a command).
 ALTER TABLE cursors ADD COLUMN check_before text COLLATE "C", ADD COLUMN check_digest text;
+
+-- Whether a source's last turn was a once run's (a CronJob's) or a watch's: its due time
+-- is what a watch goes by, so where only once runs turn it, `status` shows no "next
+-- turn" time and neither it nor feedsync_sources_overdue calls it overdue.
+-- NULL: not recorded yet (no turn since this version).
+ALTER TABLE leases ADD COLUMN last_turn text CHECK (last_turn IN ('once', 'watch'));
