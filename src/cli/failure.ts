@@ -117,6 +117,11 @@ function postgresHint(code: string): string {
     return 'grant this user the rights it needs on DATABASE_SCHEMA (see docs/DEPLOYMENT.md)';
   if (code.startsWith('57P') || code.startsWith('08'))
     return 'the server is shutting down or restarting; try again';
+  if (code === '53300')
+    return (
+      'the server is at max_connections: close idle sessions or other clients, lower ' +
+      'SYNC_CONCURRENCY here, or raise max_connections (or put a pooler in front); try again'
+    );
   return 'see the Postgres log for the statement';
 }
 

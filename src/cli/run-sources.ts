@@ -44,6 +44,7 @@ export async function runSources(
     if (opts.watch) return 0;
     const { outcomes } = run;
     tellOperator(config, outcomes, describe, run.handedOver, run.handOverError);
+    process.stdout.write(`${summaryLine(config, outcomes, run.handedOver)}\n`);
     const reached = new Set(outcomes.map((o) => o.source));
     if (run.stoppedShort) tellLimit(config, outcomes, config.sources.length - reached.size);
     const code = exitCodeFor(outcomes);
@@ -97,6 +98,37 @@ function tellOperator(
       `feedsync: ${scrubText(handOverFailure(handOverError, config), secretsOf(config))}\n`,
     );
   }
+}
+
+/**
+ * A once run in one plain line, as migrate, reconcile and requeue end: what it stored,
+ * and over a sources file how its sources ended. The JSON log line "sync run finished"
+ * says the same for machines.
+ */
+export function summaryLine(config: Config, outcomes: readonly Outcome[], handedOver: boolean): string {
+  const results = outcomes.flatMap((o) => (o.ok ? [o.result] : []));
+  const sum = (pick: (r: (typeof results)[number]) => number): number =>
+    results.reduce((n, r) => n + pick(r), 0);
+  const count = (status: string): number => results.filter((r) => r.status === status).length;
+  const failed = outcomes.filter(turnFailed).length;
+  const stored =
+    `${sum((r) => r.stored)} events stored, ${sum((r) => r.duplicates)} already stored, ` +
+    `${sum((r) => r.quarantined)} quarantined, ${sum((r) => r.pages)} pages read`;
+  const ends = [
+    [count('caught-up'), 'caught up'],
+    [count('held-elsewhere'), 'held by another worker'],
+    [count('limit-reached'), 'short of the end (SYNC_ONCE_MAX_MS)'],
+    [count('stopped'), 'stopped'],
+    [failed, 'failed'],
+  ] as const;
+  const sources =
+    config.sourcesFile === null && outcomes.length === 1
+      ? (ends.find(([n]) => n > 0)?.[1] ?? 'not started')
+      : `${outcomes.length} sources: ${ends
+          .filter(([n]) => n > 0)
+          .map(([n, what]) => `${n} ${what}`)
+          .join(', ')}`;
+  return `sync ${sources}: ${stored}; outbox ${handedOver ? 'handed over' : 'not handed over'}`;
 }
 
 /** The exit code of a once run that stopped at SYNC_ONCE_MAX_MS before every feed's end, with no failure. */

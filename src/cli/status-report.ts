@@ -31,6 +31,8 @@ export interface SourceStatus {
    * loop runs it then; null when it is due now, or never ran, or a turn is in flight.
    */
   nextDueAt: string | null;
+  /** Whether its last turn was a once run's (a CronJob's) or a watch's; null: not recorded. */
+  lastTurnBy: 'once' | 'watch' | null;
   /** Turns of the source in a row that failed (its lease row's count); 0 after a good one. */
   failuresInRow: number;
   /** Why its last turn failed, while it keeps failing (a key file missing, a rejected key…); null otherwise. */
@@ -141,6 +143,7 @@ export async function statusReport(
           : null,
       // By Postgres's clock, as the claims that run it.
       nextDueAt: !r.live && r.due_later && r.due_at !== null ? r.due_at.toISOString() : null,
+      lastTurnBy: r.last_turn,
       failuresInRow: r.failures ?? 0,
       // Scrubbed again when shown: a row may have been written before scrubbing, or by hand.
       lastError: r.last_error === null ? null : scrubText(r.last_error, secretsOf(config)),
@@ -165,6 +168,15 @@ export async function statusReport(
   };
 }
 
+/** When the source runs next, as the text says it: a once run's source runs at the next once run (a CronJob's). */
+function nextTurn(s: StatusReport['sources'][number]): string {
+  if (s.lease) return 'after the turn in flight';
+  if (s.lastTurnBy === 'once') {
+    return `at the next sync --once (its last turn was one)${s.nextDueAt ? `; a sync --watch would take it at ${s.nextDueAt}` : ''}`;
+  }
+  return s.nextDueAt ?? 'due now';
+}
+
 /** The report as aligned text for a person. */
 export function formatStatus(report: StatusReport): string {
   const { summary: sum } = report;
@@ -184,7 +196,7 @@ export function formatStatus(report: StatusReport): string {
       `  last success    ${s.lastSuccessAt ?? 'never'}`,
       `  events stored   ${s.eventsStored}${s.newestEventAt ? ` (newest ${s.newestEventAt}, lag ${s.lagSeconds} s)` : ''}`,
       `  lease           ${s.lease ? `${s.lease.holder}, token ${s.lease.token}, until ${s.lease.expiresAt}` : 'free (no turn in flight)'}`,
-      `  next turn       ${s.lease ? 'after the turn in flight' : (s.nextDueAt ?? 'due now')}`,
+      `  next turn       ${nextTurn(s)}`,
       ...(s.failuresInRow > 0
         ? [
             `  failing         ${s.failuresInRow} turn${s.failuresInRow === 1 ? '' : 's'} in a row: ${s.lastError ?? 'unknown error'}`,

@@ -246,6 +246,7 @@ export function feedReaderFor(
     onResponse?: FeedClientOptions['onResponse'];
     /** Where a request budget that cannot be shared through Postgres is said. */
     logger?: Logger;
+    waiting?: FeedClientOptions['waiting'];
   } = {},
 ): FeedReader {
   let made: { client: ServiceClient; feed: FetchPage } | null = null;
@@ -266,6 +267,7 @@ export function feedReaderFor(
       },
       ...(opts.retryDeps ? { retryDeps: opts.retryDeps } : {}),
       ...(opts.onResponse ? { onResponse: opts.onResponse } : {}),
+      ...(opts.waiting ? { waiting: opts.waiting } : {}),
     });
     made = { client, feed };
     return made;

@@ -183,7 +183,18 @@ const MAX_RETENTION_HOURS = 87_600;
 
 const int = (min: number, max = Number.MAX_SAFE_INTEGER) =>
   z.pipe(
-    z.pipe(z.string().check(z.regex(/^\d+$/, 'must be a whole number')), z.transform(Number)),
+    z.pipe(
+      // "-1" is a number, just not one taken here: the words say which are.
+      z
+        .string()
+        .check(
+          z.regex(
+            /^\d+$/,
+            min >= 1 ? 'must be a positive whole number' : 'must be a whole number, 0 or more',
+          ),
+        ),
+      z.transform(Number),
+    ),
     z
       .number()
       .check(

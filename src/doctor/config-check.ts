@@ -24,6 +24,7 @@ const SETTINGS: readonly Setting[] = [
   ['REDIS_SENTINELS', (c) => c.redis.sentinel?.nodes.map((n) => `${n.host}:${n.port}`).join(',') ?? null],
   ['REDIS_SENTINEL_NAME', (c) => c.redis.sentinel?.name ?? null],
   ['REDIS_WAIT_REPLICAS', (c) => c.redis.waitReplicas],
+  ['QUEUE_BACKEND', (c) => c.queues.backend],
   ['QUEUE_PREFIX', (c) => c.queues.prefix],
   ['QUEUE_EMAIL_EVENTS', (c) => c.queues.emailEvents],
   ['QUEUE_CONTACT_EVENTS', (c) => c.queues.contactEvents],
@@ -101,14 +102,21 @@ function describeConfig(config: Config): string {
       const count = Array.isArray(value) ? value.length : 1;
       parts.push(`${name} set${count > 1 ? ` (${count} values)` : ''}${keyKind(name, value)}`);
     } else if (kind === 'url' && typeof value === 'string') {
-      parts.push(`${name}=${redactUrl(value)}`);
+      parts.push(`${name}=${redactUrl(value)}${unused(config, name)}`);
     } else {
-      parts.push(`${name}=${String(value)}`);
+      parts.push(`${name}=${String(value)}${unused(config, name)}`);
     }
   }
   return parts.length > 0
     ? `loaded; set: ${parts.join(', ')}; the rest at their defaults`
     : 'loaded; every setting at its default';
+}
+
+/** Redis settings with the queues in Postgres: set, and read by nothing. */
+function unused(config: Config, name: string): string {
+  return config.queues.backend === 'postgres' && name.startsWith('REDIS_')
+    ? ' (unused: QUEUE_BACKEND=postgres opens no Redis connection)'
+    : '';
 }
 
 /** A test or live key, which says which account is in use without showing the key. */

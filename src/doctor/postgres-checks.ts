@@ -170,7 +170,9 @@ async function cursorCheck(
       name,
       'fail',
       `the cursor of source "${source}" is after ${row.afterId}, an id the feed does not know (${unknown}): every sync fails`,
-      `move it to an id the feed knows: "feedsync cursor set <event-id> --source ${shellQuote(source)}", ` +
+      "first check FEED_API_KEY and FEED_BASE_URL: another account's key, or a simulator restarted since, is " +
+        "another feed (put the source's own key back, or give it a FEED_SOURCE of its own); only for the same " +
+        `feed, move the cursor to an id it knows: "feedsync cursor set <event-id> --source ${shellQuote(source)}", ` +
         `or start over: "feedsync cursor reset --source ${shellQuote(source)}" (events are re-read and de-duplicated)`,
     );
   }

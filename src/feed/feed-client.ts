@@ -14,6 +14,11 @@ export interface FeedClientOptions {
   retryDeps?: RetryDeps;
   /** Told of every request: for the latency histogram and status counts. */
   onResponse?: (info: { status: number; seconds: number; bytes: number }) => void;
+  /**
+   * Told once of a request still unanswered after `afterMs`: a feed that hangs is not
+   * silent for all of FEED_TIMEOUT_MS.
+   */
+  waiting?: { afterMs: number; tell: (waitedMs: number) => void };
 }
 
 /** A checked feed page and the size of the response it came in (what memory is budgeted by). */
@@ -41,6 +46,10 @@ export function createFeedClient(opts: FeedClientOptions): FetchPage {
             const started = performance.now();
             attempts++;
             span.setAttribute('feedsync.feed.attempts', attempts);
+            const { waiting } = opts;
+            const slow = waiting
+              ? setTimeout(() => waiting.tell(waiting.afterMs), waiting.afterMs)
+              : undefined;
             try {
               const page = await opts.client.eventsPage({ after, type, limit: opts.limit }, signal, room);
               span.setAttribute('http.response.status_code', 200);
@@ -57,6 +66,8 @@ export function createFeedClient(opts: FeedClientOptions): FetchPage {
               if (status > 0) span.setAttribute('http.response.status_code', status);
               opts.onResponse?.({ status, seconds: (performance.now() - started) / 1000, bytes: 0 });
               throw err;
+            } finally {
+              clearTimeout(slow);
             }
           },
           opts.retry,
@@ -92,7 +103,10 @@ function unknownCursor(err: unknown, after: string): ApiError | null {
   if (!refusesAfter || (said.trim() !== '' && !/after|event/i.test(said))) return null;
   return new ApiError(
     `the feed no longer knows the cursor's event ${after.slice(0, 200)} (HTTP ${err.status}` +
-      `${err.serviceMessage ? `: ${err.serviceMessage}` : ''}); retrying cannot help: move the cursor to an ` +
+      `${err.serviceMessage ? `: ${err.serviceMessage}` : ''}); retrying cannot help. This is another feed ` +
+      "when FEED_API_KEY is another account's key or the simulator was restarted since: then put the " +
+      "source's own key back, or give this feed a FEED_SOURCE of its own (a restarted simulator: a fresh " +
+      'DATABASE_SCHEMA). Only when it is the same feed (its events past the retention): move the cursor to an ' +
       'event the feed knows with "feedsync cursor set <event-id>", or start over with "feedsync cursor reset" ' +
       '(stored events are de-duplicated); then "feedsync reconcile --from <event-id>" stores what the gap held',
     {

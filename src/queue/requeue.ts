@@ -48,6 +48,11 @@ export interface RequeueResult {
   added: number;
   /** Of those, jobs Redis still held (any state): left as they were. */
   alreadyPresent: number;
+  /**
+   * Of those, rows whose job id another row of the same round carries (an event stored
+   * again after its row was deleted by hand): one job. requeued = added + alreadyPresent + sameJob.
+   */
+  sameJob: number;
   /** The outbox seq the requeue started from; null when no row matched. */
   fromSeq: string | null;
   /** The oldest published row still kept for this source; null when none is. */
@@ -101,6 +106,7 @@ export async function requeue(
     byQueue: {},
     added: 0,
     alreadyPresent: 0,
+    sameJob: 0,
     fromSeq: null,
     oldestKept,
     predatesRetention,
@@ -160,8 +166,10 @@ export async function requeue(
       );
       await publisher.addBulk(queue, jobs);
       // Two rows of one event (stored again after its row was deleted by hand) are one job.
+      const unique = new Set(jobs.map((j) => j.jobId)).size;
       result.alreadyPresent += present.size;
-      result.added += new Set(jobs.map((j) => j.jobId)).size - present.size;
+      result.added += unique - present.size;
+      result.sameJob += jobs.length - unique;
       result.byQueue[queue] = (result.byQueue[queue] ?? 0) + jobs.length;
       result.requeued += jobs.length;
       opts.onBatch?.(queue, jobs.length);

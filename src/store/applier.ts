@@ -2,6 +2,7 @@ import type { ServiceEvent } from '../api/types.js';
 import { CONFIG_DEFAULTS } from '../config/config-defaults.js';
 import { carrierOf, inSpan } from '../tracing/tracing.js';
 import { applyStatement } from './apply-statement.js';
+import type { CursorMove } from './cursor-move.js';
 import { inTransaction, quoteSchema, type Store } from './db.js';
 import type { ForeignPage } from './foreign-feed.js';
 import { type ApplyRow, applyIsolated, isSplittable, type Part, type RunPart } from './isolate.js';
@@ -21,8 +22,11 @@ export interface ApplyBatch {
   events: readonly ServiceEvent[];
   /** Items that failed the envelope checks, kept raw. */
   quarantine: readonly { raw: string; reason: string }[];
-  /** Compare-and-set of the cursor (feed only): `prev` must still be stored for `next` to land. */
-  cursor?: { prev: string | null; next: string };
+  /**
+   * Compare-and-set of the cursor (feed only): `prev` must still be stored for `next` to
+   * land. `check`: what the next turn compares its first page with (CursorEvent).
+   */
+  cursor?: CursorMove;
   /** The writer's fencing token (src/store/lease.ts): the batch commits only while the lease has it. */
   leaseToken?: string;
   /**
@@ -217,6 +221,8 @@ function statementRunner(
       batch.leaseToken ?? null,
       // The slow path's parts are checked no more: the whole batch was, unless Postgres refused it first.
       p.events === whole.part.events ? whole.pageOrds : [],
+      p.cursor?.check?.before ?? null,
+      p.cursor?.check?.digest ?? null,
     ];
     const { rows } = await db.query<ApplyRow>(text, values);
     return rows[0]!;

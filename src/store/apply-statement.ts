@@ -18,7 +18,8 @@ import { FOREIGN_FEED_MIN } from './foreign-feed.js';
  * none), $11 the writer's fencing token (NULL: no lease to check, as for a
  * webhook delivery or reconcile, which never move a cursor), $12 the ordinal in $3 of
  * the first event of each page, ascending (empty: no page is checked for conflicts, as
- * for a webhook delivery). Besides whether the
+ * for a webhook delivery), $13 and $14 the cursor's check_before and check_digest (the
+ * cursor's event as the next turn checks it; NULL: no check). Besides whether the
  * lease held and the counts it returns the ids of the batch that were already
  * stored (usually none), not the thousands that were not, and the outbox rows it
  * added (seq and event id, in seq order) for the relay to publish from memory.
@@ -135,7 +136,8 @@ function foreignFeed(s: string): string {
  */
 function cursor(s: string): string {
   return `cur AS (
-  UPDATE ${s}.cursors SET after_id = $7::text, updated_at = now()
+  UPDATE ${s}.cursors SET after_id = $7::text, check_before = $13::text, check_digest = $14::text,
+    updated_at = now()
   WHERE $5::boolean AND (SELECT ok FROM held) AND NOT EXISTS (SELECT FROM alien)
     AND source = $1::text AND after_id IS NOT DISTINCT FROM $6::text
   RETURNING 1

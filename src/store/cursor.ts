@@ -123,7 +123,8 @@ export async function setCursor(
      )
      INSERT INTO ${cursors(store)} (source, after_id, types)
      SELECT $1::text, $2::text, $3::text[] WHERE $4::bigint IS NULL OR EXISTS (SELECT FROM lease)
-     ON CONFLICT (source) DO UPDATE SET after_id = excluded.after_id, updated_at = now()
+     ON CONFLICT (source) DO UPDATE SET after_id = excluded.after_id, updated_at = now(),
+       check_before = NULL, check_digest = NULL
        ${types === undefined ? '' : ', types = excluded.types'}`,
     [source, afterId, types ?? null, leaseToken ?? null],
   );

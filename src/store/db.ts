@@ -31,6 +31,10 @@ export interface CursorsTable {
   last_success_at: Timestamp<null | undefined> | null;
   /** The kind of API key the cursor was built with (migrations/0012); null: not recorded yet. */
   key_kind: 'test' | 'live' | null;
+  /** The id before the cursor's event, where a turn's first request reads from (migrations/0018). */
+  check_before: string | null;
+  /** A digest of the cursor's event as stored (sync/cursor-check.ts); null: nothing to check. */
+  check_digest: string | null;
 }
 
 /** Per source, kept by the statements that store and prune events (migrations/0010_source_counts.sql). */
@@ -151,6 +155,8 @@ export interface LeasesTable {
   /** Why the last turn failed; null after a good one. */
   last_error: string | null;
   taken_at: Timestamp<null> | null;
+  /** Whether the last turn was a once run's or a watch's (migrations/0018); null: not recorded. */
+  last_turn: 'once' | 'watch' | null;
 }
 
 /** A source name `sources rename` or `sources retire` took out of the fleet (migration 0015). */

@@ -1,4 +1,6 @@
+import type { ServiceEvent } from '../api/types.js';
 import { FeedsyncError } from '../errors.js';
+import { quoteSchema, type Store } from './db.js';
 
 /**
  * A page is another account's feed when at least this many of its events, and more
@@ -35,4 +37,26 @@ export function foreignFeedError(source: string, page: ForeignPage): FeedsyncErr
       'of its own (against a restarted simulator: a fresh DATABASE_SCHEMA)',
     { code: 'FOREIGN_FEED', exitCode: EXIT_FOREIGN_FEED },
   );
+}
+
+/**
+ * Of `events`, how many the source has stored, and how many of those with other
+ * content (compared as the apply statement compares them). Read only where a feed does
+ * not know the cursor: whether it is another feed altogether.
+ */
+export async function storedDiffering(
+  store: Store,
+  source: string,
+  events: readonly ServiceEvent[],
+): Promise<{ stored: number; differ: number }> {
+  if (events.length === 0) return { stored: 0, differ: 0 };
+  const { rows } = await store.pool.query<{ stored: number; differ: number }>(
+    `SELECT count(e.id)::int AS stored,
+       count(e.id) FILTER (WHERE (e.type, e.created_at, e.data)
+         IS DISTINCT FROM (i.type, i.created_at::timestamptz, i.data))::int AS differ
+     FROM jsonb_to_recordset($2::jsonb) AS i(id text, type text, created_at text, data jsonb)
+     LEFT JOIN ${quoteSchema(store.schema)}.events e ON e.source = $1 AND e.id = i.id`,
+    [source, JSON.stringify(events)],
+  );
+  return rows[0] ?? { stored: 0, differ: 0 };
 }

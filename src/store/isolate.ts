@@ -1,11 +1,12 @@
 import type pg from 'pg';
 import type { ServiceEvent } from '../api/types.js';
+import type { CursorMove } from './cursor-move.js';
 
 /** What one run of the apply statement stores: a slice of the batch. */
 export interface Part {
   events: readonly ServiceEvent[];
   repeats: readonly ServiceEvent[];
-  cursor?: { prev: string | null; next: string } | undefined;
+  cursor?: CursorMove | undefined;
   raws: readonly string[];
   reasons: readonly string[];
 }

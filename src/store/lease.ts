@@ -1,4 +1,5 @@
 import type { KeyKind } from '../config/key-kind.js';
+import type { CursorEvent } from './cursor-move.js';
 import { quoteSchema, type Store } from './db.js';
 
 /**
@@ -33,7 +34,14 @@ export interface SourceLease {
    * `succeeded` stamps the cursor's last_success_at (the turn caught up), in the same
    * statement. A lease already lost is left to its new holder. Safe to call twice.
    */
-  release(opts?: { dueInMs?: number; failed?: boolean; error?: string; succeeded?: boolean }): Promise<void>;
+  release(opts?: {
+    dueInMs?: number;
+    failed?: boolean;
+    error?: string;
+    succeeded?: boolean;
+    /** Which kind of run the turn was, for status (migrations/0018); omitted: left as it was. */
+    by?: 'once' | 'watch';
+  }): Promise<void>;
   /** Gives the lease back as it was found: due time, failures and error untouched (a source this worker does not run). */
   putBack(): Promise<void>;
 }
@@ -68,6 +76,8 @@ export interface LeasedCursor {
   types: string[] | null;
   /** The kind of API key the cursor was built with; null: not recorded yet. */
   keyKind: KeyKind | null;
+  /** What the turn's first page is checked against; null: nothing to check. */
+  check: CursorEvent | null;
 }
 
 /**
@@ -109,11 +119,14 @@ interface TakenRow {
   after_id: string | null;
   types: string[] | null;
   key_kind: KeyKind | null;
+  check_before: string | null;
+  check_digest: string | null;
 }
 
 /** The taken rows joined with their cursors: the turn reads no cursor of its own. */
 const WITH_CURSOR = (schema: string) => `
-SELECT t.source, t.token, t.failures, c.source IS NOT NULL AS has_cursor, c.after_id, c.types, c.key_kind
+SELECT t.source, t.token, t.failures, c.source IS NOT NULL AS has_cursor, c.after_id, c.types, c.key_kind,
+  c.check_before, c.check_digest
 FROM taken t LEFT JOIN ${schema}.cursors c ON c.source = t.source`;
 
 // A row locked by a commit in flight (see apply-statement.ts) is skipped, not waited for:
@@ -261,6 +274,32 @@ function namesLiteral(sources: readonly string[]): string {
 }
 
 /**
+ * Brings forward the due times stored under a longer interval (an earlier run's
+ * SYNC_INTERVAL_MS) to what the interval in force gives: a free source is due at the
+ * latest `intervalMs` after its last turn began, or its back-off after failed turns
+ * (`intervalMs` doubled per failure after the first, at most `maxBackoffMs`). One
+ * statement, when a watch starts; returns how many sources it brought forward.
+ */
+export async function pullDueTimesIn(
+  store: Store,
+  intervalMs: number,
+  maxBackoffMs: number,
+): Promise<number> {
+  const { rowCount } = await store.pool.query(
+    `WITH wanted AS (
+       SELECT source, taken_at + interval '1 millisecond' * CASE WHEN failures = 0 THEN $1::float8
+         ELSE least($2::float8, $1::float8 * power(2, failures - 1)) END AS due
+       FROM ${leases(store)}
+       WHERE taken_at IS NOT NULL AND due_at IS NOT NULL AND (holder IS NULL OR expires_at <= now())
+     )
+     UPDATE ${leases(store)} l SET due_at = wanted.due
+     FROM wanted WHERE l.source = wanted.source AND l.due_at > wanted.due`,
+    [intervalMs, maxBackoffMs],
+  );
+  return rowCount ?? 0;
+}
+
+/**
  * Milliseconds until the next source is due (0 when one is due now), at most `atMost`:
  * what a watch says at start when nothing is due yet. Over the claim's index.
  */
@@ -275,11 +314,12 @@ export async function nextDueInMs(store: Store, atMost: number): Promise<number>
 /**
  * How many sources have been due for longer than `graceMs` and not claimed: the
  * replicas do not keep up, or run none of them. A source never turned yet counts until
- * its first turn. Over the claim's index: it reads only the overdue rows.
+ * its first turn; one whose last turn was a once run (a CronJob's) does not: no watch runs it. Over the claim's index: it reads only the overdue rows.
  */
 export async function overdueSources(store: Store, graceMs: number): Promise<number> {
   const { rows } = await store.pool.query<{ n: string }>(
-    `SELECT count(*) AS n FROM ${leases(store)} WHERE ${NEXT_AT} < now() - $1::int * interval '1 millisecond'`,
+    `SELECT count(*) AS n FROM ${leases(store)} WHERE ${NEXT_AT} < now() - $1::int * interval '1 millisecond'
+       AND last_turn IS DISTINCT FROM 'once'`,
     [Math.round(graceMs)],
   );
   return Number(rows[0]?.n ?? 0);
@@ -417,11 +457,12 @@ function held(store: Store, row: TakenRow & { source: string }, opts: LeaseOptio
     failed: boolean,
     error: string | null,
     succeeded: boolean,
+    by: 'once' | 'watch' | null,
   ): Promise<void> =>
     giveBack(
       `WITH given AS (
          UPDATE ${table} SET holder = NULL, expires_at = NULL,
-           due_at = now() + $3::int * interval '1 millisecond',
+           due_at = now() + $3::int * interval '1 millisecond', last_turn = coalesce($7::text, last_turn),
            failures = CASE WHEN $4::boolean THEN failures + 1 ELSE 0 END,
            last_error = CASE WHEN $4::boolean THEN $5::text END
          WHERE source = $1::text AND token = $2::bigint
@@ -429,13 +470,20 @@ function held(store: Store, row: TakenRow & { source: string }, opts: LeaseOptio
        )
        UPDATE ${quoteSchema(store.schema)}.cursors c SET last_success_at = now()
        FROM given WHERE $6::boolean AND c.source = given.source`,
-      [Math.max(0, Math.round(dueInMs)), failed, error, succeeded],
+      [Math.max(0, Math.round(dueInMs)), failed, error, succeeded, by],
     );
   return {
     source: row.source,
     token: row.token,
     failures: row.failures,
-    cursor: row.has_cursor ? { afterId: row.after_id, types: row.types, keyKind: row.key_kind } : null,
+    cursor: row.has_cursor
+      ? {
+          afterId: row.after_id,
+          types: row.types,
+          keyKind: row.key_kind,
+          check: row.check_digest === null ? null : { before: row.check_before, digest: row.check_digest },
+        }
+      : null,
     signal: controller.signal,
     get lost() {
       return controller.signal.aborted;
@@ -452,6 +500,7 @@ function held(store: Store, row: TakenRow & { source: string }, opts: LeaseOptio
         o.failed ?? false,
         o.error?.slice(0, 500) ?? null,
         o.succeeded ?? false,
+        o.by ?? null,
       );
       return released;
     },

@@ -60,9 +60,11 @@ export function statusStatement(schema: string, filter: StatusFilter = null): st
        -- What is shown of the listed sources only: at most the limit of them.
        SELECT listed.*, c.after_id, c.types, c.last_success_at,
          k.holder, k.token::text AS token, k.expires_at, k.expires_at > now() AS live, k.last_error,
-         k.due_at, k.due_at > now() AS due_later,
+         k.due_at, k.due_at > now() AS due_later, k.last_turn,
          -- A source of the file due for a whole interval ($4, ms) that no worker claimed.
-         named AND coalesce(CASE WHEN k.holder IS NULL THEN k.due_at ELSE k.expires_at END, '-infinity')
+         -- A source only once runs (a CronJob) turn is no watch's to be late with.
+         named AND k.last_turn IS DISTINCT FROM 'once'
+           AND coalesce(CASE WHEN k.holder IS NULL THEN k.due_at ELSE k.expires_at END, '-infinity')
            < now() - $4::int * interval '1 millisecond' AS overdue,
          coalesce(n.events_stored, 0)::float8 AS events_stored, n.newest_event_at,
          (SELECT count(*) FROM ${s}.quarantine q WHERE q.source = listed.source) AS quarantined,
@@ -98,6 +100,7 @@ export interface StatusRow {
   last_error: string | null;
   due_at: Date | null;
   due_later: boolean | null;
+  last_turn: 'once' | 'watch' | null;
   overdue: boolean | null;
   quarantined: string | null;
   conflicts: string | null;

@@ -30,13 +30,18 @@ const toSuppression = (r: Row): Suppression => ({
 });
 
 /** Every suppressed address of `source`, in address order. */
-export async function listSuppressions(store: Store, source: string): Promise<Suppression[]> {
-  const { rows } = await store.pool.query<Row>(
-    `SELECT source, address, reason, event_id, at FROM ${quoteSchema(store.schema)}.suppressions
-      WHERE source = $1 ORDER BY address, reason`,
-    [source],
+export async function listSuppressions(
+  store: Store,
+  source: string,
+  limit: number | null = null,
+): Promise<{ rows: Suppression[]; total: number }> {
+  const { rows } = await store.pool.query<Row & { total: string }>(
+    `SELECT source, address, reason, event_id, at, count(*) OVER () AS total
+      FROM ${quoteSchema(store.schema)}.suppressions
+      WHERE source = $1 ORDER BY address, reason LIMIT $2`,
+    [source, limit],
   );
-  return rows.map(toSuppression);
+  return { rows: rows.map(toSuppression), total: Number(rows[0]?.total ?? 0) };
 }
 
 /**

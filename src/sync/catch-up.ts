@@ -3,6 +3,7 @@ import type { FetchedPage, FetchPage } from '../feed/feed-client.js';
 import { type ApplyBatch, type ApplyResult, nothingApplied } from '../store/applier.js';
 import { type ForeignPage, foreignFeedError } from '../store/foreign-feed.js';
 import { ByteBudget, type PageHold } from './byte-budget.js';
+import { cursorEventOf } from './cursor-check.js';
 import { type CursorCheck, cursorGuard } from './cursor-guard.js';
 import { HELD_PAGES_DEFAULTS, HeldPages } from './held-pages.js';
 
@@ -347,7 +348,9 @@ async function commit(opts: CatchUpOptions, taken: Fetched[]): Promise<CommitInf
   }
   const next = last.page.nextAfter;
   const batch: ApplyBatch = { source: opts.source, receivedVia: 'feed', events, quarantine, pageStarts };
-  if (next !== null && next !== first.prev) batch.cursor = { prev: first.prev, next };
+  if (next !== null && next !== first.prev) {
+    batch.cursor = { prev: first.prev, next, check: cursorEventOf(events, first.prev, next) };
+  }
   if (events.length === 0 && quarantine.length === 0 && !batch.cursor) {
     return {
       pages: taken.length,

@@ -36,6 +36,7 @@ export function dueInMs(intervalMs: number, failures: number): number {
 async function turnUnder(
   lease: SourceLease,
   opts: TurnOptions,
+  by: 'once' | 'watch',
   signal: AbortSignal,
   limit?: AbortSignal,
 ): Promise<Outcome> {
@@ -57,6 +58,7 @@ async function turnUnder(
     succeeded: outcome.ok && outcome.result.status === 'caught-up',
     dueInMs: stopped ? 0 : dueInMs(intervalMs, failed ? lease.failures + 1 : 0),
     ...(failed && (!outcome.ok || error !== undefined) ? { error: opts.describe(error) } : {}),
+    by,
   });
   return outcome;
 }
@@ -128,7 +130,7 @@ export async function runEachOnce(opts: EachOnceOptions): Promise<Outcome[]> {
       try {
         const lease = await opts.take(source);
         outcome = lease
-          ? await turnUnder(lease, opts, opts.signal, opts.limit)
+          ? await turnUnder(lease, opts, 'once', opts.signal, opts.limit)
           : { source, ok: true, result: heldElsewhere() };
       } catch (error) {
         outcome = { source, ok: false, error };
@@ -222,7 +224,7 @@ export async function watchSources(opts: WatchSourcesOptions): Promise<void> {
             await lease.putBack();
             continue;
           }
-          const running = turnUnder(lease, opts, opts.signal).then((outcome) => {
+          const running = turnUnder(lease, opts, 'watch', opts.signal).then((outcome) => {
             opts.accounts?.leave(lease.source);
             inFlight.delete(running);
             opts.onOutcome?.(outcome);

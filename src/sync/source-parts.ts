@@ -23,6 +23,9 @@ export function sourceSettings(config: Config): SourceSettings {
   };
 }
 
+/** How long a feed request goes unanswered before the log says it is waiting, in ms. */
+const FEED_WAIT_NOTICE_MS = 5_000;
+
 /**
  * Readers of the feed of the source the config describes, one per turn: its retries
  * logged and told to the hooks, its responses timed by them.
@@ -33,9 +36,21 @@ export function feedOf(
   hooks: SyncHooks,
   retryDeps: RetryDeps = {},
 ): () => FeedReader {
-  const logRetry = logRetries(logger.child({ module: 'sync' }));
+  const log = logger.child({ module: 'sync' });
+  const logRetry = logRetries(log);
+  const timeoutMs = config.feed.timeoutMs;
+  // A request still unanswered after a few seconds is said, once: the wait may be all of FEED_TIMEOUT_MS.
+  const waiting = {
+    afterMs: Math.min(FEED_WAIT_NOTICE_MS, Math.round(timeoutMs / 2)),
+    tell: (waitedMs: number) =>
+      log.info(
+        { waitedMs, timeoutMs },
+        `waiting for the feed: no answer after ${waitedMs / 1000} s; the request is given up at FEED_TIMEOUT_MS (${timeoutMs} ms)`,
+      ),
+  };
   return () =>
     feedReaderFor(config, {
+      waiting,
       retryDeps: {
         ...retryDeps,
         onRetry: (info) => {

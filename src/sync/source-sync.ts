@@ -9,10 +9,12 @@ import type { Relay } from '../queue/relay.js';
 import type { Applier, ApplyBatch, ApplyResult } from '../store/applier.js';
 import { ensureCursor, getCursor, isStored } from '../store/cursor.js';
 import type { Store } from '../store/db.js';
+import { storedDiffering } from '../store/foreign-feed.js';
 import type { LeaseOptions, SourceLease } from '../store/lease.js';
 import { inSpan } from '../tracing/tracing.js';
 import type { ByteBudget } from './byte-budget.js';
 import { type CatchUpOptions, type CatchUpResult, type CommitInfo, catchUp } from './catch-up.js';
+import { checkedFetch } from './cursor-check.js';
 import { linkedAbort } from './signals.js';
 import { checkCursor, checkReconcileStart, checkSchemaOf } from './source-checks.js';
 import { type VerifyOptions, type VerifyResult, verifySource } from './verify.js';
@@ -201,13 +203,17 @@ async function runTurn(
   let result: CatchUpResult;
   try {
     // The claim read the cursor with the lease; a source's first turn makes it.
-    const cursor =
-      lease.cursor ?? (await ensureCursor(store, settings.source, settings.types, settings.keyKind));
+    const cursor = lease.cursor ?? {
+      ...(await ensureCursor(store, settings.source, settings.types, settings.keyKind)),
+      check: null,
+    };
     await checkCursor(store, settings, cursor);
     result = await catchUp({
       ...catchUpOf(deps),
       start: cursor.afterId,
-      fetchPage: turnFeed.fetchPage,
+      fetchPage: checkedFetch(turnFeed.fetchPage, settings.source, cursor, (events) =>
+        storedDiffering(store, settings.source, events),
+      ),
       ...(turnFeed.awaitBudget ? { awaitBudget: turnFeed.awaitBudget } : {}),
       // Not ahead of Redis: what the relay is offered it publishes from memory.
       apply: async (batch) => {

@@ -8,9 +8,15 @@ import type { Relay } from '../queue/relay.js';
 import type { Store } from '../store/db.js';
 import type { RunResult, SourceSync, SyncHooks } from './source-sync.js';
 import { runRound } from './worker.js';
-import { type WorkerResult, workerParts } from './worker-parts.js';
+import { type WorkerParts, type WorkerResult, workerParts } from './worker-parts.js';
 
 export type { RunResult, RunStatus, SyncHooks } from './source-sync.js';
+
+/** A once run's result: its source's turn, and the jobs the run published. */
+export interface OnceResult extends RunResult {
+  /** Jobs the relay published during the run: the turn's, and rows an earlier run left. */
+  published: number;
+}
 
 export interface SyncOptions {
   /** Default: a logger at the config's LOG_LEVEL that scrubs its secrets (`loggerFor(config)`). */
@@ -38,7 +44,7 @@ export interface Sync extends SourceSync {
    * with its next due time, then hands the outbox over and prunes: one CronJob run. A
    * turn that throws rejects with its error, which the lease row keeps for `status`.
    */
-  runOnce(signal?: AbortSignal): Promise<RunResult>;
+  runOnce(signal?: AbortSignal): Promise<OnceResult>;
   readonly store: Store;
   readonly publisher: Publisher;
   readonly relay: Relay;
@@ -53,13 +59,24 @@ export interface Sync extends SourceSync {
 export function createSync(config: Config, opts: SyncOptions = {}): Sync {
   const logger = opts.logger ?? loggerFor(config);
   const hooks = opts.hooks ?? {};
+  // The relay outlives the runs: what it publishes counts into the run in flight (its
+  // metrics and summary line, its result), besides the caller's hooks.
+  let run: { metrics: WorkerParts['metrics']; published: number } | null = null;
   const parts = composeParts(
     config,
     logger,
     {
       relay: {
-        ...(hooks.onPublished ? { onPublished: hooks.onPublished } : {}),
-        ...(hooks.onPublishDelay ? { onPublishDelay: hooks.onPublishDelay } : {}),
+        onPublished: (queue, count) => {
+          hooks.onPublished?.(queue, count);
+          if (run === null) return;
+          run.metrics.onPublished(queue, count);
+          run.published += count;
+        },
+        onPublishDelay: (seconds) => {
+          hooks.onPublishDelay?.(seconds);
+          run?.metrics.onPublishDelay(seconds);
+        },
       },
     },
     opts,
@@ -88,9 +105,16 @@ export function createSync(config: Config, opts: SyncOptions = {}): Sync {
     ...runs,
     async runOnce(signal = new AbortController().signal) {
       const started = performance.now();
-      const round = await runRound(worker(signal), { mode: 'once', migrate, checked });
-      checked = true;
-      return runResultOf(round, performance.now() - started);
+      const w = worker(signal);
+      const counting = { metrics: w.metrics, published: 0 };
+      run = counting;
+      try {
+        const round = await runRound(w, { mode: 'once', migrate, checked });
+        checked = true;
+        return { ...runResultOf(round, performance.now() - started), published: counting.published };
+      } finally {
+        if (run === counting) run = null;
+      }
     },
     store,
     publisher,

@@ -18,7 +18,8 @@ export function logOutcome(log: Logger, outcome: Outcome, level: 'info' | 'debug
     outcome: r.status,
     // A turn does not drain the outbox (the worker does, after its turns): it can only
     // say that the relay failed while it ran. "drained" is said once, by the run's end.
-    ...(r.drained ? {} : { relayFailed: true }),
+    // A turn stopped by a signal drained nothing, and need not have: no relay failure in that.
+    ...(r.drained || r.status === 'stopped' ? {} : { relayFailed: true }),
     stored: r.stored,
     duplicates: r.duplicates,
     quarantined: r.quarantined,

@@ -1,5 +1,6 @@
+import { maxBackoffMs } from '../config/backoff.js';
 import { startWorkerHealth } from '../metrics/worker-health.js';
-import { nextDueInMs } from '../store/lease.js';
+import { nextDueInMs, pullDueTimesIn } from '../store/lease.js';
 import { type RetentionLoop, startRetentionLoop } from '../store/retention-loop.js';
 import { type FleetClaims, startFleetClaims } from './fleet-claims.js';
 import { watchSources } from './scheduler.js';
@@ -70,6 +71,8 @@ export async function runWatchRound(w: WorkerParts): Promise<WorkerResult> {
       outboxHours: settings.outboxRetentionHours,
       intervalMs: WATCH_DEFAULTS.pruneEveryMs,
     });
+    // Due times stored under a longer SYNC_INTERVAL_MS than this one's: the interval in force decides.
+    await pullDueTimesIn(store, settings.intervalMs, maxBackoffMs(settings.intervalMs));
     // A source that a once run (or another worker) ran moments ago is due an interval after
     // that turn, and quiet turns log at debug: say why nothing happens meanwhile.
     const firstDueMs = await nextDueInMs(store, Number.MAX_SAFE_INTEGER);

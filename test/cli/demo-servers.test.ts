@@ -1,3 +1,4 @@
+import { type AddressInfo, createServer, type Socket } from 'node:net';
 import { describe, expect, it } from 'vitest';
 import { chooseDemoServers, postgresAnswers } from '../../src/cli/demo-servers.js';
 import { testConfig } from '../support/config.js';
@@ -45,11 +46,43 @@ describe('chooseDemoServers', () => {
 });
 
 describe('postgresAnswers', () => {
-  it('is true where a Postgres answers, even one that refuses the login, and false where nothing listens', async () => {
-    expect(await postgresAnswers(TEST_DATABASE_URL)).toBe(true);
+  it('says a Postgres answers, even one that refuses the login, and nothing where nothing listens', async () => {
+    expect(await postgresAnswers(TEST_DATABASE_URL)).toBe('postgres');
     const refused = new URL(TEST_DATABASE_URL);
     refused.username = 'no_such_role_here';
-    expect(await postgresAnswers(refused.toString())).toBe(true);
-    expect(await postgresAnswers(`postgres://postgres@127.0.0.1:${await freePort()}/postgres`)).toBe(false);
+    expect(await postgresAnswers(refused.toString())).toBe('postgres');
+    expect(await postgresAnswers(`postgres://postgres@127.0.0.1:${await freePort()}/postgres`)).toBe(
+      'nothing',
+    );
+  });
+
+  it('names something that is not Postgres on the port, and the demo starts its own rather than blame Redis', async () => {
+    // A web server on the port: it answers the start-up message with HTTP and hangs up.
+    const sockets = new Set<Socket>();
+    const server = createServer((socket) => {
+      sockets.add(socket);
+      socket.on('error', () => {});
+      socket.end('HTTP/1.1 400 Bad Request\r\n\r\n');
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const port = (server.address() as AddressInfo).port;
+    try {
+      const url = `postgres://postgres@127.0.0.1:${port}/postgres`;
+      const answer = await postgresAnswers(url);
+      expect(answer).toEqual({ other: expect.any(String) });
+      const config = testConfig(names);
+      const servers = await chooseDemoServers({
+        ...config,
+        database: { ...config.database, url },
+        given: config.given.filter((n) => n !== 'DATABASE_URL'),
+      });
+      expect(servers).toMatchObject({ databaseUrl: null, queueBackend: 'postgres' });
+      expect(servers.why).toMatch(
+        new RegExp(`^something that is not Postgres answers \\(.+\\) at 127\\.0\\.0\\.1:${port} `),
+      );
+    } finally {
+      for (const socket of sockets) socket.destroy();
+      await new Promise((resolve) => server.close(resolve));
+    }
   });
 });

@@ -127,6 +127,8 @@ describe('feedsync demo', () => {
     expect(schemaRefused.stderr).toContain(
       `demo: schema "${foreignSchema}" holds tables the demo did not make`,
     );
+    // It says only what it does: nothing is dropped, so no "drops" line.
+    expect(schemaRefused.stdout).not.toContain('drops');
 
     const redis = new Redis(TEST_REDIS_URL);
     try {
@@ -136,6 +138,7 @@ describe('feedsync demo', () => {
       expect(prefixRefused.stderr).toContain(
         `under the prefix "${foreignPrefix}" that the demo did not make`,
       );
+      expect(prefixRefused.stdout).not.toContain('drops');
       expect(await redis.get(`${foreignPrefix}:app:precious`)).toBe('1');
     } finally {
       redis.disconnect();

@@ -19,4 +19,16 @@ describe('the one line of a failure', () => {
     expect(line).toContain(`within ${config.database.statementTimeoutMs} ms (DATABASE_STATEMENT_TIMEOUT_MS)`);
     expect(line).toMatch(/^Postgres at [^ ]+ \(DATABASE_URL\) did not answer a statement/);
   });
+
+  it('says the server is at max_connections when Postgres has no connection left', () => {
+    const full = Object.assign(new Error('sorry, too many clients already'), {
+      severity: 'FATAL',
+      code: '53300',
+    });
+    expect(describeFailure(full, config)).toBe(
+      'Postgres (DATABASE_URL) refused: sorry, too many clients already (SQLSTATE 53300): the server is at ' +
+        'max_connections: close idle sessions or other clients, lower SYNC_CONCURRENCY here, or raise ' +
+        'max_connections (or put a pooler in front); try again',
+    );
+  });
 });

@@ -159,6 +159,7 @@ describe('expected failures: one line on stderr that says what failed and what t
     const retries = res.stdout
       .trim()
       .split('\n')
+      .filter((l) => l.startsWith('{'))
       .map((l) => JSON.parse(l) as { level: number; msg: string; waitMs?: number })
       .filter((l) => l.waitMs !== undefined);
     expect(retries.map((l) => [l.level, l.msg.replace(/in \d+\.\d s$/, 'in … s')])).toEqual([

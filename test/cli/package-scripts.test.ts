@@ -1,5 +1,5 @@
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -7,6 +7,7 @@ import { describe, expect, it } from 'vitest';
 
 const root = fileURLToPath(new URL('../../', import.meta.url));
 const pkg = JSON.parse(readFileSync(`${root}package.json`, 'utf8')) as {
+  version: string;
   bin: Record<string, string>;
   scripts: Record<string, string>;
   allowScripts?: Record<string, boolean>;
@@ -71,5 +72,61 @@ describe('package scripts', () => {
 
   it('agree with the lockfile, so npm ci installs the bin it names', () => {
     expect(lock.packages['']?.bin).toEqual(pkg.bin);
+  });
+});
+
+describe('npm ci in a clone', () => {
+  // `npx feedsync …` right after `npm ci` once printed "feedsync: not found": nothing had
+  // built dist/. npm ci runs the root package's `prepare`, which builds where the sources
+  // and the dev dependencies are, and does nothing where they are not (the image's stages,
+  // .ci/image-recipe: package files first, sources later or never).
+  function folderWith(parts: readonly string[]): string {
+    const dir = mkdtempSync(join(tmpdir(), 'feedsync-prepare-'));
+    for (const part of parts) cpSync(join(root, part), join(dir, part), { recursive: true });
+    return dir;
+  }
+
+  it('builds the CLI, so that npx feedsync runs', () => {
+    const dir = folderWith([
+      'package.json',
+      'package-lock.json',
+      'tsconfig.json',
+      'tsconfig.build.json',
+      'src',
+      'scripts',
+      'migrations',
+    ]);
+    symlinkSync(join(root, 'node_modules'), join(dir, 'node_modules'));
+    try {
+      const prepare = spawnSync('npm', ['run', 'prepare', '--silent'], {
+        cwd: dir,
+        encoding: 'utf8',
+        timeout: 240_000,
+      });
+      expect(prepare.status, prepare.stderr).toBe(0);
+      const run = spawnSync('npx', ['feedsync', '--version'], {
+        cwd: dir,
+        encoding: 'utf8',
+        timeout: 60_000,
+      });
+      expect(run.stdout.trim(), run.stderr).toBe(pkg.version);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 300_000);
+
+  it('does nothing where there are no sources to build (the image)', () => {
+    const dir = folderWith(['package.json', 'package-lock.json']);
+    try {
+      const prepare = spawnSync('npm', ['run', 'prepare', '--silent'], {
+        cwd: dir,
+        encoding: 'utf8',
+        timeout: 60_000,
+      });
+      expect(prepare.status, prepare.stderr).toBe(0);
+      expect(existsSync(join(dir, 'dist'))).toBe(false);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

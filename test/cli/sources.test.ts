@@ -81,9 +81,9 @@ describe('feedsync sources', () => {
   });
 
   it('retire takes a source out of status and the overdue count, and keeps its events', async () => {
-    // Overdue: due for longer than any interval, as a source gone from the file stays.
+    // Overdue: due for longer than any interval, as a source gone from a watched file stays.
     await box.store.pool.query(
-      `UPDATE ${box.schema}.leases SET due_at = now() - interval '1 day' WHERE source = 'typo'`,
+      `UPDATE ${box.schema}.leases SET due_at = now() - interval '1 day', last_turn = 'watch' WHERE source = 'typo'`,
     );
     expect(await statusSources()).toContain('typo');
     const overdue = await overdueSources(box.store, 60_000);

@@ -72,6 +72,25 @@ describe('feedsync suppressions', () => {
     expect(other.stdout).toBe('source elsewhere: no suppressed addresses\n');
   });
 
+  it('list shows the first 100 rows and how many it left out; --all and --json show them all', async () => {
+    await box.store.pool.query(
+      `INSERT INTO "${box.schema}".suppressions (source, address, reason, event_id, at)
+       SELECT 'bulk', 'person' || lpad(i::text, 3, '0') || '@example.com', 'bounced', 'evt_' || i, now()
+       FROM generate_series(1, 120) AS i`,
+    );
+    const bulk = env({ FEED_SOURCE: 'bulk' });
+    const bounded = await runCli(['suppressions', 'list'], bulk);
+    expect(bounded.code, bounded.stderr).toBe(0);
+    const lines = bounded.stdout.trimEnd().split('\n');
+    expect(lines[0]).toBe('source bulk: 120 suppressions; the first 100 by address');
+    expect(lines).toHaveLength(1 + 1 + 100 + 1);
+    expect(lines.at(-1)).toBe('… 20 more rows left out: --all lists them all');
+    const all = await runCli(['suppressions', 'list', '--all'], bulk);
+    expect(all.stdout.trimEnd().split('\n')).toHaveLength(1 + 1 + 120);
+    const json = await runCli(['suppressions', 'list', '--json'], bulk);
+    expect(JSON.parse(json.stdout)).toHaveLength(120);
+  });
+
   it('send refuses a suppressed recipient (exit 2, one line with the reason and the flag); the flag sends', async () => {
     const sent = sim().stats().emails_sent;
     const refused = await runCli(send('delivered@example.com,  COMPLAINED@example.com'), env());
@@ -321,7 +340,7 @@ describe('feedsync suppressions', () => {
       ['suppressions', 'remove', 'a@example.com', '--reason', 'unsubscribed'],
       '--override-unsubscribe',
     ],
-    ['an unknown flag', ['suppressions', 'list', '--all'], "unknown option '--all'"],
+    ['an unknown flag', ['suppressions', 'list', '--every'], "unknown option '--every'"],
   ])('%s: exit 2 with a message', async (_name, args, message) => {
     const r = await runCli(args, env());
     expect(r.code).toBe(2);

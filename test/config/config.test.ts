@@ -90,7 +90,10 @@ describe('loadConfig', () => {
       'DATABASE_CONNECT_TIMEOUT_MS: must be at least 1',
     );
     expect(() => loadConfig({ SYNC_ONCE_MAX_MS: 'soon' }, readFile)).toThrow(
-      'SYNC_ONCE_MAX_MS: must be a whole number',
+      'SYNC_ONCE_MAX_MS: must be a positive whole number',
+    );
+    expect(() => loadConfig({ SYNC_INTERVAL_MS: '-1' }, readFile)).toThrow(
+      'SYNC_INTERVAL_MS: must be a positive whole number',
     );
   });
 
@@ -168,7 +171,7 @@ describe('loadConfig', () => {
   });
 
   it.each([
-    [{ FEED_PAGE_LIMIT: 'ten' }, 'FEED_PAGE_LIMIT: must be a whole number'],
+    [{ FEED_PAGE_LIMIT: 'ten' }, 'FEED_PAGE_LIMIT: must be a positive whole number'],
     [{ FEED_PAGE_LIMIT: '0' }, 'FEED_PAGE_LIMIT: must be at least 1'],
     [{ FEED_PAGE_LIMIT: '10001' }, 'FEED_PAGE_LIMIT: must be at most 10000'],
     [{ FEED_MAX_RETRY_WAIT_MS: '99999999999999999999' }, 'FEED_MAX_RETRY_WAIT_MS: is too large'],

@@ -102,6 +102,7 @@ describe('metrics and health', () => {
       const summary = result.stdout
         .trim()
         .split('\n')
+        .filter((l) => l.startsWith('{'))
         .map((l) => JSON.parse(l) as Record<string, unknown>)
         .find((l) => l.msg === 'sync run finished');
       expect(summary).toMatchObject({ status: 'caught-up', events_stored: 0, outbox_backlog: 0 });

@@ -139,9 +139,16 @@ describe('requeue', () => {
       await emptyQueues(prefix);
       const since = { eventId: 'evt_000000002500' };
       const first = await requeue(store, publisher, { source: 'default', since, retentionHours: 168 });
-      expect(first).toMatchObject({ requeued: 3, added: 2, alreadyPresent: 0 });
+      expect(first).toMatchObject({ requeued: 3, added: 2, alreadyPresent: 0, sameJob: 1 });
       const again = await requeue(store, publisher, { source: 'default', since, retentionHours: 168 });
-      expect(again).toMatchObject({ requeued: 3, added: 0, alreadyPresent: 2 });
+      expect(again).toMatchObject({ requeued: 3, added: 0, alreadyPresent: 2, sameJob: 1 });
+      const line = await run('node', ['dist/bin/feedsync.js', 'requeue', '--since', 'evt_000000002500'], {
+        env: { ...process.env, ...testEnv({ schema, prefix }) },
+      });
+      expect(line.stdout).toContain(
+        `requeued 3 published outbox rows of source default (email-events 2, contact-events 1): 0 jobs added, 2 already in ${IN} ` +
+          '(left as they were), 1 rows of the same job id as another (an event with two outbox rows: one job)',
+      );
     } finally {
       await store.pool.query(
         `DELETE FROM "${schema}".outbox WHERE seq = (SELECT max(seq) FROM "${schema}".outbox WHERE event_id = 'evt_000000002500')`,

@@ -288,7 +288,7 @@ describe('claimDue', () => {
       );
       const first = await claimDue(s, 5, A);
       expect(first.leases.map((l) => [l.source, l.cursor])).toEqual([
-        ['n2', { afterId: null, types: ['email.bounced'], keyKind: null }],
+        ['n2', { afterId: null, types: ['email.bounced'], keyKind: null, check: null }],
         ['n1', null],
       ]);
       // n3 falls due in about 5 s: the loop's sleep.
@@ -323,7 +323,7 @@ describe('takeLease', () => {
   it('makes a missing lease row and takes it, with the cursor, in one call', async () => {
     await ensureCursor(store, 'fresh', null);
     const lease = await takeLease(store, 'fresh', A);
-    expect(lease?.cursor).toEqual({ afterId: null, types: null, keyKind: null });
+    expect(lease?.cursor).toEqual({ afterId: null, types: null, keyKind: null, check: null });
     expect(lease?.token).toBe('1');
     await lease!.release({ succeeded: true });
     expect((await getCursor(store, 'fresh'))?.lastSuccessAt).toBeInstanceOf(Date);

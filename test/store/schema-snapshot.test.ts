@@ -37,6 +37,8 @@ const COLUMNS: { [T in keyof Database]-?: { [C in keyof Database[T]]-?: true } }
     updated_at: true,
     last_success_at: true,
     key_kind: true,
+    check_before: true,
+    check_digest: true,
   },
   leases: {
     source: true,
@@ -47,6 +49,7 @@ const COLUMNS: { [T in keyof Database]-?: { [C in keyof Database[T]]-?: true } }
     failures: true,
     last_error: true,
     taken_at: true,
+    last_turn: true,
   },
   source_counts: { source: true, events_stored: true, newest_event_at: true },
   email_status: {

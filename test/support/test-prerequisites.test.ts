@@ -1,5 +1,13 @@
 import { spawnSync } from 'node:child_process';
-import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  copyFileSync,
+  existsSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -41,9 +49,16 @@ function machine(present: readonly string[], opts: { aptFails?: boolean } = {}):
   );
 }
 
+/**
+ * Runs the script; as `uid`, a copy of it in the machine's folder, from there: that user
+ * may not enter the clone (one in root's home folder).
+ */
 function run(uid?: number): { code: number | null; stderr: string; stdout: string } {
-  const child = spawnSync(process.execPath, [SCRIPT], {
+  const script = uid === undefined ? SCRIPT : join(dir, 'test-prerequisites.mjs');
+  if (uid !== undefined) copyFileSync(SCRIPT, script);
+  const child = spawnSync(process.execPath, [script], {
     env: { PATH: dir },
+    cwd: dir,
     encoding: 'utf8',
     timeout: 30_000,
     ...(uid === undefined ? {} : { uid }),

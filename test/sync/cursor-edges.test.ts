@@ -28,8 +28,12 @@ const sandbox = useSandboxes();
 beforeAll(async () => {
   feed = await startFeedServer(EVENTS, {
     rawPage: (after) => {
-      if (!bad || after !== bad.after) return undefined;
-      const start = EVENTS.findIndex((e) => e.id === after) + 1;
+      if (!bad) return undefined;
+      const at = EVENTS.findIndex((e) => e.id === bad?.after);
+      // The same bad page read after its cursor or, as a later turn's first request reads
+      // (sync/cursor-check.ts), after the event before it: the cursor's event first.
+      const start = after === bad.after ? at + 1 : after === EVENTS[at - 1]?.id ? at : -1;
+      if (start < 0) return undefined;
       const data = EVENTS.slice(start, start + (bad.events ?? LIMIT));
       return JSON.stringify({ data, next_after: bad.nextAfter });
     },

@@ -68,6 +68,72 @@ describe('a feed of another account under a source', () => {
     expect(status.stdout).toContain('were stored before with other content');
   });
 
+  /**
+   * The simulator restarted on its port, with `backlog` events, as a user restarts it:
+   * the same ids from the start, other content (another hour).
+   */
+  async function restartOnItsPort(first: Simulator, backlog: number): Promise<Simulator> {
+    const port = Number(new URL(first.baseUrl).port);
+    await first.close();
+    const again = await startTestSimulator({ port, backlog, now: () => Date.now() - 3_600_000 });
+    restarted.push(again);
+    return again;
+  }
+
+  it('after the simulator restarted, a sync whose cursor the new feed knows stops with exit 5 and stores nothing', async () => {
+    const box = await sandbox('foreign_known_cursor');
+    const first = await startTestSimulator({ backlog: BACKLOG });
+    const env = testEnv({ schema: box.schema, prefix: box.prefix, baseUrl: first.baseUrl });
+    expect((await cli(['sync', '--once'], env)).code).toBe(0);
+    const cursor = await cursorOf(box.store);
+    // More events than before: the cursor's id is in the new feed, and new ones after it.
+    await restartOnItsPort(first, BACKLOG + 50);
+    const run = await cli(['sync', '--once'], env);
+    expect(run.code, run.stderr).toBe(5);
+    expect(run.stderr).toContain(
+      `the feed serves the cursor's event ${cursor} with other content than stored`,
+    );
+    expect(run.stderr).toMatch(/a simulator restarted since, or another account's key in FEED_API_KEY/);
+    expect(run.stderr.trim().split('\n')).toHaveLength(1);
+    expect(await storedCount(box.store)).toBe(BACKLOG);
+    expect(await conflictsOf(box)).toBe(0);
+    expect(await queuedJobIds(box.prefix, EMAIL_QUEUE)).toHaveLength(BACKLOG);
+    expect(await cursorOf(box.store)).toBe(cursor);
+  });
+
+  it('after the simulator restarted, a sync whose cursor the new feed does not know stops with exit 5, not "cursor reset"', async () => {
+    const box = await sandbox('foreign_unknown_cursor');
+    const first = await startTestSimulator({ backlog: BACKLOG });
+    const env = testEnv({ schema: box.schema, prefix: box.prefix, baseUrl: first.baseUrl });
+    expect((await cli(['sync', '--once'], env)).code).toBe(0);
+    const cursor = await cursorOf(box.store);
+    // Fewer events than before: the new feed has no event of the cursor's id.
+    await restartOnItsPort(first, 50);
+    const run = await cli(['sync', '--once'], env);
+    expect(run.code, run.stderr).toBe(5);
+    expect(run.stderr).toContain(
+      `the feed does not know the cursor's event ${cursor}, and serves 50 of the 50 stored events of its first page with other content`,
+    );
+    expect(run.stderr).not.toContain('cursor reset');
+    expect(await storedCount(box.store)).toBe(BACKLOG);
+    expect(await conflictsOf(box)).toBe(0);
+    expect(await cursorOf(box.store)).toBe(cursor);
+  });
+
+  it('a caught-up turn against the same simulator checks the cursor and stores nothing new', async () => {
+    const box = await sandbox('same_feed');
+    const env = testEnv({ schema: box.schema, prefix: box.prefix, baseUrl: sim().baseUrl });
+    expect((await cli(['sync', '--once'], env)).code).toBe(0);
+    const { rows } = await box.store.pool.query<{ check_before: string; check_digest: string | null }>(
+      `SELECT check_before, check_digest FROM "${box.schema}".cursors`,
+    );
+    expect(rows[0]?.check_digest).toMatch(/^[0-9a-f]{64}$/);
+    const again = await cli(['sync', '--once'], env);
+    expect(again.code, again.stderr).toBe(0);
+    expect(await storedCount(box.store)).toBe(BACKLOG);
+    expect(await conflictsOf(box)).toBe(0);
+  });
+
   it("another account's key of the same kind: exit 5; its own FEED_SOURCE syncs it", async () => {
     const box = await sandbox('foreign_account');
     const env = testEnv({ schema: box.schema, prefix: box.prefix, baseUrl: sim().baseUrl });

@@ -19,7 +19,7 @@ interface RunLine {
 function finishedLine(stdout: string): RunLine {
   const line = stdout
     .split('\n')
-    .filter(Boolean)
+    .filter((l) => l.startsWith('{'))
     .map((l) => JSON.parse(l) as { msg?: string })
     .find((l) => l.msg === 'sync run finished');
   if (!line) throw new Error(`no "sync run finished" line in:\n${stdout}`);

@@ -142,7 +142,9 @@ describe('watchSources', () => {
     await w.loop;
     expect([...w.turns.keys()]).toEqual(['a', 'b', 'c']);
     for (const source of ['a', 'b', 'c']) {
-      expect(w.releases.get(source)).toEqual([{ failed: false, succeeded: true, dueInMs: INTERVAL }]);
+      expect(w.releases.get(source)).toEqual([
+        { failed: false, succeeded: true, dueInMs: INTERVAL, by: 'watch' },
+      ]);
     }
     expect(w.outcomes.every((o) => o.ok)).toBe(true);
   });
@@ -162,7 +164,7 @@ describe('watchSources', () => {
       ['b', true],
     ]);
     expect(w.releases.get('a')).toEqual([
-      { failed: true, succeeded: false, dueInMs: INTERVAL, error: 'described: key rejected' },
+      { failed: true, succeeded: false, dueInMs: INTERVAL, error: 'described: key rejected', by: 'watch' },
     ]);
   });
 
@@ -226,6 +228,6 @@ describe('watchSources', () => {
     await w.loop;
     expect(w.outcomes.map((o) => o.source)).toEqual(['a']);
     // Stopped short of its feed's end: due again at once, for whichever worker is next.
-    expect(w.releases.get('a')).toEqual([{ failed: false, succeeded: false, dueInMs: 0 }]);
+    expect(w.releases.get('a')).toEqual([{ failed: false, succeeded: false, dueInMs: 0, by: 'watch' }]);
   });
 });

@@ -127,7 +127,8 @@ function describeAll(config: Config, dryRun: boolean, results: readonly SourceRe
   const rows = `${sum((r) => r.requeued)} published outbox rows of ${results.length} sources of FEED_SOURCES_FILE`;
   const total = dryRun
     ? `in all: would requeue ${rows}`
-    : `in all: requeued ${rows}: ${sum((r) => r.added)} jobs added, ${sum((r) => r.alreadyPresent)} already in ${queuesName(config)}`;
+    : `in all: requeued ${rows}: ${sum((r) => r.added)} jobs added, ${sum((r) => r.alreadyPresent)} already in ${queuesName(config)}` +
+      sameJobs(sum((r) => r.sameJob));
   const each = results
     .filter(({ result }) => !quiet(result))
     .map(({ source, result }) => describeRequeue(config, source, dryRun, result));
@@ -175,6 +176,11 @@ async function retryFailed(config: Config, publisher: Publisher, opts: RequeueFl
   return 0;
 }
 
+/** The rows that are no job of their own, where there are any: the counts then add up. */
+function sameJobs(n: number): string {
+  return n === 0 ? '' : `, ${n} rows of the same job id as another (an event with two outbox rows: one job)`;
+}
+
 /** Where the jobs are, as the lines name it. */
 function queuesName(config: Config): string {
   return config.queues.backend === 'postgres' ? 'the queues' : 'Redis';
@@ -188,7 +194,8 @@ function describeRequeue(config: Config, source: string, dryRun: boolean, result
   const lines = [
     dryRun
       ? `would requeue ${rows}, with their own job ids`
-      : `requeued ${rows}: ${result.added} jobs added, ${result.alreadyPresent} already in ${queuesName(config)} (left as they were)`,
+      : `requeued ${rows}: ${result.added} jobs added, ${result.alreadyPresent} already in ${queuesName(config)} (left as they were)` +
+        sameJobs(result.sameJob),
   ];
   if (result.predatesRetention) {
     lines.push(

@@ -61,8 +61,9 @@ export function statusCommand(): Command {
             await publisher.close();
           }
         },
-        // status reads Postgres and Redis only: a fleet's key files are not its to read.
-        { keys: false },
+        // status reads Postgres and Redis only: a fleet's key files are not its to read. Its
+        // log lines (waiting for Postgres) go to stderr: stdout is the report, whole.
+        { keys: false, logTo: process.stderr },
       ),
     );
 }

@@ -15,6 +15,9 @@ const sourceOption = [
 /** Logs go to stderr: stdout is the answer to the person who asked (and holds addresses, which logs never do). */
 const stdoutIsTheAnswer = { logTo: process.stderr };
 
+/** Rows the text listing shows without --all: a source may hold hundreds of thousands. */
+const LIST_LIMIT = 100;
+
 /**
  * `feedsync suppressions list|remove`: the addresses feedsync's records say not to send
  * to (bounced, complained, unsubscribed; docs/DATA.md), and the explicit decision to send
@@ -30,17 +33,25 @@ export function suppressionsCommand(): Command {
     .command('list')
     .description("Print a source's suppressed addresses with their reason and the event that decided it.")
     .option(...sourceOption)
-    .option('--json', 'print a JSON array of {source, address, reason, event_id, at}')
+    .option('--json', 'print a JSON array of {source, address, reason, event_id, at}, every row')
+    .option('--all', `list every row, not the first ${LIST_LIMIT}`)
     .addHelpText(
       'after',
-      '\nExit codes: 0 printed (also when there are none), 1 runtime failure (Postgres), 2 usage or\nconfiguration error.',
+      `\nThe text listing is bounded: the first ${LIST_LIMIT} rows by address, and how many it left out; --all\n` +
+        'lists them all (--json always does).\n' +
+        'Exit codes: 0 printed (also when there are none), 1 runtime failure (Postgres), 2 usage or\nconfiguration error.',
     )
     .action(
-      action(async ({ config, logger }, opts: { source?: string; json?: boolean }) => {
+      action(async ({ config, logger }, opts: { source?: string; json?: boolean; all?: boolean }) => {
         const { listSuppressions } = await import('../../store/suppressions.js');
         const { source } = (await knownSourceConfig(config, logger, opts.source)).feed;
-        const rows = await withStore(config, logger, (store) => listSuppressions(store, source));
-        process.stdout.write(opts.json ? `${JSON.stringify(rows.map(asJson))}\n` : table(source, rows));
+        const limit = opts.json || opts.all ? null : LIST_LIMIT;
+        const { rows, total } = await withStore(config, logger, (store) =>
+          listSuppressions(store, source, limit),
+        );
+        process.stdout.write(
+          opts.json ? `${JSON.stringify(rows.map(asJson))}\n` : table(source, rows, total),
+        );
         return 0;
       }, stdoutIsTheAnswer),
     );
@@ -166,15 +177,19 @@ function asJson(s: Suppression): Record<string, string> {
   };
 }
 
-function table(source: string, rows: readonly Suppression[]): string {
+function table(source: string, rows: readonly Suppression[], total: number): string {
   if (rows.length === 0) return `source ${source}: no suppressed addresses\n`;
+  const left = total - rows.length;
   const addresses = new Set(rows.map((r) => r.address)).size;
   const width = Math.max(...rows.map((r) => r.address.length), 'address'.length);
   const line = (address: string, reason: string, at: string, event: string) =>
     `${address.padEnd(width)}  ${reason.padEnd(12)}  ${at.padEnd(24)}  ${event}`;
   return `${[
-    `source ${source}: ${addresses} suppressed ${addresses === 1 ? 'address' : 'addresses'}`,
+    left > 0
+      ? `source ${source}: ${total} suppressions; the first ${rows.length} by address`
+      : `source ${source}: ${addresses} suppressed ${addresses === 1 ? 'address' : 'addresses'}`,
     line('address', 'reason', 'at', 'event'),
     ...rows.map((r) => line(r.address, r.reason, r.at.toISOString(), r.eventId)),
+    ...(left > 0 ? [`… ${left} more rows left out: --all lists them all`] : []),
   ].join('\n')}\n`;
 }
