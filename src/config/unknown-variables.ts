@@ -28,7 +28,7 @@ export function unknownVariables(
     if (!(ofFamily(name.split('_')[0]!) || nearMiss) || inUse.includes(value)) continue;
     warnings.push(
       `${name} is not a variable feedsync reads, so it is ignored` +
-        (near ? `; did you mean ${near}?` : ' (the configuration table of the README lists them)'),
+        (near ? `; did you mean ${near}?` : ' (docs/DEPLOYMENT.md lists them, under Configuration)'),
     );
   }
   return warnings.sort();

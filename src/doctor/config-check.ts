@@ -60,7 +60,7 @@ export function checkConfig(
         'config',
         'fail',
         (err as Error).message,
-        'correct the variable named above (see the configuration table in the README)',
+        'correct the variable named above (see docs/DEPLOYMENT.md, Configuration)',
       ),
     };
   }

@@ -47,7 +47,7 @@ describe('variables of feedsync families that feedsync does not read', () => {
 
   it('names no variable when none is near', () => {
     expect(unknownVariables({ REDIS_SOMETHING_ELSE_ENTIRELY: '1' }, VARIABLES)).toEqual([
-      'REDIS_SOMETHING_ELSE_ENTIRELY is not a variable feedsync reads, so it is ignored (the configuration table of the README lists them)',
+      'REDIS_SOMETHING_ELSE_ENTIRELY is not a variable feedsync reads, so it is ignored (docs/DEPLOYMENT.md lists them, under Configuration)',
     ]);
   });
 });

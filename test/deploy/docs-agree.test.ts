@@ -6,24 +6,27 @@ import { OVERLAYS, ROOT, render } from './manifests.js';
 
 /**
  * Where a document states a value the code or the manifests hold, the two agree: the
- * README's table of variables against CONFIG_DEFAULTS, DEPLOYMENT's ENTRYPOINT against
- * the Dockerfile, its minimum Kubernetes version against the fields the manifests use.
+ * variables table of docs/DEPLOYMENT.md against CONFIG_DEFAULTS (and the README's short
+ * table against it), DEPLOYMENT's ENTRYPOINT against the Dockerfile, its minimum
+ * Kubernetes version against the fields the manifests use.
  */
 const readme = readFileSync(`${ROOT}README.md`, 'utf8');
 const deployment = readFileSync(`${ROOT}docs/DEPLOYMENT.md`, 'utf8');
+/** DEPLOYMENT's "Configuration" section, where its variables table is (other sections have tables of their own). */
+const configuration = deployment.split('\n## Configuration\n')[1]?.split('\n## ')[0] ?? '';
 
-/** The README's variables table: name to the text of its default cell. */
-function readmeDefaults(): Map<string, string> {
+/** A document's variables table: name to the text of its default cell. */
+function defaultCells(doc: string): Map<string, string> {
   const rows = new Map<string, string>();
-  for (const line of readme.split('\n')) {
+  for (const line of doc.split('\n')) {
     const cells = /^\| `([A-Z][A-Z0-9_]+)` \| ([^|]*) \|/.exec(line);
     if (cells) rows.set(cells[1]!, cells[2]!.trim());
   }
   return rows;
 }
 
-describe("the README's variables table", () => {
-  const table = readmeDefaults();
+describe("docs/DEPLOYMENT.md's variables table", () => {
+  const table = defaultCells(configuration);
 
   it('gives each default of src/config/config-defaults.ts as the code holds it', () => {
     expect(table.size).toBeGreaterThan(30);
@@ -31,7 +34,7 @@ describe("the README's variables table", () => {
       const cell = table.get(name);
       if (cell === undefined) {
         // A variable without a row of its own is given with its default in another row's text.
-        expect(readme, name).toContain(`\`${name}\` (default \`${value}\`)`);
+        expect(configuration, name).toContain(`\`${name}\` (default \`${value}\`)`);
       } else {
         expect(cell, name).toBe(`\`${value}\``);
       }
@@ -42,6 +45,17 @@ describe("the README's variables table", () => {
     const known = new Set(Object.keys(CONFIG_DEFAULTS));
     const stated = [...table].filter(([name, cell]) => /^`[^`]+`$/.test(cell) && !known.has(name));
     expect(stated).toEqual([]);
+  });
+});
+
+describe("the README's variables table", () => {
+  it("is a short part of DEPLOYMENT's, each default as it gives it, and links it", () => {
+    const full = defaultCells(configuration);
+    const short = defaultCells(readme);
+    expect(short.size).toBeGreaterThan(0);
+    expect(short.size).toBeLessThanOrEqual(10);
+    for (const [name, cell] of short) expect(cell, name).toBe(full.get(name));
+    expect(readme).toContain('(docs/DEPLOYMENT.md#configuration)');
   });
 });
 
