@@ -8,10 +8,18 @@
  * then stall can fill the budget, but not keep it, so a delivery that comes whole is
  * still read. Only while every body in the budget is younger than that, or whole and
  * being answered, are the new bytes refused.
+ *
+ * Bodies from a sender whose last delivery failed its signature (`suspect`) are read
+ * last: together they hold at most `suspectShare` of the budget, and any other body may
+ * take their room whatever their age. So a flood of bodies under a fresh-looking wrong
+ * signature cannot crowd out deliveries that can be verified.
  */
 export interface BodyBudget {
-  /** Opens the account of a body about to be read; `evict` tells its reader that its room is gone. */
-  open(evict: () => void): BodyAccount;
+  /**
+   * Opens the account of a body about to be read; `evict` tells its reader that its room
+   * is gone. `suspect`: its sender's last delivery failed its signature.
+   */
+  open(evict: () => void, suspect?: boolean): BodyAccount;
   /** Bytes held now. */
   held(): number;
 }
@@ -30,6 +38,8 @@ export interface BodyBudgetOptions {
   maxBytes: number;
   /** How long a body must have been arriving before it can be evicted, in ms. */
   evictAfterMs: number;
+  /** The most of `maxBytes` that suspect senders' bodies hold together. Default 0.25. */
+  suspectShare?: number;
   /** Milliseconds, monotonic. Default performance.now. */
   now?: () => number;
 }
@@ -37,17 +47,26 @@ export interface BodyBudgetOptions {
 interface Reading {
   started: number;
   held: number;
+  suspect: boolean;
   evict: () => void;
 }
 
 export function bodyBudget(opts: BodyBudgetOptions): BodyBudget {
   const now = opts.now ?? (() => performance.now());
+  const suspectMax = opts.maxBytes * (opts.suspectShare ?? 0.25);
   let held = 0;
+  let suspectHeld = 0;
   /** Bodies still arriving, in the order they started: the first is the oldest. */
   const reading = new Set<Reading>();
 
-  /** The oldest body still arriving, other than `self`, if it has been arriving long enough. */
+  /**
+   * The body that gives up its room to `self`: the oldest suspect one still arriving, when
+   * `self` is not suspect; else the oldest one of all, if it has been arriving long enough.
+   */
   const evictable = (self: Reading): Reading | undefined => {
+    if (!self.suspect) {
+      for (const r of reading) if (r !== self && r.suspect) return r;
+    }
     for (const r of reading) {
       if (r === self) continue;
       return now() - r.started >= opts.evictAfterMs ? r : undefined;
@@ -55,23 +74,33 @@ export function bodyBudget(opts: BodyBudgetOptions): BodyBudget {
     return undefined;
   };
 
+  const take = (r: Reading, bytes: number): void => {
+    held += bytes;
+    r.held += bytes;
+    if (r.suspect) suspectHeld += bytes;
+  };
+  const giveBack = (r: Reading): void => {
+    held -= r.held;
+    if (r.suspect) suspectHeld -= r.held;
+    r.held = 0;
+  };
+
   return {
-    open(evict) {
-      const self: Reading = { started: now(), held: 0, evict };
+    open(evict, suspect = false) {
+      const self: Reading = { started: now(), held: 0, suspect, evict };
       reading.add(self);
       return {
         reserve(bytes) {
+          if (self.suspect && suspectHeld + bytes > suspectMax) return false;
           while (held + bytes > opts.maxBytes) {
             const victim = evictable(self);
             if (!victim) return false;
             // Its room is freed here, whatever its reader does when told.
             reading.delete(victim);
-            held -= victim.held;
-            victim.held = 0;
+            giveBack(victim);
             victim.evict();
           }
-          held += bytes;
-          self.held += bytes;
+          take(self, bytes);
           return true;
         },
         complete() {
@@ -79,8 +108,7 @@ export function bodyBudget(opts: BodyBudgetOptions): BodyBudget {
         },
         release() {
           reading.delete(self);
-          held -= self.held;
-          self.held = 0;
+          giveBack(self);
         },
       };
     },

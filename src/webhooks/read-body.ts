@@ -40,6 +40,8 @@ export interface ReadBodyOptions {
    * room until the caller releases it; otherwise it is released here.
    */
   budget: BodyBudget;
+  /** Its sender's last delivery failed its signature: read last (body-budget.ts). */
+  suspect?: boolean;
   pace: BodyPace;
 }
 
@@ -85,7 +87,7 @@ export function readBody(req: IncomingMessage, opts: ReadBodyOptions): Promise<B
       req.pause();
       finish({ ok: false, reason });
     };
-    const account = budget.open(() => stop('evicted'));
+    const account = budget.open(() => stop('evicted'), opts.suspect ?? false);
     const onData = (chunk: Buffer): void => {
       if (size + chunk.length > limit) stop('too-large');
       else if (!account.reserve(chunk.length)) stop('busy');

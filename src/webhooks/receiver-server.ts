@@ -12,6 +12,7 @@ import { type BodyBudget, bodyBudget } from './body-budget.js';
 import { type ConnectionCap, capConnections } from './connection-cap.js';
 import { type BodyPace, type BodyRefusal, DEFAULT_BODY_PACE, readBody } from './read-body.js';
 import type { DeliveryAnswer, DeliveryHandler } from './receiver.js';
+import { SuspectSenders } from './suspect-senders.js';
 
 /** The path the service posts to. */
 const WEBHOOK_PATH = '/webhooks';
@@ -119,6 +120,8 @@ class Receiver {
   private closed: Promise<void> | undefined;
   /** Answers to requests refused for load before any check of their signature: not counted by onAnswered. */
   private readonly unverified = new WeakSet<ServerResponse>();
+  /** Senders whose last delivery failed its signature: their bodies are read last. */
+  private readonly suspects = new SuspectSenders();
 
   constructor(private readonly opts: ReceiverServerOptions) {
     this.log = opts.logger.child({ module: 'webhook-server' });
@@ -272,7 +275,13 @@ class Receiver {
       linger(req);
       return;
     }
-    const body = await readBody(req, { limit: this.opts.maxBodyBytes, budget: this.budget, pace: this.pace });
+    const sender = req.socket.remoteAddress;
+    const body = await readBody(req, {
+      limit: this.opts.maxBodyBytes,
+      budget: this.budget,
+      suspect: this.suspects.has(sender),
+      pace: this.pace,
+    });
     if (!body.ok) return this.refuseBody(req, res, body.reason);
     // Whole now: the cap spares this connection until its answer is out, and the body keeps its room.
     const socket = req.socket;
@@ -280,6 +289,7 @@ class Receiver {
     res.once('close', () => this.cap.handled(socket));
     try {
       const answer: DeliveryAnswer = await this.opts.handle(body.body, headers);
+      this.suspects.answered(sender, answer.status);
       const sent: Record<string, string> = {};
       if (answer.retryAfterSec !== undefined) sent['retry-after'] = String(answer.retryAfterSec);
       this.reply(res, answer.status, answer.body, sent);

@@ -38,6 +38,9 @@ async function start(
     logger: logs.logger,
     handle: async (raw) => {
       handled.push(raw.length);
+      // A body that begins "bad" is refused as a wrong signature would be.
+      if (raw.subarray(0, 3).toString() === 'bad')
+        return { status: 401, body: { error: 'invalid_signature' } };
       return { status: 200, body: { received: true } };
     },
     ready: async () => ({ ok: true, checks: {} }),
@@ -51,9 +54,13 @@ async function start(
   return server;
 }
 
-/** Opens a connection, writes `head`, and collects what comes back until it closes. */
-function open(port: number, head: string | Buffer): { socket: Socket; answer: Promise<string> } {
-  const socket = connect(port, '127.0.0.1', () => socket.write(head));
+/** Opens a connection (from `from`, a loopback address), writes `head`, and collects what comes back until it closes. */
+function open(
+  port: number,
+  head: string | Buffer,
+  from = '127.0.0.1',
+): { socket: Socket; answer: Promise<string> } {
+  const socket = connect({ port, host: '127.0.0.1', localAddress: from }, () => socket.write(head));
   sockets.push(socket);
   let text = '';
   socket.on('data', (d) => {
@@ -71,8 +78,8 @@ const post = (length: number, body: string | Buffer = '') =>
   ]);
 
 /** A whole delivery on a connection of its own: the status line of the answer. */
-async function deliver(port: number, size = 1000): Promise<string> {
-  const { socket, answer } = open(port, post(size, 'x'.repeat(size)));
+async function deliver(port: number, size = 1000, from = '127.0.0.1', start = 'x'): Promise<string> {
+  const { socket, answer } = open(port, post(size, start + 'x'.repeat(size - start.length)), from);
   socket.once('data', () => socket.end());
   return (await answer).split('\r\n')[0] ?? '';
 }
@@ -108,6 +115,27 @@ describe('serve-webhooks under senders that abuse it', () => {
     for (const h of holders) h.socket.destroy();
     await waitFor(async () => (await deliver(port, 50_000)) === 'HTTP/1.1 200 OK', { what: 'room again' });
     expect(answered.at(-1)).toBe(200);
+  });
+
+  it('reads the bodies of a sender whose last delivery failed its signature last: they hold a quarter of the budget at most', async () => {
+    const { port } = await start({ maxBufferedBytes: 2 * MAX_BODY, evictAfterMs: 60_000 });
+    const flooder = '127.0.0.2';
+    expect(await deliver(port, 1000, flooder, 'bad')).toBe('HTTP/1.1 401 Unauthorized');
+    // As in the case above, two bodies that would fill the budget; from this sender, past
+    // its share, they are refused (503, counted apart) and hold nothing.
+    const holders = [
+      open(port, post(MAX_BODY, 'x'.repeat(MAX_BODY - 1)), flooder),
+      open(port, post(MAX_BODY, 'x'.repeat(MAX_BODY - 1)), flooder),
+    ];
+    await waitFor(async () => holders.every((h) => h.socket.bytesWritten > MAX_BODY - 1), {
+      what: 'the holders to send',
+    });
+    await new Promise((r) => setTimeout(r, 100));
+    expect(await deliver(port, 200_000)).toBe('HTTP/1.1 200 OK');
+    expect(refusals).toContain('busy');
+    expect(answered).not.toContain(503);
+    // A delivery from it that verifies clears its mark.
+    expect(await deliver(port, 1000, flooder)).toBe('HTTP/1.1 200 OK');
   });
 
   it('gives the room of bodies that stalled after a burst to a delivery that comes whole (503 to them, counted evicted)', async () => {

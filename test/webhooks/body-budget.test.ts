@@ -47,4 +47,22 @@ describe('bodyBudget', () => {
     expect(asking.reserve(30)).toBe(false);
     expect(evicted).toEqual(['old']);
   });
+
+  it("holds a suspect sender's bodies to their share, and gives their room to any other body whatever their age", () => {
+    clock = 0;
+    const budget = make();
+    const evicted: string[] = [];
+    const suspect = budget.open(() => evicted.push('suspect'), true);
+    expect(suspect.reserve(30)).toBe(false);
+    expect(suspect.reserve(25)).toBe(true);
+    const other = budget.open(() => evicted.push('other'));
+    expect(other.reserve(70)).toBe(true);
+    // Full; the suspect body is young, but gives up its room to a body that is not suspect.
+    const asking = budget.open(() => evicted.push('asking'));
+    expect(asking.reserve(20)).toBe(true);
+    expect(evicted).toEqual(['suspect']);
+    expect(budget.held()).toBe(90);
+    // The share is free again once the suspect body's room went.
+    expect(budget.open(() => {}, true).reserve(10)).toBe(true);
+  });
 });
