@@ -77,9 +77,23 @@ export async function emptyQueues(prefix: string): Promise<void> {
 export async function waitingIds(name: string, prefix: string): Promise<string[]> {
   const queue = testQueue(name, prefix);
   try {
-    return (await queue.getWaiting(0, -1)).map((job) => job.id!);
+    return await waitingJobIds(queue);
   } finally {
     await queue.close();
+  }
+}
+
+/**
+ * The ids of a queue's waiting jobs, a page at a time: BullMQ's Postgres backend reads each
+ * job on the queue's pool (2 connections here), and thousands asked at once wait past its
+ * connect timeout on a busy machine.
+ */
+export async function waitingJobIds(queue: Queue): Promise<string[]> {
+  const ids: string[] = [];
+  for (let start = 0; ; start += 200) {
+    const page = await queue.getWaiting(start, start + 199);
+    ids.push(...page.map((job) => job.id!));
+    if (page.length < 200) return ids;
   }
 }
 

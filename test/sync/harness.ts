@@ -9,7 +9,7 @@ import { migrate } from '../../src/store/migrate.js';
 import { captureLogger as captureLines } from '../support/logs.js';
 import { dropSchema, TEST_DATABASE_URL, uniqueSchema } from '../support/postgres.js';
 import { waitFor } from '../support/processes.js';
-import { dropQueues, queuePrefix, TEST_QUEUE_BACKEND, testQueue } from '../support/queues.js';
+import { dropQueues, queuePrefix, TEST_QUEUE_BACKEND, testQueue, waitingJobIds } from '../support/queues.js';
 import { deletePrefix, TEST_REDIS_URL } from '../support/redis.js';
 import { TEST_API_KEY } from '../support/simulator.js';
 
@@ -118,7 +118,7 @@ export async function queuedJobIds(
         'delayed',
         'prioritized',
       );
-      const ids = (await q.getWaiting(0, -1)).map((job) => job.id!);
+      const ids = await waitingJobIds(q);
       expect(
         Object.values(counts).reduce((a, b) => a + b, 0),
         `jobs of ${queue} outside waiting`,
