@@ -72,7 +72,8 @@ describe('expected failures: one line on stderr that says what failed and what t
     );
     const debug = await runCli(['status'], { ...env, LOG_LEVEL: 'debug' });
     expect(debug.code).toBe(1);
-    expect(debug.stdout).toContain('"stack":"Error: connect ECONNREFUSED');
+    // status writes its log lines to stderr, so that its report on stdout is whole.
+    expect(debug.stderr).toContain('"stack":"Error: connect ECONNREFUSED');
   });
 
   it('Redis at a closed port names Redis and REDIS_URL; the events are stored', async () => {
