@@ -1,7 +1,8 @@
 import { ServiceClient } from '../api/client.js';
 import type { RetryDeps } from '../api/retry.js';
 import { RequestBudgets } from '../budget/request-budgets.js';
-import { type Config, requireService } from '../config/config.js';
+import type { Config } from '../config/config-type.js';
+import { requireService } from '../config/source-config.js';
 import { createFeedClient, type FeedClientOptions, type FetchPage } from '../feed/feed-client.js';
 import type { Logger } from '../logger.js';
 import { createPgPublisher } from '../queue/pg-publisher.js';

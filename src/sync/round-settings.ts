@@ -1,6 +1,6 @@
 import { leaseOptionsFor } from '../compose/parts.js';
 import { maxBackoffMs } from '../config/backoff.js';
-import type { Config } from '../config/config.js';
+import type { Config } from '../config/config-type.js';
 import type { LeaseOptions } from '../store/lease.js';
 
 /**

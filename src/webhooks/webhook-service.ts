@@ -1,5 +1,5 @@
 import { composeParts, type Parts } from '../compose/parts.js';
-import type { Config } from '../config/config.js';
+import type { Config } from '../config/config-type.js';
 import { ConfigError, listenFailure } from '../errors.js';
 import { type Logger, loggerFor } from '../logger.js';
 import { createWebhookMetrics, type WebhookMetrics } from '../metrics/webhook-metrics.js';

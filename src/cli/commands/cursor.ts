@@ -1,6 +1,6 @@
 import { Command } from 'commander';
 import { logRetries } from '../../api/retry.js';
-import type { Config } from '../../config/config.js';
+import type { Config } from '../../config/config-type.js';
 import { ConfigError, FeedsyncError } from '../../errors.js';
 import { unknownEventReason } from '../../feed/known-event.js';
 import { shellQuote } from '../../shell-quote.js';
