@@ -13,7 +13,7 @@ import type { Relay, RelayOptions } from '../queue/relay.js';
 import { startRelay } from '../queue/relay-loop.js';
 import { jobOptionsFor } from '../queue/routes.js';
 import { createStore, type Store } from '../store/db.js';
-import type { LeaseOptions } from '../store/lease.js';
+import type { LeaseOptions } from '../store/lease-renewal.js';
 import { pgOutbox } from '../store/outbox.js';
 import { reserveRequestSlots } from '../store/request-slots.js';
 

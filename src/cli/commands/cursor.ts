@@ -159,7 +159,8 @@ async function underLease(
   source: string,
   move: (token: string) => Promise<boolean>,
 ): Promise<void> {
-  const { withLease, leaseHolderOf } = await import('../../store/lease.js');
+  const { withLease } = await import('../../store/lease.js');
+  const { leaseHolderOf } = await import('../../store/lease-statements.js');
   const { leaseOptionsFor } = await import('../../compose/parts.js');
   const opts = { ...leaseOptionsFor(config), waitMs: config.sourceLeaseMs };
   // A wait of up to SOURCE_LEASE_MS says what it waits for.
