@@ -5,7 +5,8 @@
 // replaced (it named the file's sources), from another build: `--before <dist>`.
 //   npm run build && node bench/claim-cost.mjs [--before /path/to/old/dist]
 import { parseArgs } from 'node:util';
-import { claimDue, claimStatement } from '../dist/store/lease.js';
+import { claimDue } from '../dist/store/lease.js';
+import { claimStatement } from '../dist/store/lease-statements.js';
 import { cleanUp } from './lib/env.mjs';
 import { migratedStore } from './lib/store.mjs';
 

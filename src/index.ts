@@ -5,7 +5,8 @@
  */
 export { ServiceClient, type ServiceClientOptions } from './api/client.js';
 export type * from './api/types.js';
-export { type Config, loadConfig } from './config/config.js';
+export { loadConfig } from './config/config.js';
+export type { Config } from './config/config-type.js';
 export { ApiError, AuthError, ConfigError, FeedsyncError, PageError } from './errors.js';
 export type { Outcome } from './sync/scheduler.js';
 export { createSync, type OnceResult, type RunResult, type Sync, type SyncOptions } from './sync/sync.js';

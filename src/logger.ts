@@ -1,6 +1,7 @@
 import { type Logger, pino } from 'pino';
-import { type Config, secretsOf } from './config/config.js';
+import type { Config } from './config/config-type.js';
 import { redactUrl } from './config/connection-url.js';
+import { secretsOf } from './config/secrets.js';
 import { commandName, frames, shorten } from './error-summary.js';
 import { scrubText } from './scrub.js';
 

@@ -1,4 +1,6 @@
-import { type Config, loadConfig, secretsOf } from '../config/config.js';
+import { loadConfig } from '../config/config.js';
+import type { Config } from '../config/config-type.js';
+import { secretsOf } from '../config/secrets.js';
 import { ConfigError, exitCodeOf } from '../errors.js';
 import { createLogger, type Logger } from '../logger.js';
 import { scrubText } from '../scrub.js';

@@ -1,5 +1,5 @@
 import pg from 'pg';
-import type { Config, QueueBackend } from '../config/config.js';
+import type { Config, QueueBackend } from '../config/config-type.js';
 import { hostOf } from '../config/connection-url.js';
 
 /** The demo's choice of database and queues, and the reason it gives on its first line. */

@@ -1,5 +1,5 @@
 import { clientFor, pgQueuesOf, publisherFor, storeFor } from '../compose/parts.js';
-import type { Config } from '../config/config.js';
+import type { Config } from '../config/config-type.js';
 import { hostOf } from '../config/connection-url.js';
 import type { Logger } from '../logger.js';
 import type { Publisher } from '../queue/publisher.js';

@@ -1,4 +1,4 @@
-import type { Config } from '../config/config.js';
+import type { Config } from '../config/config-type.js';
 import { hostOf, splitUrls } from '../config/connection-url.js';
 import { ApiError, AuthError, FeedsyncError, RedisError } from '../errors.js';
 import { shellQuote } from '../shell-quote.js';

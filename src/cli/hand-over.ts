@@ -1,4 +1,4 @@
-import type { Config } from '../config/config.js';
+import type { Config } from '../config/config-type.js';
 import { hostOf } from '../config/connection-url.js';
 import { FeedsyncError } from '../errors.js';
 import { describeFailure, storeOf } from './failure.js';

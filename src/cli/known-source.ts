@@ -1,4 +1,5 @@
-import { type Config, configForSource } from '../config/config.js';
+import type { Config } from '../config/config-type.js';
+import { configForSource } from '../config/source-config.js';
 import { nearest } from '../edit-distance.js';
 import { ConfigError } from '../errors.js';
 import type { Logger } from '../logger.js';

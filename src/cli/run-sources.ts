@@ -1,4 +1,5 @@
-import { type Config, secretsOf } from '../config/config.js';
+import type { Config } from '../config/config-type.js';
+import { secretsOf } from '../config/secrets.js';
 import { exitCodeOf } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { pushMetrics } from '../metrics/push.js';
@@ -8,6 +9,7 @@ import { type Outcome, turnFailed } from '../sync/scheduler.js';
 import { runWorker, type WorkerResult } from '../sync/worker.js';
 import { describeFailure } from './failure.js';
 import { handOverFailure } from './hand-over.js';
+import { launchedByNpm } from './launched-by-npm.js';
 import { progressReporter } from './progress.js';
 import { shutdownSignal } from './shutdown.js';
 
@@ -23,7 +25,7 @@ export async function runSources(
   opts: { watch: boolean; migrate: boolean },
 ): Promise<number> {
   const log = logger.child({ module: 'cli' });
-  const shutdown = shutdownSignal(logger, process.exit, undefined, config.launchedByNpm);
+  const shutdown = shutdownSignal(logger, process.exit, undefined, launchedByNpm());
   const progress = opts.watch ? null : progressReporter();
   // Every line below, and each lease row's last_error, is scrubbed as log lines are.
   const secrets = secretsOf(config);

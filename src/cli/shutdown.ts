@@ -4,7 +4,7 @@ import type { Logger } from '../logger.js';
  * The first SIGTERM or SIGINT aborts the returned signal, so the run finishes or
  * rolls back the page in hand, releases its lock and exits; a second one exits at
  * once (an open transaction rolls back when the connection drops). With
- * `followParent` (started by npx, Config.launchedByNpm), the end of the parent process
+ * `followParent` (started by npx, launchedByNpm), the end of the parent process
  * counts as a first SIGTERM: npx ends on a signal without passing it on, and the pid a
  * script holds after `npx feedsync sync --watch &` is npx's.
  */

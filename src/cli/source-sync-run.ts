@@ -1,7 +1,8 @@
-import type { Config } from '../config/config.js';
+import type { Config } from '../config/config-type.js';
 import type { Logger } from '../logger.js';
 import type { Sync } from '../sync/sync.js';
 import { knownSourceConfig } from './known-source.js';
+import { launchedByNpm } from './launched-by-npm.js';
 import { progressReporter } from './progress.js';
 import { shutdownSignal } from './shutdown.js';
 
@@ -18,7 +19,7 @@ export async function withSourceSync<T>(
 ): Promise<T> {
   // Loaded here, not at the top: `--help` and the other commands start without it.
   const { createSync } = await import('../sync/sync.js');
-  const shutdown = shutdownSignal(logger, process.exit, undefined, config.launchedByNpm);
+  const shutdown = shutdownSignal(logger, process.exit, undefined, launchedByNpm());
   const progress = progressReporter();
   const sync = createSync(await knownSourceConfig(config, logger, source), {
     logger,

@@ -1,4 +1,5 @@
-import { type Config, secretsOf } from '../config/config.js';
+import type { Config } from '../config/config-type.js';
+import { secretsOf } from '../config/secrets.js';
 import type { Publisher } from '../queue/publisher.js';
 import { scrubText } from '../scrub.js';
 import type { Store } from '../store/db.js';

@@ -1,4 +1,4 @@
-import type { Config } from '../config/config.js';
+import type { Config } from '../config/config-type.js';
 import { ConfigError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import type { Store } from '../store/db.js';

@@ -1,7 +1,8 @@
 import { ServiceClient } from '../api/client.js';
 import type { RetryDeps } from '../api/retry.js';
 import { RequestBudgets } from '../budget/request-budgets.js';
-import { type Config, requireService } from '../config/config.js';
+import type { Config } from '../config/config-type.js';
+import { requireService } from '../config/source-config.js';
 import { createFeedClient, type FeedClientOptions, type FetchPage } from '../feed/feed-client.js';
 import type { Logger } from '../logger.js';
 import { createPgPublisher } from '../queue/pg-publisher.js';
@@ -12,7 +13,7 @@ import type { Relay, RelayOptions } from '../queue/relay.js';
 import { startRelay } from '../queue/relay-loop.js';
 import { jobOptionsFor } from '../queue/routes.js';
 import { createStore, type Store } from '../store/db.js';
-import type { LeaseOptions } from '../store/lease.js';
+import type { LeaseOptions } from '../store/lease-renewal.js';
 import { pgOutbox } from '../store/outbox.js';
 import { reserveRequestSlots } from '../store/request-slots.js';
 

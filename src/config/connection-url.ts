@@ -1,3 +1,5 @@
+import { ConfigError } from '../errors.js';
+
 /**
  * Passwords inside connection strings (DATABASE_URL, REDIS_URL), in every form the
  * drivers honour: `scheme://user:PASSWORD@host`, and query parameters such as
@@ -104,5 +106,22 @@ function safeDecode(text: string): string {
     return decodeURIComponent(text);
   } catch {
     return text;
+  }
+}
+
+/** Each URL of the value parses, has an allowed scheme, and %-decodes as the drivers will decode it. */
+export function checkUrl(name: string, value: string, protocols: string[]): void {
+  for (const part of splitUrls(value)) {
+    let url: URL;
+    try {
+      url = new URL(part);
+    } catch {
+      throw new ConfigError(`${name}: not a valid URL`);
+    }
+    if (!protocols.includes(url.protocol)) {
+      throw new ConfigError(`${name}: must start with ${protocols.map((p) => `${p}//`).join(' or ')}`);
+    }
+    const problem = urlEscapeProblem(url);
+    if (problem) throw new ConfigError(`${name}: ${problem}`);
   }
 }

@@ -1,7 +1,9 @@
 import { setMaxListeners } from 'node:events';
 import type { ConnectionOptions, PostgresConnectionOptions, Worker, WorkerOptions } from 'bullmq';
 import type { Pool, PoolClient } from 'pg';
-import { type ConsumerSettings, type Env, loadConsumerSettings, VARIABLES } from '../config/config.js';
+import type { Env } from '../config/config-type.js';
+import { type ConsumerSettings, loadConsumerSettings } from '../config/consumer-settings.js';
+import { VARIABLES } from '../config/fields.js';
 import { unknownVariables, warnOnce } from '../config/unknown-variables.js';
 import { FeedsyncError } from '../errors.js';
 import { createLogger, type Logger } from '../logger.js';

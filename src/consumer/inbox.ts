@@ -1,4 +1,5 @@
 import type { Pool, PoolClient } from 'pg';
+import { SQL_IDENTIFIER } from '../config/limits.js';
 import { FeedsyncError } from '../errors.js';
 import { CONSUMER_DEFAULTS } from './defaults.js';
 import { milliseconds } from './options.js';
@@ -8,13 +9,12 @@ import { inTransaction, type TransactionLimits } from './transaction.js';
 /** The inbox table's name, in the schema the application names. */
 export const INBOX_TABLE = 'feedsync_inbox';
 
-const IDENTIFIER = /^[a-z_][a-z0-9_]{0,62}$/;
 /** Postgres's lock_not_available: a lock_timeout passed. */
 const LOCK_NOT_AVAILABLE = '55P03';
 
 /** `"schema".feedsync_inbox`, or a FeedsyncError (CONSUMER_BAD_OPTION) for a schema that is not a plain identifier. */
 export function inboxTable(schema: string): string {
-  if (!IDENTIFIER.test(schema)) {
+  if (!SQL_IDENTIFIER.test(schema)) {
     throw new FeedsyncError(`schema: ${JSON.stringify(schema)} is not a lowercase SQL identifier`, {
       code: 'CONSUMER_BAD_OPTION',
       exitCode: 2,

@@ -1,11 +1,7 @@
+import { MAX_RETENTION_HOURS, MAX_TIMER_MS } from '../config/limits.js';
 import { FeedsyncError } from '../errors.js';
 import { CONTACT_EVENT_TYPES, EMAIL_EVENT_TYPES } from '../event-types.js';
 import { CONSUMER_DEFAULTS } from './defaults.js';
-
-/** The longest a Node timer holds: 2^31 - 1 ms. A longer one fires at once. */
-const MAX_TIMER_MS = 2_147_483_647;
-/** Ten years: a retention beyond it is a slip of the unit. */
-const MAX_RETENTION_HOURS = 87_600;
 
 /** A FeedsyncError (CONSUMER_BAD_OPTION, exit 2) naming the option. */
 function badOption(option: string, problem: string): FeedsyncError {

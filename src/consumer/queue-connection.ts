@@ -1,6 +1,6 @@
 import { createRequire } from 'node:module';
 import type { ConnectionOptions, PostgresConnectionOptions } from 'bullmq';
-import type { ConsumerSettings } from '../config/config.js';
+import type { ConsumerSettings } from '../config/consumer-settings.js';
 import { FeedsyncError } from '../errors.js';
 import { PG_QUEUE_NEEDS, probeQueueConnection } from '../queue/pg-queue-probe.js';
 import { assertQueueSchema, type PgQueueSettings, pgQueueConnection } from '../queue/pg-queues.js';

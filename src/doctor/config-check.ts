@@ -1,4 +1,5 @@
-import { type Config, loadConfig, variableWarnings } from '../config/config.js';
+import { loadConfig, variableWarnings } from '../config/config.js';
+import type { Config } from '../config/config-type.js';
 import { keyKindOf } from '../config/key-kind.js';
 import { redactUrl } from '../logger.js';
 import { type Check, check } from './report.js';

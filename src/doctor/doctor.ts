@@ -1,4 +1,5 @@
-import { type Config, secretsOf } from '../config/config.js';
+import type { Config } from '../config/config-type.js';
+import { secretsOf } from '../config/secrets.js';
 import { createLogger, type Logger } from '../logger.js';
 import { scrubText } from '../scrub.js';
 import { checkConfig } from './config-check.js';

@@ -1,5 +1,5 @@
 import { clientFor, feedReaderFor } from '../compose/parts.js';
-import type { Config } from '../config/config.js';
+import type { Config } from '../config/config-type.js';
 import { ApiError, AuthError, PageError } from '../errors.js';
 import { unknownEventReason } from '../feed/known-event.js';
 import { feedTypeParam, parsePage } from '../feed/page.js';

@@ -1,5 +1,5 @@
 import { pgQueuesOf } from '../compose/parts.js';
-import type { Config } from '../config/config.js';
+import type { Config } from '../config/config-type.js';
 import { CONSUMER_DEFAULTS } from '../consumer/defaults.js';
 import { consumerQueueConnections } from '../consumer/queue-connection.js';
 import { redactUrl } from '../logger.js';

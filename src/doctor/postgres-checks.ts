@@ -1,6 +1,6 @@
 import pg from 'pg';
 import { storeFor } from '../compose/parts.js';
-import type { Config } from '../config/config.js';
+import type { Config } from '../config/config-type.js';
 import type { Logger } from '../logger.js';
 import { redactUrl } from '../logger.js';
 import { shellQuote } from '../shell-quote.js';

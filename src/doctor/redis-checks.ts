@@ -1,5 +1,5 @@
 import { publisherFor } from '../compose/parts.js';
-import type { Config } from '../config/config.js';
+import type { Config } from '../config/config-type.js';
 import type { RedisSettings } from '../config/redis-settings.js';
 import { ConfigError } from '../errors.js';
 import { redactUrl } from '../logger.js';

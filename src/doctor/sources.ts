@@ -1,4 +1,5 @@
-import { type Config, configForSource } from '../config/config.js';
+import type { Config } from '../config/config-type.js';
+import { configForSource } from '../config/source-config.js';
 import { mapBounded } from './bounded.js';
 import { feedCheck } from './feed-check.js';
 import { type Check, check } from './report.js';

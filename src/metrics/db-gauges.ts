@@ -1,5 +1,5 @@
 import type { Store } from '../store/db.js';
-import { overdueSources } from '../store/lease.js';
+import { overdueSources } from '../store/lease-statements.js';
 import { outboxBacklog } from '../store/outbox.js';
 import { fleetStates, lastSuccessSeconds, newestEventLagSeconds } from '../store/source-states.js';
 import type { GaugeSource } from './metrics.js';

@@ -1,12 +1,13 @@
 import { createServer, type Server } from 'node:http';
 import type { Registry } from 'prom-client';
+import { CONFIG_DEFAULTS } from '../config/config-defaults.js';
 import { listenFailure } from '../errors.js';
 import type { Logger } from '../logger.js';
 
 export interface HealthServerOptions {
   /** METRICS_PORT; 0 picks a free port. */
   port: number;
-  /** METRICS_HOST. Default `0.0.0.0`, every interface. */
+  /** METRICS_HOST. Default: CONFIG_DEFAULTS.METRICS_HOST, every interface. */
   host?: string;
   /** Prometheus registry served at /metrics; omitted, /metrics is 404. */
   registry?: Registry;
@@ -51,7 +52,7 @@ export async function startHealthServer(
     }
     reply(404, '{"error":"not found"}');
   });
-  const host = opts.host ?? '0.0.0.0';
+  const host = opts.host ?? CONFIG_DEFAULTS.METRICS_HOST;
   await new Promise<void>((resolve, reject) => {
     server.once('error', (err) =>
       reject(listenFailure(err, { portVar: 'METRICS_PORT', hostVar: 'METRICS_HOST', host, port: opts.port })),

@@ -1,4 +1,4 @@
-import type { Config } from '../config/config.js';
+import type { Config } from '../config/config-type.js';
 import { JOB_RETENTION } from '../config/job-retention.js';
 import { CONTACT_EVENT_TYPES, EMAIL_EVENT_TYPES } from '../event-types.js';
 import type { EventRoute } from '../store/applier.js';

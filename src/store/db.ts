@@ -1,6 +1,7 @@
 import type { ColumnType, Generated, Kysely } from 'kysely';
 import pg from 'pg';
 import { CONFIG_DEFAULTS } from '../config/config-defaults.js';
+import { SQL_IDENTIFIER } from '../config/limits.js';
 import type { Logger } from '../logger.js';
 import { boundedClient } from './bounded-client.js';
 
@@ -251,11 +252,9 @@ export interface StoreOptions {
   allowExitOnIdle?: boolean;
 }
 
-const SCHEMA_PATTERN = /^[a-z_][a-z0-9_]{0,62}$/;
-
 /** The schema name as a quoted SQL identifier, after checking it is a plain lowercase one. */
 export function quoteSchema(schema: string): string {
-  if (!SCHEMA_PATTERN.test(schema))
+  if (!SQL_IDENTIFIER.test(schema))
     throw new Error(`not a lowercase SQL identifier: ${JSON.stringify(schema)}`);
   return `"${schema}"`;
 }

@@ -1,12 +1,8 @@
 import type { Logger } from '../logger.js';
 import type { Store } from '../store/db.js';
-import {
-  type Claimed,
-  type ClaimScope,
-  claimDue,
-  ensureLeaseRows,
-  type LeaseOptions,
-} from '../store/lease.js';
+import { type Claimed, type ClaimScope, claimDue } from '../store/lease.js';
+import type { LeaseOptions } from '../store/lease-renewal.js';
+import { ensureLeaseRows } from '../store/lease-statements.js';
 
 export interface FleetClaimsOptions {
   store: Store;

@@ -1,7 +1,7 @@
 import { leaseOptionsFor } from '../compose/parts.js';
 import { maxBackoffMs } from '../config/backoff.js';
-import type { Config } from '../config/config.js';
-import type { LeaseOptions } from '../store/lease.js';
+import type { Config } from '../config/config-type.js';
+import type { LeaseOptions } from '../store/lease-renewal.js';
 
 /**
  * What the once and the watch rounds read of the configuration. workerParts reads the

@@ -1,7 +1,8 @@
 import { maxBackoffMs } from '../config/backoff.js';
 import type { Logger } from '../logger.js';
 import { defaultSleep } from '../sleep.js';
-import type { Claimed, SourceLease } from '../store/lease.js';
+import type { Claimed } from '../store/lease.js';
+import type { SourceLease } from '../store/lease-renewal.js';
 import type { AccountTurns } from './account-turns.js';
 import { linkedAbort } from './signals.js';
 import { heldElsewhere, type RunResult, runFailed } from './source-sync.js';

@@ -1,6 +1,6 @@
 import { logRetries, type RetryDeps } from '../api/retry.js';
 import { type FeedReader, feedReaderFor, leaseOptionsFor } from '../compose/parts.js';
-import type { Config } from '../config/config.js';
+import type { Config } from '../config/config-type.js';
 import { keyKindOf } from '../config/key-kind.js';
 import type { Logger } from '../logger.js';
 import { routeFor } from '../queue/routes.js';

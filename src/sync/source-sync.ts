@@ -10,7 +10,7 @@ import type { Applier, ApplyBatch, ApplyResult } from '../store/applier.js';
 import { ensureCursor, getCursor, isStored } from '../store/cursor.js';
 import type { Store } from '../store/db.js';
 import { storedDiffering } from '../store/foreign-feed.js';
-import type { LeaseOptions, SourceLease } from '../store/lease.js';
+import type { LeaseOptions, SourceLease } from '../store/lease-renewal.js';
 import { inSpan } from '../tracing/tracing.js';
 import type { ByteBudget } from './byte-budget.js';
 import { type CatchUpOptions, type CatchUpResult, type CommitInfo, catchUp } from './catch-up.js';

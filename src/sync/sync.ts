@@ -1,6 +1,6 @@
 import type { RetryDeps } from '../api/retry.js';
 import { composeParts } from '../compose/parts.js';
-import type { Config } from '../config/config.js';
+import type { Config } from '../config/config-type.js';
 import type { FetchPage } from '../feed/feed-client.js';
 import { type Logger, loggerFor } from '../logger.js';
 import type { Publisher } from '../queue/publisher.js';

@@ -1,5 +1,5 @@
 import type { Logger } from '../logger.js';
-import type { leaseHolderOf } from '../store/lease.js';
+import type { leaseHolderOf } from '../store/lease-statements.js';
 import type { Outcome } from './scheduler.js';
 
 /** Who holds a source's lease, and until when. */

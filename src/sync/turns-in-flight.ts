@@ -1,4 +1,4 @@
-import type { SourceLease } from '../store/lease.js';
+import type { SourceLease } from '../store/lease-renewal.js';
 
 /**
  * A worker's turns in flight, by source (one turn of a source at a time): their feed

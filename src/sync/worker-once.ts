@@ -1,5 +1,6 @@
 import { ConfigError } from '../errors.js';
-import { ensureLeaseRows, leaseHolderOf, takeLease } from '../store/lease.js';
+import { takeLease } from '../store/lease.js';
+import { ensureLeaseRows, leaseHolderOf } from '../store/lease-statements.js';
 import { pruneRound } from '../store/retention-loop.js';
 import { type Outcome, runEachOnce, turnFailed } from './scheduler.js';
 import { type Holder, logOutcome } from './turn-log.js';

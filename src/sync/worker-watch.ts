@@ -1,6 +1,6 @@
 import { maxBackoffMs } from '../config/backoff.js';
 import { startWorkerHealth } from '../metrics/worker-health.js';
-import { nextDueInMs, pullDueTimesIn } from '../store/lease.js';
+import { nextDueInMs, pullDueTimesIn } from '../store/lease-statements.js';
 import { type RetentionLoop, startRetentionLoop } from '../store/retention-loop.js';
 import { type FleetClaims, startFleetClaims } from './fleet-claims.js';
 import { watchSources } from './scheduler.js';

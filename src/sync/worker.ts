@@ -1,4 +1,5 @@
-import { type Config, requireService } from '../config/config.js';
+import type { Config } from '../config/config-type.js';
+import { requireService } from '../config/source-config.js';
 import { loggerFor } from '../logger.js';
 import { runOnceRound } from './worker-once.js';
 import { type WorkerOptions, type WorkerParts, type WorkerResult, workerParts } from './worker-parts.js';

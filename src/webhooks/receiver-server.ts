@@ -12,6 +12,7 @@ import { type BodyBudget, bodyBudget } from './body-budget.js';
 import { type ConnectionCap, capConnections } from './connection-cap.js';
 import { type BodyPace, type BodyRefusal, DEFAULT_BODY_PACE, readBody } from './read-body.js';
 import type { DeliveryAnswer, DeliveryHandler } from './receiver.js';
+import { RECEIVER_DEFAULTS } from './receiver-defaults.js';
 import { SuspectSenders } from './suspect-senders.js';
 
 /** The path the service posts to. */
@@ -20,7 +21,7 @@ const WEBHOOK_PATH = '/webhooks';
 export interface ReceiverServerOptions {
   /** WEBHOOK_PORT; 0 picks a free port. */
   port: number;
-  /** Interface to listen on. Default `0.0.0.0`. */
+  /** Interface to listen on. Default: RECEIVER_DEFAULTS.host. */
   host?: string;
   /** WEBHOOK_MAX_BODY_BYTES: a larger body is answered 413 and not read further. */
   maxBodyBytes: number;
@@ -28,9 +29,9 @@ export interface ReceiverServerOptions {
   /** /readyz: whether deliveries can be stored now, and what was checked. */
   ready: () => Promise<{ ok: boolean; checks: Record<string, boolean> }>;
   logger: Logger;
-  /** How long close() waits for requests in flight before cutting them. Default 20000 ms. */
+  /** How long close() waits for requests in flight before cutting them. Default: RECEIVER_DEFAULTS.closeTimeoutMs. */
   closeTimeoutMs?: number;
-  /** The longest a request's headers may take to arrive, from its first byte (or the connection's). Default 10000 ms. */
+  /** The longest a request's headers may take to arrive, from its first byte (or the connection's). Default: RECEIVER_DEFAULTS.headersTimeoutMs. */
   headersTimeoutMs?: number;
   /** How fast a body must arrive (see BodyPace). Default 10 s, then 1,000 bytes a second, 30 s at most. */
   bodyPace?: BodyPace;
@@ -50,18 +51,18 @@ export interface ReceiverServerOptions {
   onAnswered?: (status: number) => void;
   /**
    * Open connections at most; past it the oldest one without a request in hand is closed
-   * (connection-cap.ts). Default 1024.
+   * (connection-cap.ts). Default: RECEIVER_DEFAULTS.maxConnections.
    */
   maxConnections?: number;
   /**
    * Request bodies buffered at once, in bytes, over every connection, reserved as their
    * bytes arrive (body-budget.ts): a delivery whose bytes find no room is answered 503
-   * with Retry-After. Default 32 MiB (128 bodies of the default WEBHOOK_MAX_BODY_BYTES).
+   * with Retry-After. Default: RECEIVER_DEFAULTS.maxBufferedBytes.
    */
   maxBufferedBytes?: number;
   /**
    * When bytes find the budget full, a body that has been arriving this long (ms) gives
-   * up its room to them and is answered 503 ('evicted'). Default 1000.
+   * up its room to them and is answered 503 ('evicted'). Default: RECEIVER_DEFAULTS.evictAfterMs.
    */
   evictAfterMs?: number;
   /**
@@ -126,9 +127,9 @@ class Receiver {
   constructor(private readonly opts: ReceiverServerOptions) {
     this.log = opts.logger.child({ module: 'webhook-server' });
     this.budget = bodyBudget({
-      maxBytes: opts.maxBufferedBytes ?? 32 * 1024 * 1024,
+      maxBytes: opts.maxBufferedBytes ?? RECEIVER_DEFAULTS.maxBufferedBytes,
       // A whole body of the largest size arrives in well under a second on any link the service uses.
-      evictAfterMs: opts.evictAfterMs ?? 1_000,
+      evictAfterMs: opts.evictAfterMs ?? RECEIVER_DEFAULTS.evictAfterMs,
     });
     this.pace = opts.bodyPace ?? DEFAULT_BODY_PACE;
     // Node checks the headers' deadline on this interval (30 s by default, which would
@@ -137,10 +138,12 @@ class Receiver {
     // Memory is bounded whatever the number of senders: connections are capped, bodies share
     // one budget as their bytes arrive, and a request that does not arrive in time is cut
     // (408): its headers by Node, its body by its pace (read-body.ts).
-    this.server.headersTimeout = opts.headersTimeoutMs ?? 10_000;
+    this.server.headersTimeout = opts.headersTimeoutMs ?? RECEIVER_DEFAULTS.headersTimeoutMs;
     // A backstop only: the body's pace always ends a request sooner.
     this.server.requestTimeout = this.server.headersTimeout + this.pace.maxMs + 5_000;
-    this.cap = capConnections(this.server, opts.maxConnections ?? 1024, () => this.refused('connections'));
+    this.cap = capConnections(this.server, opts.maxConnections ?? RECEIVER_DEFAULTS.maxConnections, () =>
+      this.refused('connections'),
+    );
     // What Node answers itself (a request it cannot parse, headers too large, a timeout) is
     // answered the same, and counted.
     this.server.on('clientError', (err: NodeJS.ErrnoException, socket: Socket) =>
@@ -158,7 +161,7 @@ class Receiver {
     const server = this.server;
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
-      server.listen(this.opts.port, this.opts.host ?? '0.0.0.0', () => {
+      server.listen(this.opts.port, this.opts.host ?? RECEIVER_DEFAULTS.host, () => {
         server.off('error', reject);
         resolve();
       });
@@ -178,7 +181,7 @@ class Receiver {
     this.closing = true;
     const done = new Promise<void>((resolve) => this.server.close(() => resolve()));
     this.server.closeIdleConnections();
-    const timeoutMs = this.opts.closeTimeoutMs ?? 20_000;
+    const timeoutMs = this.opts.closeTimeoutMs ?? RECEIVER_DEFAULTS.closeTimeoutMs;
     let timer: NodeJS.Timeout | undefined;
     const idle =
       this.answering === 0 ? Promise.resolve() : new Promise<void>((r) => this.idleWaiters.push(r));

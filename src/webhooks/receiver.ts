@@ -4,6 +4,7 @@ import { readEnvelope } from '../feed/envelope.js';
 import type { Logger } from '../logger.js';
 import type { Applier, ApplyResult } from '../store/applier.js';
 import { inSpan, SpanKind } from '../tracing/tracing.js';
+import { RECEIVER_DEFAULTS } from './receiver-defaults.js';
 import { DEFAULT_TOLERANCE_SEC, type SignatureCheck } from './signature.js';
 import { type DeliveryHeaders, type WebhookScheme, webhookScheme } from './webhook-scheme.js';
 
@@ -43,7 +44,7 @@ export interface DeliveryHandlerOptions {
    * outbox row nobody has published yet.
    */
   onStored?: (result: ApplyResult) => void;
-  /** A store call that takes longer is answered 503 (the service retries). Default 10000 ms. */
+  /** A store call that takes longer is answered 503 (the service retries). Default: RECEIVER_DEFAULTS.storeTimeoutMs. */
   storeTimeoutMs?: number;
   logger: Logger;
 }
@@ -74,7 +75,7 @@ export function createDeliveryHandler(opts: DeliveryHandlerOptions): DeliveryHan
   const now = opts.now ?? (() => Math.floor(Date.now() / 1000));
   const tolerance = opts.toleranceSec ?? DEFAULT_TOLERANCE_SEC;
   const wanted = opts.types ? new Set([...opts.types, 'webhook.test']) : null;
-  const timeoutMs = opts.storeTimeoutMs ?? 10_000;
+  const timeoutMs = opts.storeTimeoutMs ?? RECEIVER_DEFAULTS.storeTimeoutMs;
 
   const apply = async (batch: {
     events: ServiceEvent[];

@@ -1,5 +1,5 @@
 import { composeParts, type Parts } from '../compose/parts.js';
-import type { Config } from '../config/config.js';
+import type { Config } from '../config/config-type.js';
 import { ConfigError, listenFailure } from '../errors.js';
 import { type Logger, loggerFor } from '../logger.js';
 import { createWebhookMetrics, type WebhookMetrics } from '../metrics/webhook-metrics.js';
@@ -30,7 +30,7 @@ export interface WebhookServiceOptions {
   now?: () => number;
   /** How long close() waits for the relay to publish what the last deliveries stored. Default 5000 ms. */
   drainTimeoutMs?: number;
-  /** The relay's sweep of the outbox when nothing kicks it, in ms (tests set it past their own length). Default 60000. */
+  /** The relay's sweep of the outbox when nothing kicks it, in ms (tests set it past their own length). Default: RELAY_DEFAULTS.sweepMs. */
   relaySweepMs?: number;
   /** Between two rounds of pruning (EVENTS_RETENTION_DAYS, OUTBOX_RETENTION_HOURS). Default 5 minutes. */
   retentionIntervalMs?: number;

@@ -1,6 +1,6 @@
 import { expect, it } from 'vitest';
 import { createLogger } from '../../src/logger.js';
-import type { SourceLease } from '../../src/store/lease.js';
+import type { SourceLease } from '../../src/store/lease-renewal.js';
 import { AccountTurns } from '../../src/sync/account-turns.js';
 import { runEachOnce, watchSources } from '../../src/sync/scheduler.js';
 import type { RunResult } from '../../src/sync/sync.js';

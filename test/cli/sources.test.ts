@@ -1,5 +1,5 @@
 import { beforeAll, describe, expect, it } from 'vitest';
-import { overdueSources } from '../../src/store/lease.js';
+import { overdueSources } from '../../src/store/lease-statements.js';
 import { runCli } from '../support/processes.js';
 import { cursorOf, type Sandbox, storedCount } from '../sync/harness.js';
 import { useCliSandbox } from './cli-sandbox.js';

@@ -1,5 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { configForSource, loadConfig, requireService, secretsOf } from '../../src/config/config.js';
+import { loadConfig } from '../../src/config/config.js';
+import { secretsOf } from '../../src/config/secrets.js';
+import { configForSource, requireService } from '../../src/config/source-config.js';
 import { ConfigError } from '../../src/errors.js';
 
 const files: Record<string, string> = {

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { loadConfig, secretsOf } from '../../src/config/config.js';
+import { loadConfig } from '../../src/config/config.js';
 import { hashTagOf, parseRedisSettings } from '../../src/config/redis-settings.js';
+import { secretsOf } from '../../src/config/secrets.js';
 import { ConfigError } from '../../src/errors.js';
 
 function configError(env: Record<string, string>): ConfigError {

@@ -1,5 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { configForSource, loadConfig, secretsOf } from '../../src/config/config.js';
+import { loadConfig } from '../../src/config/config.js';
+import { secretsOf } from '../../src/config/secrets.js';
+import { configForSource } from '../../src/config/source-config.js';
 import { ConfigError } from '../../src/errors.js';
 
 const KEY_A = 'svc_live_acme_0123456789';

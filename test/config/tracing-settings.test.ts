@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { loadConfig, secretsOf } from '../../src/config/config.js';
+import { loadConfig } from '../../src/config/config.js';
+import { secretsOf } from '../../src/config/secrets.js';
 import { parseTracing } from '../../src/config/tracing-settings.js';
 
 describe('tracing settings (the standard OTEL_* variables)', () => {

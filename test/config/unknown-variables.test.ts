@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { loadConfig, VARIABLES } from '../../src/config/config.js';
+import { loadConfig } from '../../src/config/config.js';
+import { VARIABLES } from '../../src/config/fields.js';
 import { unknownVariables } from '../../src/config/unknown-variables.js';
 
 describe('variables of feedsync families that feedsync does not read', () => {

@@ -1,7 +1,8 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { createLogger } from '../../src/logger.js';
-import { claimDue, ensureLeaseRows } from '../../src/store/lease.js';
+import { claimDue } from '../../src/store/lease.js';
+import { ensureLeaseRows } from '../../src/store/lease-statements.js';
 import { watchSources } from '../../src/sync/scheduler.js';
 import { createSync } from '../../src/sync/sync.js';
 import { CLI, killChildren, runCli, spawnNode, waitFor } from '../support/processes.js';

@@ -1,4 +1,5 @@
-import { type Config, loadConfig } from '../../src/config/config.js';
+import { loadConfig } from '../../src/config/config.js';
+import type { Config } from '../../src/config/config-type.js';
 import { TEST_DATABASE_URL } from './postgres.js';
 import { TEST_QUEUE_ENV } from './queues.js';
 import { TEST_REDIS_URL } from './redis.js';

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ServiceClient } from '../../src/api/client.js';
-import { requireService } from '../../src/config/config.js';
+import { requireService } from '../../src/config/source-config.js';
 import { createFeedClient } from '../../src/feed/feed-client.js';
 import { setCursor } from '../../src/store/cursor.js';
 import { createSync } from '../../src/sync/sync.js';

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ensureLeaseRows } from '../../src/store/lease.js';
+import { ensureLeaseRows } from '../../src/store/lease-statements.js';
 import { startFleetClaims } from '../../src/sync/fleet-claims.js';
 import { migratedStore } from '../store/migrated-store.js';
 import { captureLogger } from '../support/logs.js';

@@ -1,6 +1,6 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import type { StatusReport } from '../../src/cli/status-report.js';
-import { overdueSources } from '../../src/store/lease.js';
+import { overdueSources } from '../../src/store/lease-statements.js';
 import { testEnv } from '../support/config.js';
 import { CLI, killChildren, runCli, spawnNode, waitFor } from '../support/processes.js';
 import { useSimulator } from '../support/simulator.js';

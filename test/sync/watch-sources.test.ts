@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { createLogger } from '../../src/logger.js';
-import type { Claimed, SourceLease } from '../../src/store/lease.js';
+import type { Claimed } from '../../src/store/lease.js';
+import type { SourceLease } from '../../src/store/lease-renewal.js';
 import { type Outcome, watchSources } from '../../src/sync/scheduler.js';
 import type { RunResult } from '../../src/sync/sync.js';
 

@@ -1,7 +1,8 @@
 import { type AddressInfo, createServer, type Socket } from 'node:net';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadConfig, secretsOf } from '../../src/config/config.js';
+import { loadConfig } from '../../src/config/config.js';
+import { secretsOf } from '../../src/config/secrets.js';
 import { createConsumer } from '../../src/consumer/index.js';
 import { routeFor } from '../../src/queue/routes.js';
 import { createApplier } from '../../src/store/applier.js';

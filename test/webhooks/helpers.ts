@@ -1,5 +1,5 @@
 import { Pool } from 'undici';
-import type { Config } from '../../src/config/config.js';
+import type { Config } from '../../src/config/config-type.js';
 import type { Logger } from '../../src/logger.js';
 import { createStore, type Store } from '../../src/store/db.js';
 import { migrate } from '../../src/store/migrate.js';

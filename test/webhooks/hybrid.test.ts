@@ -3,7 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ServiceClient } from '../../src/api/client.js';
-import type { Config } from '../../src/config/config.js';
+import type { Config } from '../../src/config/config-type.js';
 import type { Simulator } from '../../src/simulator/index.js';
 import { createStore, type Store } from '../../src/store/db.js';
 import { migrate } from '../../src/store/migrate.js';

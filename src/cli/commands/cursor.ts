@@ -1,6 +1,6 @@
 import { Command } from 'commander';
 import { logRetries } from '../../api/retry.js';
-import type { Config } from '../../config/config.js';
+import type { Config } from '../../config/config-type.js';
 import { ConfigError, FeedsyncError } from '../../errors.js';
 import { unknownEventReason } from '../../feed/known-event.js';
 import { shellQuote } from '../../shell-quote.js';
@@ -159,7 +159,8 @@ async function underLease(
   source: string,
   move: (token: string) => Promise<boolean>,
 ): Promise<void> {
-  const { withLease, leaseHolderOf } = await import('../../store/lease.js');
+  const { withLease } = await import('../../store/lease.js');
+  const { leaseHolderOf } = await import('../../store/lease-statements.js');
   const { leaseOptionsFor } = await import('../../compose/parts.js');
   const opts = { ...leaseOptionsFor(config), waitMs: config.sourceLeaseMs };
   // A wait of up to SOURCE_LEASE_MS says what it waits for.

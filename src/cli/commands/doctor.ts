@@ -1,5 +1,6 @@
 import { Command, InvalidArgumentError } from 'commander';
-import { type Config, loadConfig } from '../../config/config.js';
+import { loadConfig } from '../../config/config.js';
+import type { Config } from '../../config/config-type.js';
 import { formatReport } from '../../doctor/report.js';
 import { ConfigError } from '../../errors.js';
 import { createLogger } from '../../logger.js';

@@ -1,5 +1,5 @@
 import { Command } from 'commander';
-import type { Config } from '../../config/config.js';
+import type { Config } from '../../config/config-type.js';
 import { ConfigError } from '../../errors.js';
 import type { Logger } from '../../logger.js';
 import type { Publisher } from '../../queue/publisher.js';

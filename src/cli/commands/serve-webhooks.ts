@@ -3,6 +3,7 @@ import { portClashes } from '../../doctor/config-check.js';
 import { ConfigError } from '../../errors.js';
 import { startHealthServer } from '../../metrics/server.js';
 import { action } from '../context.js';
+import { launchedByNpm } from '../launched-by-npm.js';
 import { shutdownSignal } from '../shutdown.js';
 
 /** `feedsync serve-webhooks`: the receiver of the service's signed POSTs, until SIGTERM. */
@@ -32,7 +33,7 @@ export function serveWebhooksCommand(): Command {
           logger,
           process.exit,
           'stopping: no new webhooks taken, finishing the requests in flight',
-          config.launchedByNpm,
+          launchedByNpm(),
         );
         try {
           const service = await startWebhookService(config, { logger });

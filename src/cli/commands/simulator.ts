@@ -1,6 +1,6 @@
 import { Command, InvalidArgumentError, Option } from 'commander';
-import { launchedByNpm } from '../../config/config.js';
 import { createLogger } from '../../logger.js';
+import { launchedByNpm } from '../launched-by-npm.js';
 import { onParentGone } from '../shutdown.js';
 
 interface SimulatorFlags {

@@ -1,5 +1,5 @@
 import { Command } from 'commander';
-import type { Config } from '../../config/config.js';
+import type { Config } from '../../config/config-type.js';
 import { sourceNameProblem } from '../../config/sources-file.js';
 import { ConfigError, FeedsyncError } from '../../errors.js';
 import type { SourceRefusal } from '../../store/source-admin.js';

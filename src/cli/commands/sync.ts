@@ -1,5 +1,5 @@
 import { Command, Option } from 'commander';
-import { onlySource } from '../../config/config.js';
+import { onlySource } from '../../config/source-config.js';
 import { action } from '../context.js';
 import { knownSourceConfig } from '../known-source.js';
 

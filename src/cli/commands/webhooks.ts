@@ -2,7 +2,7 @@ import { Command } from 'commander';
 import type { ServiceClient } from '../../api/client.js';
 import { logRetries } from '../../api/retry.js';
 import type { Webhook } from '../../api/types.js';
-import type { Config } from '../../config/config.js';
+import type { Config } from '../../config/config-type.js';
 import { NEW_TYPE_MARK, parseEventTypes } from '../../config/event-types.js';
 import { ApiError, ConfigError } from '../../errors.js';
 import type { Logger } from '../../logger.js';

@@ -1,5 +1,6 @@
 import { afterAll } from 'vitest';
-import { type Config, loadConfig } from '../../../src/config/config.js';
+import { loadConfig } from '../../../src/config/config.js';
+import type { Config } from '../../../src/config/config-type.js';
 import { clearPrefix } from '../../../src/queue/clear-prefix.js';
 import { migrateQueues } from '../../../src/queue/pg-queues.js';
 import { createStore, type Store } from '../../../src/store/db.js';
