@@ -7,7 +7,7 @@ import type { Logger } from '../logger.js';
 import { createPgPublisher } from '../queue/pg-publisher.js';
 import { assertQueueSchema, migrateQueues, type PgQueueSettings, toQueueError } from '../queue/pg-queues.js';
 import type { Publisher } from '../queue/publisher.js';
-import { createPublisher } from '../queue/redis-publisher.js';
+import { createRedisPublisher } from '../queue/redis-publisher.js';
 import type { Relay, RelayOptions } from '../queue/relay.js';
 import { startRelay } from '../queue/relay-loop.js';
 import { jobOptionsFor } from '../queue/routes.js';
@@ -142,7 +142,7 @@ export function publisherFor(config: Config, shape: PartsShape = {}): Publisher 
       ...waits,
     });
   }
-  return createPublisher({
+  return createRedisPublisher({
     redis: config.redis,
     prefix: config.queues.prefix,
     jobOptions: jobOptionsFor(config.queues),

@@ -1,5 +1,10 @@
 import { setMaxListeners } from 'node:events';
-import type { ConnectionOptions, PostgresConnectionOptions, Worker, WorkerOptions } from 'bullmq';
+import type {
+  WorkerOptions as BullWorkerOptions,
+  ConnectionOptions,
+  PostgresConnectionOptions,
+  Worker,
+} from 'bullmq';
 import type { Pool, PoolClient } from 'pg';
 import { type ConsumerSettings, type Env, loadConsumerSettings, VARIABLES } from '../config/config.js';
 import { unknownVariables, warnOnce } from '../config/unknown-variables.js';
@@ -71,7 +76,7 @@ export interface ConsumerOptions {
    * Checked at createConsumer: `lockDuration` 1000 to 2^31-1 ms, `stalledInterval` 100 to
    * 2^31-1 ms, `maxStalledCount` 0 to 1,000,000; another key is refused too.
    */
-  stalls?: Pick<WorkerOptions, 'lockDuration' | 'stalledInterval' | 'maxStalledCount'>;
+  stalls?: Pick<BullWorkerOptions, 'lockDuration' | 'stalledInterval' | 'maxStalledCount'>;
   /**
    * Milliseconds a job's transaction (its inbox row and the handler) may last: past it,
    * the transaction is rolled back, its connection ended, and the job fails with its
