@@ -6,6 +6,7 @@ import type {
   Worker,
 } from 'bullmq';
 import type { Pool, PoolClient } from 'pg';
+import { queueStoreFor } from '../compose/queue-store.js';
 import { type ConsumerSettings, type Env, loadConsumerSettings, VARIABLES } from '../config/config.js';
 import { unknownVariables, warnOnce } from '../config/unknown-variables.js';
 import { FeedsyncError } from '../errors.js';
@@ -18,7 +19,6 @@ import { jobProcessor } from './job.js';
 import { queueName, retentionHours, settled } from './options.js';
 import { guardPool } from './pool-guard.js';
 import { startPruning } from './pruning.js';
-import { queueConnection } from './queue-connection.js';
 import { closeWorkers, makeWorkers, runWorkers } from './workers.js';
 
 /** The event of one type, as its handler receives it. */
@@ -165,8 +165,7 @@ export function createConsumer(opts: ConsumerOptions): Consumer {
 
   async function start(): Promise<void> {
     await checkInbox(pool, schema);
-    const queues = await queueConnection({
-      settings,
+    const queues = await queueStoreFor(settings).workersConnection({
       given: opts.connection,
       prefix,
       concurrency,
