@@ -27,6 +27,7 @@ const LAYERS: readonly (readonly string[])[] = [
     'event-types.ts',
     'shell-quote.ts',
     'sleep.ts',
+    'deadline.ts',
     'edit-distance.ts',
   ],
 ];

@@ -1,4 +1,5 @@
-import { clientFor, pgQueuesOf, publisherFor, storeFor } from '../compose/parts.js';
+import { clientFor, publisherFor, storeFor } from '../compose/parts.js';
+import { pgQueuesOf } from '../compose/queue-store.js';
 import type { Config } from '../config/config-type.js';
 import { hostOf } from '../config/connection-url.js';
 import type { Logger } from '../logger.js';

@@ -5,10 +5,8 @@ import type { Config } from '../config/config-type.js';
 import { requireService } from '../config/source-config.js';
 import { createFeedClient, type FeedClientOptions, type FetchPage } from '../feed/feed-client.js';
 import type { Logger } from '../logger.js';
-import { createPgPublisher } from '../queue/pg-publisher.js';
-import { assertQueueSchema, migrateQueues, type PgQueueSettings, toQueueError } from '../queue/pg-queues.js';
+import { toQueueError } from '../queue/pg-queues.js';
 import type { Publisher } from '../queue/publisher.js';
-import { createPublisher } from '../queue/redis-publisher.js';
 import type { Relay, RelayOptions } from '../queue/relay.js';
 import { startRelay } from '../queue/relay-loop.js';
 import { jobOptionsFor } from '../queue/routes.js';
@@ -16,6 +14,7 @@ import { createStore, type Store } from '../store/db.js';
 import type { LeaseOptions } from '../store/lease-renewal.js';
 import { pgOutbox } from '../store/outbox.js';
 import { reserveRequestSlots } from '../store/request-slots.js';
+import { type QueueStore, queueStoreFor } from './queue-store.js';
 
 // The composition root: every Postgres pool, BullMQ publisher, outbox relay and client
 // of the service that feedsync uses is built here, from the Config, and nowhere else.
@@ -50,6 +49,8 @@ export interface GivenParts {
 /** A command's store, publisher and relay, each made on first use, closed together. */
 export interface Parts {
   readonly store: Store;
+  /** The queues' store QUEUE_BACKEND names, chosen here once. */
+  readonly queues: QueueStore;
   readonly publisher: Publisher;
   /** The outbox relay over the store and the publisher, started on first use. */
   readonly relay: Relay;
@@ -71,7 +72,9 @@ export function composeParts(
   given: GivenParts = {},
 ): Parts {
   const made: { store?: Store; publisher?: Publisher; relay?: Relay } = {};
+  const queues = queueStoreFor(config);
   const parts: Parts = {
+    queues,
     get store() {
       if (given.store) return given.store;
       made.store ??= storeFor(config, logger, shape);
@@ -79,7 +82,7 @@ export function composeParts(
     },
     get publisher() {
       if (given.publisher) return given.publisher;
-      made.publisher ??= publisherFor(config, shape);
+      made.publisher ??= publisherOn(queues, config, shape);
       return made.publisher;
     },
     get relay() {
@@ -93,12 +96,10 @@ export function composeParts(
       return made.relay;
     },
     async checkQueues({ migrate = false } = {}) {
-      if (config.queues.backend !== 'postgres') return;
-      const queues = pgQueuesOf(config);
       const timeoutMs = config.database.connectTimeoutMs;
       try {
-        if (migrate) await migrateQueues(queues, timeoutMs);
-        else await assertQueueSchema(queues, timeoutMs);
+        if (migrate) await queues.migrate(timeoutMs);
+        else await queues.assertSchema(timeoutMs);
       } catch (err) {
         if ((err as { code?: unknown }).code === 'QUEUE_NOT_MIGRATED') throw err;
         logger.warn(
@@ -132,28 +133,14 @@ export function storeFor(config: Config, logger: Logger, shape: PartsShape = {})
  * (no Redis connection at all then).
  */
 export function publisherFor(config: Config, shape: PartsShape = {}): Publisher {
-  const waits = {
-    ...(shape.redisTimeoutMs === undefined ? {} : { timeoutMs: shape.redisTimeoutMs }),
-    ...(shape.stopping === undefined ? {} : { stopping: shape.stopping }),
-  };
-  if (config.queues.backend === 'postgres') {
-    return createPgPublisher({
-      queues: pgQueuesOf(config),
-      jobOptions: jobOptionsFor(config.queues),
-      ...waits,
-    });
-  }
-  return createPublisher({
-    redis: config.redis,
-    prefix: config.queues.prefix,
-    jobOptions: jobOptionsFor(config.queues),
-    ...waits,
-  });
+  return publisherOn(queueStoreFor(config), config, shape);
 }
 
-/** The queues' database and schema with QUEUE_BACKEND=postgres: QUEUE_DATABASE_URL and QUEUE_PREFIX. */
-export function pgQueuesOf(config: Config): PgQueueSettings {
-  return { url: config.queues.databaseUrl, schema: config.queues.prefix };
+function publisherOn(queues: QueueStore, config: Config, shape: PartsShape): Publisher {
+  return queues.publisher(jobOptionsFor(config.queues), {
+    ...(shape.redisTimeoutMs === undefined ? {} : { timeoutMs: shape.redisTimeoutMs }),
+    ...(shape.stopping === undefined ? {} : { stopping: shape.stopping }),
+  });
 }
 
 /**

@@ -1,6 +1,12 @@
 import { setMaxListeners } from 'node:events';
-import type { ConnectionOptions, PostgresConnectionOptions, Worker, WorkerOptions } from 'bullmq';
+import type {
+  WorkerOptions as BullWorkerOptions,
+  ConnectionOptions,
+  PostgresConnectionOptions,
+  Worker,
+} from 'bullmq';
 import type { Pool, PoolClient } from 'pg';
+import { queueStoreFor } from '../compose/queue-store.js';
 import type { Env } from '../config/config-type.js';
 import { type ConsumerSettings, loadConsumerSettings } from '../config/consumer-settings.js';
 import { VARIABLES } from '../config/fields.js';
@@ -15,7 +21,6 @@ import { jobProcessor } from './job.js';
 import { queueName, retentionHours, settled } from './options.js';
 import { guardPool } from './pool-guard.js';
 import { startPruning } from './pruning.js';
-import { queueConnection } from './queue-connection.js';
 import { closeWorkers, makeWorkers, runWorkers } from './workers.js';
 
 /** The event of one type, as its handler receives it. */
@@ -73,7 +78,7 @@ export interface ConsumerOptions {
    * Checked at createConsumer: `lockDuration` 1000 to 2^31-1 ms, `stalledInterval` 100 to
    * 2^31-1 ms, `maxStalledCount` 0 to 1,000,000; another key is refused too.
    */
-  stalls?: Pick<WorkerOptions, 'lockDuration' | 'stalledInterval' | 'maxStalledCount'>;
+  stalls?: Pick<BullWorkerOptions, 'lockDuration' | 'stalledInterval' | 'maxStalledCount'>;
   /**
    * Milliseconds a job's transaction (its inbox row and the handler) may last: past it,
    * the transaction is rolled back, its connection ended, and the job fails with its
@@ -162,8 +167,7 @@ export function createConsumer(opts: ConsumerOptions): Consumer {
 
   async function start(): Promise<void> {
     await checkInbox(pool, schema);
-    const queues = await queueConnection({
-      settings,
+    const queues = await queueStoreFor(settings).workersConnection({
       given: opts.connection,
       prefix,
       concurrency,

@@ -1,9 +1,9 @@
 import { createRequire } from 'node:module';
 import type { Job, Worker } from 'bullmq';
+import type { WorkersConnection } from '../compose/queue-store.js';
 import type { Logger } from '../logger.js';
 import { CONSUMER_DEFAULTS } from './defaults.js';
 import type { Stalls } from './options.js';
-import type { QueueConnection } from './queue-connection.js';
 import { redacted } from './redacted.js';
 import { WorkerErrors } from './worker-errors.js';
 
@@ -17,7 +17,7 @@ const CUT_OFF_GRACE_MS = 2_000;
 export interface WorkersOptions {
   readonly queueNames: readonly string[];
   readonly processor: (job: Job) => Promise<void>;
-  readonly queues: QueueConnection;
+  readonly queues: WorkersConnection;
   readonly prefix: string;
   readonly concurrency: number;
   readonly stalls: Stalls;

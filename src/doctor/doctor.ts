@@ -28,6 +28,15 @@ export interface DoctorOptions {
   source?: string;
 }
 
+/** The checks of the queues' store QUEUE_BACKEND names, one entry per store. */
+const QUEUE_CHECKS: Record<
+  Config['queues']['backend'],
+  (config: Config, timeoutMs: number) => Promise<Check[]>
+> = {
+  redis: redisChecks,
+  postgres: pgQueueChecks,
+};
+
 /**
  * How long the sources' checks may take, in timeouts: past it, the sources not yet
  * checked are skip lines. With SOURCE_CONCURRENCY at once, about 8 × 8 sources whose
@@ -65,7 +74,7 @@ export async function runDoctor(opts: DoctorOptions): Promise<DoctorReport> {
       ...(receiver ? {} : { unknownId: (s, id) => feedKnowsId(s.config, id, timeoutMs) }),
     }),
     receiver ? [receiverCheck(config)] : sourceFeedChecks(sources, timeoutMs, deadline),
-    config.queues.backend === 'postgres' ? pgQueueChecks(config, timeoutMs) : redisChecks(config, timeoutMs),
+    QUEUE_CHECKS[config.queues.backend](config, timeoutMs),
   ]);
   // Error messages from drivers are not ours: take any secret out of them all the same.
   const secrets = secretsOf(config);

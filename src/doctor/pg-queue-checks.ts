@@ -1,7 +1,6 @@
-import { pgQueuesOf } from '../compose/parts.js';
+import { consumerQueueConnections, pgQueuesOf } from '../compose/queue-store.js';
 import type { Config } from '../config/config-type.js';
 import { CONSUMER_DEFAULTS } from '../consumer/defaults.js';
-import { consumerQueueConnections } from '../consumer/queue-connection.js';
 import { redactUrl } from '../logger.js';
 import { PG_QUEUE_NEEDS, probeQueueConnection } from '../queue/pg-queue-probe.js';
 import { assertQueueSchema, connectionsInUse, queueSchemaVersion } from '../queue/pg-queues.js';

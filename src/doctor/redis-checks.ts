@@ -1,4 +1,5 @@
 import { publisherFor } from '../compose/parts.js';
+import { queueStoreFor } from '../compose/queue-store.js';
 import type { Config } from '../config/config-type.js';
 import type { RedisSettings } from '../config/redis-settings.js';
 import { ConfigError } from '../errors.js';
@@ -84,11 +85,7 @@ export async function queuesCheck(config: Config, timeoutMs: number, see = 'redi
           .join(', ')}`,
       );
     }
-    const where =
-      config.queues.backend === 'postgres'
-        ? `schema "${config.queues.prefix}"`
-        : `prefix "${config.queues.prefix}"`;
-    return check('queues', 'ok', `${where}; ${parts.join('; ')}`);
+    return check('queues', 'ok', `${queueStoreFor(config).place}; ${parts.join('; ')}`);
   } catch (err) {
     return check(
       'queues',

@@ -1,11 +1,17 @@
 import { createRequire } from 'node:module';
 import type { PostgresQueueBackend, Queue } from 'bullmq';
+import { withDeadline } from '../deadline.js';
 import { FeedsyncError } from '../errors.js';
-import { withDeadline } from '../redis/deadline.js';
-import { batchesOf, bulkJobsOf } from './bulk-jobs.js';
 import { assertQueueSchema, type PgQueueSettings, pgQueueConnection, toQueueError } from './pg-queues.js';
 import type { Publisher } from './publisher.js';
-import { publisherOn, QueueSession, type QueueSessionOptions, type SessionBackend } from './queue-session.js';
+import {
+  batchesOf,
+  bulkJobsOf,
+  publisherOn,
+  QueueSession,
+  type QueueSessionOptions,
+  type SessionBackend,
+} from './queue-session.js';
 
 // BullMQ is loaded on first use: a run with nothing to publish starts without it.
 const require = createRequire(import.meta.url);

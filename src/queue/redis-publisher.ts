@@ -4,9 +4,10 @@ import { RedisError } from '../errors.js';
 import { connectRedis, type RedisConnection } from '../redis/connect.js';
 import { toRedisError } from '../redis/errors.js';
 import { planWait, type WaitPlan, waitForReplicas } from '../redis/replicas.js';
-import { batchesOf, bulkJobsOf } from './bulk-jobs.js';
 import type { Publisher } from './publisher.js';
 import {
+  batchesOf,
+  bulkJobsOf,
   publisherOn,
   type QueueConnection,
   QueueSession,
@@ -35,7 +36,7 @@ interface RedisQueueConnection extends QueueConnection {
 }
 
 /** BullMQ queues on Redis, on one fail-fast connection made on first use (see QueueSession). */
-export function createPublisher(opts: PublisherOptions): Publisher {
+export function createRedisPublisher(opts: PublisherOptions): Publisher {
   const timeoutMs = opts.timeoutMs ?? 5_000;
   const session = new QueueSession(redisBackend(opts, timeoutMs), timeoutMs, opts.stopping);
   return publisherOn(session, {

@@ -6,8 +6,8 @@ import {
   type RedisNode,
   type RedisSettings,
 } from '../config/redis-settings.js';
+import { withDeadline } from '../deadline.js';
 import { ConfigError, RedisError } from '../errors.js';
-import { withDeadline } from './deadline.js';
 
 // ioredis is loaded on first use: a run with nothing to publish starts without it.
 const require = createRequire(import.meta.url);

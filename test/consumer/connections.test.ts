@@ -3,7 +3,7 @@ import { fileURLToPath } from 'node:url';
 import { createPostgresBackend, Queue } from 'bullmq';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { consumerQueueConnections } from '../../src/consumer/queue-connection.js';
+import { consumerQueueConnections } from '../../src/compose/queue-store.js';
 import { connectionsVerdict } from '../../src/doctor/pg-queue-checks.js';
 import { migrateQueues, pgQueueConnection } from '../../src/queue/pg-queues.js';
 import { dropSchema, TEST_DATABASE_URL, testDatabaseUrlWith, uniqueSchema } from '../support/postgres.js';

@@ -3,7 +3,7 @@ import { Queue } from 'bullmq';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger } from '../../src/logger.js';
-import { createPublisher } from '../../src/queue/redis-publisher.js';
+import { createRedisPublisher } from '../../src/queue/redis-publisher.js';
 import { requeue } from '../../src/queue/requeue.js';
 import { jobOptionsFor } from '../../src/queue/routes.js';
 import { createSync, type Sync } from '../../src/sync/sync.js';
@@ -98,7 +98,7 @@ describe('examples/consumer', () => {
       );
       try {
         for (const q of queues) await q.clean(0, 1_000, 'completed');
-        const publisher = createPublisher({
+        const publisher = createRedisPublisher({
           redis: testConfig({ schema, prefix }).redis,
           prefix,
           jobOptions: jobOptionsFor(testConfig({ schema, prefix }).queues),

@@ -1,5 +1,5 @@
 import { afterAll, describe, expect, it } from 'vitest';
-import { createPublisher } from '../../src/queue/redis-publisher.js';
+import { createRedisPublisher } from '../../src/queue/redis-publisher.js';
 import { deletePrefix, redisSettings, TEST_JOB_OPTIONS, TEST_REDIS, uniquePrefix } from '../support/redis.js';
 
 const prefix = uniquePrefix('publisher');
@@ -7,7 +7,7 @@ afterAll(() => deletePrefix(prefix));
 
 describe('publisher', () => {
   it('serves calls made while its first connection is still connecting', async () => {
-    const publisher = createPublisher({ redis: TEST_REDIS, prefix, jobOptions: TEST_JOB_OPTIONS });
+    const publisher = createRedisPublisher({ redis: TEST_REDIS, prefix, jobOptions: TEST_JOB_OPTIONS });
     try {
       const jobs = [{ name: 'email.sent', jobId: 's/1', data: { id: '1' } }];
       const [added, pinged, counts] = await Promise.all([
@@ -25,7 +25,7 @@ describe('publisher', () => {
   });
 
   it('fails fast while Redis is down, and ping says false', async () => {
-    const publisher = createPublisher({
+    const publisher = createRedisPublisher({
       redis: redisSettings('redis://127.0.0.1:1'),
       prefix,
       jobOptions: TEST_JOB_OPTIONS,

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { ServiceEvent } from '../../src/api/types.js';
-import { createPublisher } from '../../src/queue/redis-publisher.js';
+import { createRedisPublisher } from '../../src/queue/redis-publisher.js';
 import { startRelay } from '../../src/queue/relay-loop.js';
 import type { OutboxEntry } from '../../src/store/applier.js';
 import type { Outbox, OutboxRow } from '../../src/store/outbox.js';
@@ -64,7 +64,7 @@ describe('the relay while Redis is down', () => {
     const redis = await startRedisServer();
     await redis.stop();
     const { outbox, commit, unpublished } = memoryOutbox();
-    const publisher = createPublisher({
+    const publisher = createRedisPublisher({
       redis: redisSettings(redis.url),
       prefix: uniquePrefix('relay-outage'),
       jobOptions: TEST_JOB_OPTIONS,

@@ -4,7 +4,7 @@ import type { ServiceEvent } from '../../src/api/types.js';
 import { createLogger } from '../../src/logger.js';
 import { jobDataBytes } from '../../src/queue/job-data.js';
 import type { JobToAdd, Publisher } from '../../src/queue/publisher.js';
-import { createPublisher } from '../../src/queue/redis-publisher.js';
+import { createRedisPublisher } from '../../src/queue/redis-publisher.js';
 import { startRelay } from '../../src/queue/relay-loop.js';
 import { routeFor } from '../../src/queue/routes.js';
 import { createApplier, type OutboxEntry } from '../../src/store/applier.js';
@@ -112,7 +112,7 @@ async function drainWith(publisher: Publisher, batchSize: number): Promise<void>
 describe('reading the outbox back', () => {
   it('adds each routed event to its queue with the contract job id, name, data and retention', async () => {
     const events = await storeEvents(8);
-    const publisher = createPublisher({ redis: TEST_REDIS, prefix, jobOptions: TEST_JOB_OPTIONS });
+    const publisher = createRedisPublisher({ redis: TEST_REDIS, prefix, jobOptions: TEST_JOB_OPTIONS });
     try {
       await drainWith(publisher, 100);
     } finally {
@@ -141,7 +141,7 @@ describe('reading the outbox back', () => {
     const recorder = recordingPublisher();
     // A prefix of its own: the queues hold only this test's jobs.
     const own = `${prefix}-two`;
-    const real = createPublisher({ redis: TEST_REDIS, prefix: own, jobOptions: TEST_JOB_OPTIONS });
+    const real = createRedisPublisher({ redis: TEST_REDIS, prefix: own, jobOptions: TEST_JOB_OPTIONS });
     // Both relays add to the real queues; the recorder sees what each call carried.
     const both: Publisher = {
       ...real,

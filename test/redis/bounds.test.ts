@@ -2,7 +2,7 @@ import { createServer, type Server, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseRedisSettings, type RedisSettings } from '../../src/config/redis-settings.js';
 import { RedisError } from '../../src/errors.js';
-import { createPublisher } from '../../src/queue/redis-publisher.js';
+import { createRedisPublisher } from '../../src/queue/redis-publisher.js';
 import { connectRedis } from '../../src/redis/connect.js';
 import { planWait } from '../../src/redis/replicas.js';
 import { deletePrefix, TEST_JOB_OPTIONS, TEST_REDIS_URL, uniquePrefix } from '../support/redis.js';
@@ -30,7 +30,7 @@ afterAll(async () => {
 const JOB = [{ name: 'email.sent', jobId: 'bounds/1', data: { id: '1' } }];
 
 function publisherOn(redis: RedisSettings, timeoutMs = 300) {
-  return createPublisher({ redis, prefix, jobOptions: TEST_JOB_OPTIONS, timeoutMs });
+  return createRedisPublisher({ redis, prefix, jobOptions: TEST_JOB_OPTIONS, timeoutMs });
 }
 
 describe('every Redis call is bounded', () => {
@@ -68,14 +68,14 @@ describe('every Redis call is bounded', () => {
 describe('stopping (the first SIGTERM)', () => {
   it('after a failed call, no connection is made again; a working connection keeps serving', async () => {
     const stopping = new AbortController();
-    const broken = createPublisher({
+    const broken = createRedisPublisher({
       redis: parseRedisSettings({ REDIS_URL: `redis://127.0.0.1:${silentPort}` }),
       prefix,
       jobOptions: TEST_JOB_OPTIONS,
       timeoutMs: 300,
       stopping: stopping.signal,
     });
-    const healthy = createPublisher({
+    const healthy = createRedisPublisher({
       redis: parseRedisSettings({ REDIS_URL: TEST_REDIS_URL }),
       prefix,
       jobOptions: TEST_JOB_OPTIONS,

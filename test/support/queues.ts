@@ -4,7 +4,7 @@ import pg from 'pg';
 import { createPgPublisher } from '../../src/queue/pg-publisher.js';
 import { migrateQueues, pgQueueConnection } from '../../src/queue/pg-queues.js';
 import type { Publisher } from '../../src/queue/publisher.js';
-import { createPublisher } from '../../src/queue/redis-publisher.js';
+import { createRedisPublisher } from '../../src/queue/redis-publisher.js';
 import { dropSchema, TEST_DATABASE_URL } from './postgres.js';
 import { deletePrefix, TEST_JOB_OPTIONS, TEST_REDIS, TEST_REDIS_URL } from './redis.js';
 
@@ -125,7 +125,7 @@ export function testWorker(name: string, prefix: string, processor: (job: Job) =
 /** feedsync's publisher on this run's backend, with the default job options. */
 export function testPublisher(prefix: string, opts: { timeoutMs?: number } = {}): Publisher {
   return TEST_QUEUE_BACKEND === 'redis'
-    ? createPublisher({ redis: TEST_REDIS, prefix, jobOptions: TEST_JOB_OPTIONS, ...opts })
+    ? createRedisPublisher({ redis: TEST_REDIS, prefix, jobOptions: TEST_JOB_OPTIONS, ...opts })
     : createPgPublisher({
         queues: { url: TEST_DATABASE_URL, schema: prefix },
         jobOptions: TEST_JOB_OPTIONS,

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { statusReport } from '../../src/cli/status-report.js';
 import { loadConfig } from '../../src/config/config.js';
-import { createPublisher } from '../../src/queue/redis-publisher.js';
+import { createRedisPublisher } from '../../src/queue/redis-publisher.js';
 import { jobOptionsFor } from '../../src/queue/routes.js';
 import type { Simulator } from '../../src/simulator/index.js';
 import { testEnv } from '../support/config.js';
@@ -66,7 +66,7 @@ describe('replicas of sync --watch over a sources file', () => {
 
     // status names the replica that holds a source; wait until replica-a holds one mid-run.
     const config = loadConfig(env);
-    const publisher = createPublisher({
+    const publisher = createRedisPublisher({
       redis: config.redis,
       prefix: config.queues.prefix,
       jobOptions: jobOptionsFor(config.queues),

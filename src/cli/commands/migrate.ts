@@ -28,13 +28,12 @@ export function migrateCommand(): Command {
           } finally {
             await store.close();
           }
-          if (config.queues.backend === 'postgres') {
-            const { pgQueuesOf } = await import('../../compose/parts.js');
-            const { migrateQueues } = await import('../../queue/pg-queues.js');
-            const queues = pgQueuesOf(config);
-            const version = await migrateQueues(queues, config.database.connectTimeoutMs);
-            logger.info({ schema: queues.schema, version }, "queues' schema up to date");
-            process.stdout.write(`queues' schema ${queues.schema} at BullMQ's migration ${version}\n`);
+          const { queueStoreFor } = await import('../../compose/queue-store.js');
+          // Nothing to migrate when the queues are in Redis.
+          const queues = await queueStoreFor(config).migrate(config.database.connectTimeoutMs);
+          if (queues) {
+            logger.info(queues, "queues' schema up to date");
+            process.stdout.write(`queues' schema ${queues.schema} at BullMQ's migration ${queues.version}\n`);
           }
           return 0;
         },

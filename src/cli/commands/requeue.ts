@@ -58,7 +58,9 @@ export function requeueCommand(): Command {
           throw new ConfigError('--queue: only with --failed', 'USAGE');
         }
         const { publisherFor } = await import('../../compose/parts.js');
+        const { queueStoreFor } = await import('../../compose/queue-store.js');
         const publisher = publisherFor(config);
+        const holder = queueStoreFor(config).holder;
         try {
           if (opts.failed) return await retryFailed(config, publisher, opts);
           const { requeue } = await import('../../queue/requeue.js');
@@ -91,7 +93,7 @@ export function requeueCommand(): Command {
               ? results
                   .map(({ source, result }) => `${JSON.stringify({ source, dryRun, ...result })}\n`)
                   .join('')
-              : describeAll(config, dryRun, results),
+              : describeAll(config, holder, dryRun, results),
           );
           // Rows with no event left cannot be re-driven: their jobs need a hand, so the run is not a success.
           return results.some(({ result }) => result.unavailable > 0) ? 1 : 0;
@@ -117,9 +119,14 @@ async function sourcesOf(config: Config, logger: Logger, named: string | undefin
 }
 
 /** One source as before; over a file, the sources that had something, then the totals. */
-function describeAll(config: Config, dryRun: boolean, results: readonly SourceResult[]): string {
+function describeAll(
+  config: Config,
+  holder: string,
+  dryRun: boolean,
+  results: readonly SourceResult[],
+): string {
   const [only] = results;
-  if (results.length === 1 && only) return describeRequeue(config, only.source, dryRun, only.result);
+  if (results.length === 1 && only) return describeRequeue(config, holder, only.source, dryRun, only.result);
   const quiet = (r: RequeueResult): boolean => r.requeued === 0 && r.unavailable === 0 && r.unpublished === 0;
   const sum = (pick: (r: RequeueResult) => number): number =>
     results.reduce((n, { result }) => n + pick(result), 0);
@@ -127,11 +134,11 @@ function describeAll(config: Config, dryRun: boolean, results: readonly SourceRe
   const rows = `${sum((r) => r.requeued)} published outbox rows of ${results.length} sources of FEED_SOURCES_FILE`;
   const total = dryRun
     ? `in all: would requeue ${rows}`
-    : `in all: requeued ${rows}: ${sum((r) => r.added)} jobs added, ${sum((r) => r.alreadyPresent)} already in ${queuesName(config)}` +
+    : `in all: requeued ${rows}: ${sum((r) => r.added)} jobs added, ${sum((r) => r.alreadyPresent)} already in ${holder}` +
       sameJobs(sum((r) => r.sameJob));
   const each = results
     .filter(({ result }) => !quiet(result))
-    .map(({ source, result }) => describeRequeue(config, source, dryRun, result));
+    .map(({ source, result }) => describeRequeue(config, holder, source, dryRun, result));
   return `${each.join('')}${total}${idle > 0 ? ` (${idle} sources had no rows)` : ''}\n`;
 }
 
@@ -181,12 +188,13 @@ function sameJobs(n: number): string {
   return n === 0 ? '' : `, ${n} rows of the same job id as another (an event with two outbox rows: one job)`;
 }
 
-/** Where the jobs are, as the lines name it. */
-function queuesName(config: Config): string {
-  return config.queues.backend === 'postgres' ? 'the queues' : 'Redis';
-}
-
-function describeRequeue(config: Config, source: string, dryRun: boolean, result: RequeueResult): string {
+function describeRequeue(
+  config: Config,
+  holder: string,
+  source: string,
+  dryRun: boolean,
+  result: RequeueResult,
+): string {
   const perQueue = Object.entries(result.byQueue)
     .map(([q, n]) => `${q} ${n}`)
     .join(', ');
@@ -194,7 +202,7 @@ function describeRequeue(config: Config, source: string, dryRun: boolean, result
   const lines = [
     dryRun
       ? `would requeue ${rows}, with their own job ids`
-      : `requeued ${rows}: ${result.added} jobs added, ${result.alreadyPresent} already in ${queuesName(config)} (left as they were)` +
+      : `requeued ${rows}: ${result.added} jobs added, ${result.alreadyPresent} already in ${holder} (left as they were)` +
         sameJobs(result.sameJob),
   ];
   if (result.predatesRetention) {

@@ -3,7 +3,7 @@ import pg from 'pg';
 import { createPgPublisher } from '../../../src/queue/pg-publisher.js';
 import { pgQueueConnection } from '../../../src/queue/pg-queues.js';
 import type { Publisher } from '../../../src/queue/publisher.js';
-import { createPublisher } from '../../../src/queue/redis-publisher.js';
+import { createRedisPublisher } from '../../../src/queue/redis-publisher.js';
 import { TEST_QUEUE_BACKEND } from '../../support/queues.js';
 import { deletePrefix, redisSettings, TEST_JOB_OPTIONS } from '../../support/redis.js';
 import type { Sandbox } from './sandbox.js';
@@ -28,7 +28,7 @@ export function queueOf(box: QueueHome, name: string): Queue {
 export function publisherOf(box: QueueHome): Publisher {
   return box.queueUrl
     ? createPgPublisher({ queues: { url: box.queueUrl, schema: box.prefix }, jobOptions: TEST_JOB_OPTIONS })
-    : createPublisher({
+    : createRedisPublisher({
         redis: redisSettings(box.redisUrl),
         prefix: box.prefix,
         jobOptions: TEST_JOB_OPTIONS,

@@ -1,6 +1,6 @@
 import type { RedisSettings } from '../config/redis-settings.js';
 import { FeedsyncError, RedisError } from '../errors.js';
-import { nodeName } from '../redis/connect.js';
+import { nodeName } from './connect.js';
 
 /**
  * What run() rejects with when Redis could not be reached at start: one line naming

@@ -1,4 +1,4 @@
-import { RedisError } from '../errors.js';
+import { RedisError } from './errors.js';
 
 /**
  * Settles with `promise`, or rejects with a RedisError (code REDIS_TIMEOUT), or the
