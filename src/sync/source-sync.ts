@@ -6,6 +6,7 @@ import type { FetchPage } from '../feed/feed-client.js';
 import { unknownEventReason } from '../feed/known-event.js';
 import type { Logger } from '../logger.js';
 import type { Relay } from '../queue/relay.js';
+import { linkedAbort } from '../sleep.js';
 import type { Applier, ApplyBatch, ApplyResult } from '../store/applier.js';
 import { ensureCursor, getCursor, isStored } from '../store/cursor.js';
 import type { Store } from '../store/db.js';
@@ -15,7 +16,6 @@ import { inSpan } from '../tracing/tracing.js';
 import type { ByteBudget } from './byte-budget.js';
 import { type CatchUpOptions, type CatchUpResult, type CommitInfo, catchUp } from './catch-up.js';
 import { checkedFetch } from './cursor-check.js';
-import { linkedAbort } from './signals.js';
 import { checkCursor, checkReconcileStart, checkSchemaOf } from './source-checks.js';
 import { type VerifyOptions, type VerifyResult, verifySource } from './verify.js';
 
@@ -48,7 +48,16 @@ export interface RunResult extends Omit<CatchUpResult, 'status'> {
  * outbox did (Redis down: the events are stored, consumers do not get them yet).
  */
 export function runFailed(result: RunResult): boolean {
-  return result.status !== 'stopped' && !result.drained;
+  return !outboxSettled(result);
+}
+
+/**
+ * The one rule of "drained": a turn kept nothing back in the outbox when the relay
+ * published what it committed, or when a signal stopped it (a stopped turn owes no drain:
+ * the next run drains).
+ */
+export function outboxSettled(result: Pick<RunResult, 'status' | 'drained'>): boolean {
+  return result.drained || result.status === 'stopped';
 }
 
 /** The turns of one source. */
