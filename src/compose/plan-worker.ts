@@ -2,11 +2,11 @@ import { logRetries, type RetryDeps } from '../api/retry.js';
 import { accountOf, type BudgetTally } from '../budget/request-budgets.js';
 import { maxBackoffMs } from '../config/backoff.js';
 import { type Config, configForSource, requireService, secretsOf } from '../config/config.js';
-import { keyKindOf } from '../config/key-kind.js';
+import { type KeyKind, keyKindOf } from '../config/key-kind.js';
+import type { FeedClientOptions } from '../feed/feed-client.js';
 import { type Logger, loggerFor } from '../logger.js';
 import { routeFor } from '../queue/routes.js';
 import type { LeaseOptions } from '../store/lease.js';
-import type { SourceSettings, SyncHooks } from '../sync/source-sync.js';
 import {
   budgetsFor,
   composeParts,
@@ -43,13 +43,35 @@ export interface RoundSettings {
   readonly health: { readonly port: number; readonly host: string; readonly staleAfterMs: number };
 }
 
+/** What a feed reader tells of its requests: its retries, and each response timed. */
+export interface FeedHooks {
+  onRetry?: RetryDeps['onRetry'];
+  onFeedResponse?: FeedClientOptions['onResponse'];
+}
+
+/** What a source's turns need to know of the configuration. */
+export interface SourceSettings {
+  /** The cursor key (FEED_SOURCE, or a source of FEED_SOURCES_FILE). */
+  source: string;
+  /** Its FEED_TYPES: what its cursor was built with. */
+  types: readonly string[] | null;
+  /** The kind of its API key (test or live; null: neither), which its cursor remembers. */
+  keyKind: KeyKind | null;
+  /** FEED_MAX_RESPONSE_BYTES: the budget of the pages in memory. */
+  maxPageBytes: number;
+  /** Who holds the lease, and for how long (SOURCE_LEASE_MS). */
+  lease: LeaseOptions;
+  /** EVENTS_RETENTION_DAYS: where a reconcile may start. */
+  eventsRetentionDays: number | null;
+}
+
 /** What one source's turns get of the configuration: its settings, and a reader of its feed. */
 export interface SourcePlan {
   readonly settings: SourceSettings;
   /** Why its key file could not be read; its every turn fails with it. */
   readonly keyProblem: string | null;
   /** Readers of its feed, one per turn: retries logged and told to `hooks`, responses timed by them. */
-  openFeed(logger: Logger, hooks: SyncHooks, retryDeps?: RetryDeps): () => FeedReader;
+  openFeed(logger: Logger, hooks: FeedHooks, retryDeps?: RetryDeps): () => FeedReader;
 }
 
 /** A worker's plan: everything it reads of the Config, once. */
@@ -185,7 +207,7 @@ function livenessDeadlineMs(config: Config): number {
 const FEED_WAIT_NOTICE_MS = 5_000;
 
 /** Readers of the feed of the source `own` describes (configForSource), one per turn. */
-function feedOf(own: Config, logger: Logger, hooks: SyncHooks, retryDeps: RetryDeps = {}): () => FeedReader {
+function feedOf(own: Config, logger: Logger, hooks: FeedHooks, retryDeps: RetryDeps = {}): () => FeedReader {
   const log = logger.child({ module: 'sync' });
   const logRetry = logRetries(log);
   const timeoutMs = own.feed.timeoutMs;
