@@ -6,7 +6,7 @@ import { pushMetrics } from '../metrics/push.js';
 import { scrubText } from '../scrub.js';
 import { EXIT_FOREIGN_FEED } from '../store/foreign-feed.js';
 import { type Outcome, turnFailed } from '../sync/scheduler.js';
-import { runWorker, type WorkerResult } from '../sync/worker.js';
+import { runDrained, runWorker, type WorkerResult } from '../sync/worker.js';
 import { describeFailure } from './failure.js';
 import { handOverFailure } from './hand-over.js';
 import { launchedByNpm } from './launched-by-npm.js';
@@ -95,7 +95,7 @@ function tellOperator(
   for (const o of outcomes) {
     if (!o.ok) process.stderr.write(`feedsync: ${prefix(o.source)}${describe(o.error)}\n`);
   }
-  if (!handedOver || outcomes.some((o) => o.ok && !o.result.drained && o.result.status !== 'stopped')) {
+  if (!runDrained({ handedOver, outcomes })) {
     process.stderr.write(
       `feedsync: ${scrubText(handOverFailure(handOverError, config), secretsOf(config))}\n`,
     );

@@ -20,7 +20,7 @@ import { type QueueStore, queueStoreFor } from './queue-store.js';
 // of the service that feedsync uses is built here, from the Config, and nowhere else.
 // Who reads the Config: a command, a library entry (runWorker, createSync, the webhook
 // service) and a composition: this file, the root logger (loggerFor) and, for the
-// worker, workerParts with round-settings.ts and source-parts.ts. Each builds its parts
+// worker, planWorker (plan-worker.ts). Each builds its parts
 // and settings once; everything it calls, the worker's rounds and turns, the health
 // server and the relay included, gets the parts and the values it uses (a store, a
 // relay, a fetchPage, RoundSettings), never the Config.

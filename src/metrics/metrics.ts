@@ -54,8 +54,11 @@ export interface Metrics {
   observeRun(source: string, run: RunObservation): void;
   /** Counts a run of `source` that threw. */
   observeFailure(source: string): void;
-  /** A short summary for the end of a once run. */
-  summary(): Promise<Record<string, number | null>>;
+  /**
+   * A short summary for the end of a once run; its counters counted from `since` (an
+   * earlier summary of the same metrics: a worker that runs once again and again).
+   */
+  summary(since?: Readonly<Record<string, number | null>>): Promise<Record<string, number | null>>;
 }
 
 /**
@@ -140,7 +143,7 @@ export function createMetrics(
         consecutiveFailures?.set({ source }, 0);
     },
     observeFailure: failed,
-    summary: () => summarize(registry, gauges, fleet),
+    summary: (since) => summarize(registry, gauges, fleet, since),
   };
 }
 
@@ -284,11 +287,14 @@ async function summarize(
   registry: Registry,
   gauges: GaugeSource,
   fleet: boolean,
+  since: Readonly<Record<string, number | null>> = {},
 ): Promise<Record<string, number | null>> {
   const sum = async (name: string): Promise<number> => {
     const metric = await registry.getSingleMetric(name)?.get();
     // Counters only: every value is a sample of the total, one per label set.
-    return (metric?.values ?? []).reduce((acc, v) => acc + v.value, 0);
+    const total = (metric?.values ?? []).reduce((acc, v) => acc + v.value, 0);
+    const key = name.replace(/^feedsync_/, '').replace(/_total$/, '');
+    return total - (since[key] ?? 0);
   };
   const lags = fleet
     ? gauges.fleetStates(1).then((s) => s.worst.flatMap((w) => (w.lagSeconds === null ? [] : [w.lagSeconds])))

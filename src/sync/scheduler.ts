@@ -1,10 +1,8 @@
 import { maxBackoffMs } from '../config/backoff.js';
 import type { Logger } from '../logger.js';
-import { defaultSleep } from '../sleep.js';
+import { defaultSleep, linkedAbort } from '../sleep.js';
 import type { Claimed } from '../store/lease.js';
 import type { SourceLease } from '../store/lease-renewal.js';
-import type { AccountTurns } from './account-turns.js';
-import { linkedAbort } from './signals.js';
 import { heldElsewhere, type RunResult, runFailed } from './source-sync.js';
 
 /**
@@ -72,7 +70,7 @@ export interface TurnOptions {
   /** A failure as one line without secrets, kept in the lease row for `status`. */
   describe: (err: unknown) => string;
   /**
-   * Per account, whether a turn may start now (account-turns.ts): a source whose paced
+   * Per account, whether a turn may start now (AccountTurns, below): a source whose paced
    * account has a turn in flight here waits, and the lane runs another. Default: any.
    */
   accounts?: Pick<AccountTurns, 'enter' | 'leave'>;
@@ -260,4 +258,42 @@ export async function watchSources(opts: WatchSourcesOptions): Promise<void> {
     if (!opts.signal.aborted) await pause(waitMs);
   }
   await Promise.all(inFlight);
+}
+
+/**
+ * The turns in flight in this process, per account (every source with one key): a lane
+ * that took a second source of an account whose request budget is in force would only
+ * wait behind the first one's requests, holding a lane another account could use. The
+ * scheduler asks `enter` before it runs a turn and picks another source while it says no.
+ */
+export class AccountTurns {
+  readonly #accountOf: (source: string) => { account: string; paced: boolean } | null;
+  readonly #inFlight = new Map<string, number>();
+
+  /** `accountOf`: the source's account and whether its budget paces it now; null for a source without a key. */
+  constructor(accountOf: (source: string) => { account: string; paced: boolean } | null) {
+    this.#accountOf = accountOf;
+  }
+
+  /**
+   * Counts a turn of `source` in, unless its account is paced and has a turn in flight
+   * here already (false; nothing counted). `force`: counted in all the same (nothing else to run).
+   */
+  enter(source: string, force = false): boolean {
+    const of = this.#accountOf(source);
+    if (!of) return true;
+    const n = this.#inFlight.get(of.account) ?? 0;
+    if (n > 0 && of.paced && !force) return false;
+    this.#inFlight.set(of.account, n + 1);
+    return true;
+  }
+
+  /** Counts a turn that `enter` let in out again. */
+  leave(source: string): void {
+    const of = this.#accountOf(source);
+    if (!of) return;
+    const n = (this.#inFlight.get(of.account) ?? 1) - 1;
+    if (n > 0) this.#inFlight.set(of.account, n);
+    else this.#inFlight.delete(of.account);
+  }
 }

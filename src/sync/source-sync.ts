@@ -1,21 +1,21 @@
 import type { RetryDeps } from '../api/retry.js';
 import type { FeedReader } from '../compose/parts.js';
-import type { KeyKind } from '../config/key-kind.js';
+import type { SourceSettings } from '../compose/plan-worker.js';
 import { ConfigError } from '../errors.js';
 import type { FetchPage } from '../feed/feed-client.js';
 import { unknownEventReason } from '../feed/known-event.js';
 import type { Logger } from '../logger.js';
 import type { Relay } from '../queue/relay.js';
+import { linkedAbort } from '../sleep.js';
 import type { Applier, ApplyBatch, ApplyResult } from '../store/applier.js';
 import { ensureCursor, getCursor, isStored } from '../store/cursor.js';
 import type { Store } from '../store/db.js';
 import { storedDiffering } from '../store/foreign-feed.js';
-import type { LeaseOptions, SourceLease } from '../store/lease-renewal.js';
+import type { SourceLease } from '../store/lease-renewal.js';
 import { inSpan } from '../tracing/tracing.js';
 import type { ByteBudget } from './byte-budget.js';
 import { type CatchUpOptions, type CatchUpResult, type CommitInfo, catchUp } from './catch-up.js';
 import { checkedFetch } from './cursor-check.js';
-import { linkedAbort } from './signals.js';
 import { checkCursor, checkReconcileStart, checkSchemaOf } from './source-checks.js';
 import { type VerifyOptions, type VerifyResult, verifySource } from './verify.js';
 
@@ -30,6 +30,8 @@ export interface SyncHooks {
   /** A turn of the source began (true) or ended (false) under its lease. */
   onLeaseChange?: (held: boolean) => void;
 }
+
+export type { SourceSettings } from '../compose/plan-worker.js';
 
 export type RunStatus = CatchUpResult['status'] | 'held-elsewhere';
 
@@ -48,7 +50,16 @@ export interface RunResult extends Omit<CatchUpResult, 'status'> {
  * outbox did (Redis down: the events are stored, consumers do not get them yet).
  */
 export function runFailed(result: RunResult): boolean {
-  return result.status !== 'stopped' && !result.drained;
+  return !outboxSettled(result);
+}
+
+/**
+ * The one rule of "drained": a turn kept nothing back in the outbox when the relay
+ * published what it committed, or when a signal stopped it (a stopped turn owes no drain:
+ * the next run drains).
+ */
+export function outboxSettled(result: Pick<RunResult, 'status' | 'drained'>): boolean {
+  return result.drained || result.status === 'stopped';
 }
 
 /** The turns of one source. */
@@ -70,22 +81,6 @@ export interface SourceSync {
   verify(opts: VerifyOptions): Promise<VerifyResult>;
   /** Refuses an outdated schema, or migrates it with `autoMigrate`; once per SourceSync. */
   checkSchema(): Promise<void>;
-}
-
-/** What a source's turns need to know of the configuration. */
-export interface SourceSettings {
-  /** The cursor key (FEED_SOURCE, or a source of FEED_SOURCES_FILE). */
-  source: string;
-  /** Its FEED_TYPES: what its cursor was built with. */
-  types: readonly string[] | null;
-  /** The kind of its API key (test or live; null: neither), which its cursor remembers. */
-  keyKind: KeyKind | null;
-  /** FEED_MAX_RESPONSE_BYTES: the budget of the pages in memory. */
-  maxPageBytes: number;
-  /** Who holds the lease, and for how long (SOURCE_LEASE_MS). */
-  lease: LeaseOptions;
-  /** EVENTS_RETENTION_DAYS: where a reconcile may start. */
-  eventsRetentionDays: number | null;
 }
 
 /** The parts a source's turns use, made by the composition root. */

@@ -1,14 +1,13 @@
 import type { RetryDeps } from '../api/retry.js';
-import { composeParts } from '../compose/parts.js';
+import { planWorker } from '../compose/plan-worker.js';
 import type { Config } from '../config/config-type.js';
 import type { FetchPage } from '../feed/feed-client.js';
-import { type Logger, loggerFor } from '../logger.js';
+import type { Logger } from '../logger.js';
 import type { Publisher } from '../queue/publisher.js';
 import type { Relay } from '../queue/relay.js';
 import type { Store } from '../store/db.js';
 import type { RunResult, SourceSync, SyncHooks } from './source-sync.js';
-import { runRound } from './worker.js';
-import { type WorkerParts, type WorkerResult, workerParts } from './worker-parts.js';
+import { Worker, type WorkerResult } from './worker.js';
 
 export type { RunResult, RunStatus, SyncHooks } from './source-sync.js';
 
@@ -36,7 +35,7 @@ export interface SyncOptions {
 }
 
 /** The runs of the config's FEED_SOURCE, for an application that embeds one source. */
-export interface Sync extends SourceSync {
+export interface Sync extends Pick<SourceSync, 'reconcile' | 'verify'> {
   /**
    * `feedsync sync --once` for this one source (runWorker's once round): takes the
    * source's lease (status 'held-elsewhere' when another worker holds it), pages until
@@ -52,65 +51,50 @@ export interface Sync extends SourceSync {
 }
 
 /**
- * The sync worker, for embedding: builds its store, publisher and relay from the config
- * (or takes those given), then runs the config's FEED_SOURCE over them with the
- * worker's own parts (worker-parts.ts).
+ * The sync worker, for embedding: one Worker (worker.ts) of the config's FEED_SOURCE,
+ * built once over the store, publisher and relay given, or made from the config.
  */
 export function createSync(config: Config, opts: SyncOptions = {}): Sync {
-  const logger = opts.logger ?? loggerFor(config);
-  const hooks = opts.hooks ?? {};
-  // The relay outlives the runs: what it publishes counts into the run in flight (its
-  // metrics and summary line, its result), besides the caller's hooks.
-  let run: { metrics: WorkerParts['metrics']; published: number } | null = null;
-  const parts = composeParts(
-    config,
-    logger,
-    {
-      relay: {
-        onPublished: (queue, count) => {
-          hooks.onPublished?.(queue, count);
-          if (run === null) return;
-          run.metrics.onPublished(queue, count);
-          run.published += count;
-        },
-        onPublishDelay: (seconds) => {
-          hooks.onPublishDelay?.(seconds);
-          run?.metrics.onPublishDelay(seconds);
-        },
-      },
-    },
-    opts,
-  );
-  const { store, publisher, relay } = parts;
   const source = config.feed.source;
-  const migrate = opts.autoMigrate === true;
-  // A worker of this one source over these parts, its limit and signal those of one run.
-  const worker = (signal: AbortSignal) =>
-    workerParts(
-      config,
-      logger,
-      { mode: 'once', migrate, signal },
-      {
-        given: { store, publisher, relay },
-        sources: [source],
-        hooks,
-        ...(opts.fetchPage ? { fetchPage: opts.fetchPage } : {}),
-        ...(opts.retryDeps ? { retryDeps: opts.retryDeps } : {}),
+  const plan = planWorker(config, {
+    mode: 'once',
+    migrate: opts.autoMigrate === true,
+    sources: [source],
+    logger: opts.logger,
+  });
+  const hooks = opts.hooks ?? {};
+  // The relay outlives the runs: what it publishes during one counts into its result.
+  let run: { published: number } | null = null;
+  const worker = new Worker(plan, {
+    hooks: {
+      onCommit: (_source, info) => hooks.onCommit?.(info),
+      onFeedResponse: (_source, info) => hooks.onFeedResponse?.(info),
+      onRetry: (_source, info) => hooks.onRetry?.(info),
+      onLeaseChange: (_source, held) => hooks.onLeaseChange?.(held),
+      onPublished: (queue, count) => {
+        hooks.onPublished?.(queue, count);
+        if (run) run.published += count;
       },
-    );
-  const runs = worker(new AbortController().signal).syncOf(source);
-  // The schemas are checked by the first run that gets past them, not again by every run.
-  let checked = false;
+      onPublishDelay: (seconds) => hooks.onPublishDelay?.(seconds),
+    },
+    given: {
+      ...(opts.store ? { store: opts.store } : {}),
+      ...(opts.publisher ? { publisher: opts.publisher } : {}),
+      ...(opts.relay ? { relay: opts.relay } : {}),
+    },
+    ...(opts.fetchPage ? { fetchPage: opts.fetchPage } : {}),
+    ...(opts.retryDeps ? { retryDeps: opts.retryDeps } : {}),
+  });
+  const { store, publisher, relay } = worker.parts;
   return {
-    ...runs,
+    reconcile: (from, signal) => worker.syncOf(source).reconcile(from, signal),
+    verify: (verifyOpts) => worker.syncOf(source).verify(verifyOpts),
     async runOnce(signal = new AbortController().signal) {
       const started = performance.now();
-      const w = worker(signal);
-      const counting = { metrics: w.metrics, published: 0 };
+      const counting = { published: 0 };
       run = counting;
       try {
-        const round = await runRound(w, { mode: 'once', migrate, checked });
-        checked = true;
+        const round = await worker.runOnce(signal);
         return { ...runResultOf(round, performance.now() - started), published: counting.published };
       } finally {
         if (run === counting) run = null;
@@ -119,7 +103,7 @@ export function createSync(config: Config, opts: SyncOptions = {}): Sync {
     store,
     publisher,
     relay,
-    close: () => parts.close(),
+    close: () => worker.close(),
   };
 }
 

@@ -1,8 +1,7 @@
 import { expect, it } from 'vitest';
 import { createLogger } from '../../src/logger.js';
 import type { SourceLease } from '../../src/store/lease-renewal.js';
-import { AccountTurns } from '../../src/sync/account-turns.js';
-import { runEachOnce, watchSources } from '../../src/sync/scheduler.js';
+import { AccountTurns, runEachOnce, watchSources } from '../../src/sync/scheduler.js';
 import type { RunResult } from '../../src/sync/sync.js';
 
 // The scheduler with turns per account: hot1 and hot2 share a paced account, q1 and q2

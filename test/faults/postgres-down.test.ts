@@ -1,10 +1,11 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, expect, it } from 'vitest';
+import { planWorker } from '../../src/compose/plan-worker.js';
 import { createLogger } from '../../src/logger.js';
 import { claimDue } from '../../src/store/lease.js';
 import { ensureLeaseRows } from '../../src/store/lease-statements.js';
 import { watchSources } from '../../src/sync/scheduler.js';
-import { createSync } from '../../src/sync/sync.js';
+import { Worker } from '../../src/sync/worker.js';
 import { CLI, killChildren, runCli, spawnNode, waitFor } from '../support/processes.js';
 import { TEST_API_KEY } from '../support/simulator.js';
 import { fateOfFeed, simulators } from './support/fed-by-simulator.js';
@@ -117,20 +118,27 @@ it('4. Postgres stopped: a once run exits 1 with the cursor intact; a watch run 
       // (c) the watch loop through an outage.
       const simC = await simulator(2_000);
       const boxC = await sandbox('pg_down_watch', { databaseUrl: postgres.url });
-      const sync = createSync(boxC.config(simC.baseUrl), { logger: createLogger({ level: 'silent' }) });
+      // A worker's own turns of the one source, under the leases this loop claims.
+      const worker = new Worker(
+        planWorker(boxC.config(simC.baseUrl), {
+          mode: 'once',
+          sources: ['default'],
+          logger: createLogger({ level: 'silent' }),
+        }),
+      );
       const waits: number[] = [];
       const runs: string[] = [];
       const stop = new AbortController();
       const lease = { holder: 'pg-down-test/1', leaseMs: 3_000 };
-      await ensureLeaseRows(sync.store, ['default']);
+      await ensureLeaseRows(worker.parts.store, ['default']);
       const loop = watchSources({
         concurrency: 1,
         intervalMs: INTERVAL_MS,
         signal: stop.signal,
         logger: createLogger({ level: 'silent' }),
         describe: String,
-        claim: (limit) => claimDue(sync.store, limit, lease),
-        turn: (held, signal) => sync.runHeld(held, signal),
+        claim: (limit) => claimDue(worker.parts.store, limit, lease),
+        turn: (held, signal) => worker.syncOf('default').runHeld(held, signal),
         onOutcome: (o) => runs.push(o.ok ? o.result.status : 'failed'),
         // The claims fail while Postgres is down: the loop's own back-off.
         onClaimFailure: (_err, ms) => waits.push(ms),
@@ -164,7 +172,7 @@ it('4. Postgres stopped: a once run exits 1 with the cursor intact; a watch run 
       } finally {
         stop.abort();
         await loop;
-        await sync.close();
+        await worker.close();
       }
       const fateC = await fate(boxC, simC);
       const backoff = waits.filter((w) => w > INTERVAL_MS);

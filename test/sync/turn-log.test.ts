@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { logOutcome } from '../../src/sync/turn-log.js';
+import { logOutcome } from '../../src/sync/worker.js';
 import { captureLogger } from './harness.js';
 
 const result = { cursor: null, pages: 0, stored: 0, duplicates: 0, quarantined: 0, durationMs: 1 };
