@@ -11,6 +11,13 @@ const FIRST_PAUSE_MS = 1_000;
 const LONGEST_PAUSE_MS = 30_000;
 /** Milliseconds without an error after which the next burst starts from the first pause again. */
 const QUIET_MS = 60_000;
+/**
+ * A job's lost lock ("could not renew lock for job …", "Missing lock for job …"): the
+ * outcome of a stall, which BullMQ settles by handing the job on, not an error it retries
+ * at once. Logged like the others, never a reason to pause: several replicas losing locks
+ * together would otherwise pause each other for up to 30 s at a time.
+ */
+const JOB_LOCK = /\block\b/i;
 
 /**
  * What a Worker's 'error' events do: BullMQ tries again at once after an error that is
@@ -55,6 +62,7 @@ export class WorkerErrors {
     } else {
       this.unlogged++;
     }
+    if (JOB_LOCK.test(err.message)) return;
     if (now - this.lastErrorAt > QUIET_MS) this.pauseMs = 0;
     this.burst = now - this.lastErrorAt < 1_000 ? this.burst + 1 : 1;
     this.lastErrorAt = now;
