@@ -5,7 +5,8 @@
 import { cpSync } from 'node:fs';
 import { build } from 'esbuild';
 
-const out = new URL('../dist/bin/', import.meta.url).pathname;
+// Where the bundle goes: the folder given (build.mjs's dist.next/bin/), else dist/bin/.
+const out = process.argv[2] ?? new URL('../dist/bin/', import.meta.url).pathname;
 
 await build({
   entryPoints: { feedsync: new URL('../src/cli.ts', import.meta.url).pathname },
