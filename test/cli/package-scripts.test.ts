@@ -79,7 +79,9 @@ describe('npm ci in a clone', () => {
   // `npx feedsync …` right after `npm ci` once printed "feedsync: not found": nothing had
   // built dist/. npm ci runs the root package's `prepare`, which builds where the sources
   // and the dev dependencies are, and does nothing where they are not (the image's stages,
-  // .ci/image-recipe: package files first, sources later or never).
+  // .ci/image-recipe: package files first, sources later or never), nor when `npx feedsync`
+  // installs the project into npx's cache (npm_command=exec): that rebuilt the clone's own
+  // dist/ under the commands running from it.
   function folderWith(parts: readonly string[]): string {
     const dir = mkdtempSync(join(tmpdir(), 'feedsync-prepare-'));
     for (const part of parts) cpSync(join(root, part), join(dir, part), { recursive: true });
