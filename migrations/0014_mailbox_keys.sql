@@ -13,12 +13,12 @@ UPDATE contact_status SET ranked_at = updated_at WHERE ranked_at > updated_at;
 --    that stays outside ASCII (an internationalised one: punycode is not done here)
 --    keeps its Unicode spelling, which `send` and `suppressions remove` look up beside
 --    the punycode one. Only rows whose key may change are touched.
-CREATE FUNCTION pg_temp.fold_domain(domain text) RETURNS text
+CREATE OR REPLACE FUNCTION pg_temp.fold_domain(domain text) RETURNS text
 LANGUAGE sql IMMUTABLE AS $$
   SELECT rtrim(lower(translate(regexp_replace(normalize(domain, NFKC),
     '[\u034F\u180B-\u180D\u180F\uFE00-\uFE0F\U000E0100-\U000E01EF]', '', 'g'), E'\u3002', '.')), '.')
 $$;
-CREATE FUNCTION pg_temp.mailbox_keys(key text) RETURNS SETOF text
+CREATE OR REPLACE FUNCTION pg_temp.mailbox_keys(key text) RETURNS SETOF text
 LANGUAGE sql IMMUTABLE AS $$
   SELECT address_key(CASE WHEN m IS NULL THEN a ELSE m[1] || '@' || pg_temp.fold_domain(m[2]) END)
   FROM regexp_split_to_table(key, '[,;]') AS p
@@ -54,3 +54,7 @@ INSERT INTO suppressions AS s (source, address, reason, event_id, at, updated_at
   ORDER BY source, address, reason, at, event_id COLLATE "C"
   ON CONFLICT (source, address, reason) DO UPDATE SET event_id = excluded.event_id, at = excluded.at
   WHERE (excluded.at, excluded.event_id) < (s.at, s.event_id);
+-- Through a transaction pooler the server session, and its pg_temp, outlive this
+-- migration: the helpers go with it (and were made with OR REPLACE for the same reason).
+DROP FUNCTION pg_temp.mailbox_keys(text);
+DROP FUNCTION pg_temp.fold_domain(text);
