@@ -88,7 +88,11 @@ it('9. SIGTERM at random moments: exit 0 within the grace period, consistent sta
       const check = async () => {
         const state = await prefixState(box.store, 100);
         checks++;
-        if (!isPrefix(state) || state.partialPages > 0 || state.outboxRows !== state.stored) inconsistent++;
+        // No page alignment here: a turn's first request reads from the event before its
+        // cursor (src/sync/cursor-check.ts) and gives that one back, so a run that starts
+        // after a signal pages one event off the feed's hundreds. A prefix with an outbox
+        // row for each event is what a commit keeps whole.
+        if (!isPrefix(state) || state.outboxRows !== state.stored) inconsistent++;
       };
       for (let n = 0; n < RUNS + TWICE; n++) {
         const twice = n >= RUNS;
