@@ -1,7 +1,7 @@
 import { Pool } from 'undici';
 import { parseRedisSettings } from '../dist/config/redis-settings.js';
 import { createLogger } from '../dist/logger.js';
-import { createPublisher } from '../dist/queue/redis-publisher.js';
+import { createRedisPublisher } from '../dist/queue/redis-publisher.js';
 import { startRelay } from '../dist/queue/relay-loop.js';
 import { jobIdFor, jobOptionsFor } from '../dist/queue/routes.js';
 import { createApplier } from '../dist/store/applier.js';
@@ -174,7 +174,7 @@ export async function bullmqAddBulk(count, batchSize, cpu) {
     })),
   );
   const prefix = benchPrefix('addbulk');
-  const publisher = createPublisher({
+  const publisher = createRedisPublisher({
     redis: parseRedisSettings({ REDIS_URL }),
     prefix,
     jobOptions: jobOptionsFor({ jobAttempts: 5, jobBackoffMs: 1_000 }),
@@ -203,7 +203,7 @@ export async function bullmqAddBulk(count, batchSize, cpu) {
 export async function relayAlone(count, batchSize, cpu) {
   const store = await migratedStore('relay');
   const prefix = benchPrefix('relay');
-  const publisher = createPublisher({
+  const publisher = createRedisPublisher({
     redis: parseRedisSettings({ REDIS_URL }),
     prefix,
     jobOptions: jobOptionsFor({ jobAttempts: 5, jobBackoffMs: 1_000 }),

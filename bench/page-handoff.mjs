@@ -10,7 +10,7 @@ import { loadavg } from 'node:os';
 import { createPostgresBackend, Job, LATEST_SCHEMA_VERSION, Queue } from 'bullmq';
 import pg from 'pg';
 import { createLogger } from '../dist/logger.js';
-import { bulkJobsOf } from '../dist/queue/bulk-jobs.js';
+import { bulkJobsOf } from '../dist/queue/queue-session.js';
 import { jobData } from '../dist/queue/job-data.js';
 import { createPgPublisher } from '../dist/queue/pg-publisher.js';
 import { migrateQueues } from '../dist/queue/pg-queues.js';

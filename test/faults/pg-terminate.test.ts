@@ -68,14 +68,14 @@ it('3. pg_terminate_backend mid-transaction: rollback, reconnect, no partial pag
       title: 'pg_terminate_backend mid-transaction',
       claim:
         "Killing the worker's Postgres session in the middle of a transaction rolls the whole batch back: " +
-        'the next run reconnects and goes on, and no page is ever stored in part.',
+        'the next run reconnects and goes on, and no transaction is ever kept in part.',
       method:
         `A sync (createSync, in process) over ${APPLIER_EVENTS} events, pages of ${PAGE}. ${BLOCKED_ROUNDS} times, a second ` +
         "session holds a lock on the email_status row of an event some pages ahead, so the applier's statement stops " +
         'there after inserting its events; its session is then terminated. ' +
         `${TIMED_ROUNDS} more times the running applier statement is terminated at a seeded random moment. Then, on a ` +
         `second source of ${RELAY_EVENTS} events, the relay's Postgres session (reading the outbox, checking or marking ` +
-        `rows, before or after their jobs were added) is terminated ${RELAY_KILLS} times. After every termination the store is checked: events stored are exactly 1..cursor.`,
+        `rows, before or after their jobs were added) is terminated ${RELAY_KILLS} times. After every termination the store is checked: events stored are exactly 1..cursor, each with its outbox row.`,
     },
     async (rec) => {
       rec.injectedWhat = 'terminated sessions';
@@ -88,13 +88,15 @@ it('3. pg_terminate_backend mid-transaction: rollback, reconnect, no partial pag
       let failedRuns = 0;
       let finishedRuns = 0;
       let checks = 0;
-      let partialPages = 0;
       let notPrefix = 0;
+      // No page alignment here: a run after a failed one reads first from the event before
+      // its cursor (src/sync/cursor-check.ts) and gives that one back, so its pages lie one
+      // event off the feed's hundreds. What a rolled-back transaction must leave is a prefix
+      // (events exactly 1..cursor) with one outbox row for each event.
       const check = async () => {
         const state = await prefixState(boxA.store, PAGE);
         checks++;
-        partialPages += state.partialPages;
-        if (!isPrefix(state)) notPrefix++;
+        if (!isPrefix(state) || state.outboxRows !== state.stored) notPrefix++;
         return state;
       };
       const blocker = new pg.Client({ connectionString: TEST_DATABASE_URL });
@@ -212,8 +214,7 @@ it('3. pg_terminate_backend mid-transaction: rollback, reconnect, no partial pag
         ['relay sessions terminated (mid-statement or between add and mark)', relayKills],
         ['relay re-adds BullMQ ignored (same jobId)', counts.ignored],
         ['store checks after a termination', checks],
-        ['checks where stored events were not exactly 1..cursor', notPrefix],
-        ['pages found stored in part', partialPages],
+        ['checks where stored events were not exactly 1..cursor, each with its outbox row', notPrefix],
         ['events stored (applier source, relay source)', `${fateA.stored}, ${fateB.stored}`],
       ];
 
@@ -221,7 +222,6 @@ it('3. pg_terminate_backend mid-transaction: rollback, reconnect, no partial pag
       expect(withWrites).toBeGreaterThanOrEqual(BLOCKED_ROUNDS);
       expect(relayKills).toBe(RELAY_KILLS);
       expect(notPrefix).toBe(0);
-      expect(partialPages).toBe(0);
       expect(final).toMatchObject({ stored: APPLIER_EVENTS, cursor: APPLIER_EVENTS });
       for (const fate of [fateA, fateB]) {
         expect(fate).toMatchObject({ lost: 0, duplicated: 0, strangers: 0, unpublished: 0 });
