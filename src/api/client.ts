@@ -1,11 +1,12 @@
 import { randomUUID } from 'node:crypto';
 import type { AccountBudget, BudgetLimits } from '../budget/account-budget.js';
-import { pacedRequest, type RequestBudgets } from '../budget/request-budgets.js';
+import type { RequestBudgets } from '../budget/request-budgets.js';
 import { checkBaseUrl } from '../config/base-url.js';
 import { CONFIG_DEFAULTS } from '../config/config-defaults.js';
 import { ConfigError, PageError } from '../errors.js';
 import { inSpan, SpanKind } from '../tracing/tracing.js';
 import { type BodyRoom, createTransport, type HttpResponse, type RequestFn } from './http.js';
+import { pacedRequest } from './paced-request.js';
 import { rawItems } from './raw-items.js';
 import { type RetryDeps, type RetryPolicy, withRetries } from './retry.js';
 import type {

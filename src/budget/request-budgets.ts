@@ -1,7 +1,6 @@
 import { createHash } from 'node:crypto';
-import type { HttpResponse, RequestFn } from '../api/http.js';
 import { AccountBudget, type AccountBudgetDeps, type BudgetLimits } from './account-budget.js';
-import { statedBudget } from './stated-budget.js';
+import { type Headers, statedBudget } from './stated-budget.js';
 
 /** What a process spent waiting for budgets and how often a service refused it: what the metrics read. */
 export interface BudgetTally {
@@ -61,35 +60,9 @@ export class RequestBudgets {
   }
 
   /** Reads an answer's headers: the budget it states, and whether it is a 429. */
-  answered(budget: AccountBudget, status: number, headers: HttpResponse['headers']): void {
+  answered(budget: AccountBudget, status: number, headers: Headers | undefined): void {
     if (status === 429) this.tally.rateLimited += 1;
     const stated = headers ? statedBudget(headers) : null;
     if (stated) budget.observe(stated);
   }
-}
-
-/**
- * A request function paced by `budget`: each request waits for its slot first. The
- * answers' headers are read by the transport (`onHeaders`), which sees refusals too;
- * a request function of a test's own is read here, on success.
- */
-export function pacedRequest(
-  request: RequestFn,
-  budgets: RequestBudgets,
-  budget: AccountBudget,
-  readsHeaders: boolean,
-): RequestFn {
-  return async (req) => {
-    await budget.take(req.signal);
-    if (readsHeaders) return request(req);
-    try {
-      const res = await request(req);
-      budgets.answered(budget, res.status, res.headers);
-      return res;
-    } catch (err) {
-      const status = (err as { status?: unknown }).status;
-      if (status === 429) budgets.answered(budget, status, undefined);
-      throw err;
-    }
-  };
 }

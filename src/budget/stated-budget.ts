@@ -10,7 +10,7 @@ export interface StatedBudget {
   windowSeconds: number | null;
 }
 
-type Headers = Record<string, string | string[] | undefined>;
+export type Headers = Record<string, string | string[] | undefined>;
 
 /**
  * Reads `RateLimit-Limit`, `-Remaining`, `-Reset` and `-Policy`, their `X-RateLimit-*`
