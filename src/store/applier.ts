@@ -381,7 +381,7 @@ function pageOrdinals(
  * carried, and for the events that key contact_status or suppressions the mailboxes they
  * name (mailboxes.ts: folded here, as `send` folds what it looks up).
  */
-function eventsJson(events: readonly ServiceEvent[]): string {
+export function eventsJson(events: readonly ServiceEvent[]): string {
   return JSON.stringify(
     events.map((e) => {
       const keyed = KEYED_BY.get(e.type);
