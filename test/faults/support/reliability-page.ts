@@ -131,7 +131,7 @@ export function renderPage(data: ReliabilityData): string {
     ...head(data),
     '**Lost** counts events the feed served that did not end up stored, or stored without their',
     'BullMQ job. **Duplicated** counts stored rows, outbox rows and jobs beyond one per event.',
-    `${NONE} marks a figure a run did not measure; ${NOT_RUN}, an item its files do not hold.`,
+    `${NONE} marks a figure only the other backend's run measured; ${NOT_RUN}, an item that backend's last run did not hold.`,
     '',
     ...(all.every((r) => r.passed)
       ? []
