@@ -44,8 +44,9 @@ export default defineConfig({
         test: {
           name: 'redis',
           include: ['test/**/*.test.ts'],
-          // The fault-injection suite runs on its own: `npm run test:faults`.
-          exclude: ['test/faults/**', 'node_modules/**'],
+          // The fault-injection suite runs on its own: `npm run test:faults`. Its support's
+          // own unit tests (test/faults/support/) run here.
+          exclude: ['test/faults/*.test.ts', 'node_modules/**'],
         },
       },
       {

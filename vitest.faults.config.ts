@@ -4,7 +4,7 @@ import { defineConfig } from 'vitest/config';
  * The fault files that run a second time with the queues in BullMQ's Postgres backend
  * (`npm run test:faults:postgres`, FEEDSYNC_TEST_QUEUE_BACKEND=postgres): every sandbox's
  * queues go to Postgres (test/faults/support/sandbox.ts), and the jobs are counted there.
- * Item numbers stay the items' own; the run writes docs/RELIABILITY-POSTGRES.md.
+ * Item numbers stay the items' own; the run writes the Postgres column of docs/RELIABILITY.md.
  *
  * Left out, because their faults or their assertions are about Redis itself:
  * redis-down (Redis stopped and flushed), redis-frozen, redis-sentinel-failover and
@@ -42,12 +42,13 @@ export const POSTGRES_QUEUE_FAULT_FILES = [
 const queuesInPostgres = process.env.FEEDSYNC_TEST_QUEUE_BACKEND === 'postgres';
 
 // The fault-injection suite (`npm run test:faults`): kills, stops and floods real
-// services, so one file at a time, with room for slow machines. It writes
-// docs/RELIABILITY.md when every item has run; with the queues in Postgres, the files
-// above and docs/RELIABILITY-POSTGRES.md.
+// services, so one file at a time, with room for slow machines. When every item of its
+// files has run, it records its backend's results in docs/reliability/results.json and
+// rewrites docs/RELIABILITY.md from both backends' (the files above with the queues in
+// Postgres, every file with them in Redis). The support's unit tests run in `npm test`.
 export default defineConfig({
   test: {
-    include: queuesInPostgres ? POSTGRES_QUEUE_FAULT_FILES : ['test/faults/**/*.test.ts'],
+    include: queuesInPostgres ? POSTGRES_QUEUE_FAULT_FILES : ['test/faults/*.test.ts'],
     globalSetup: ['test/faults/support/global-setup.ts'],
     // As in vitest.config.ts: a file that leaves a socket, server, child or timer open fails.
     setupFiles: ['test/support/leaked-handles.ts'],

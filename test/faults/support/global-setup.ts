@@ -1,7 +1,7 @@
 import { execFile } from 'node:child_process';
-import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { availableParallelism, cpus, tmpdir, totalmem } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { Redis } from 'ioredis';
@@ -12,17 +12,20 @@ import { TEST_DATABASE_URL } from '../../support/postgres.js';
 import { TEST_QUEUE_BACKEND } from '../../support/queues.js';
 import { TEST_REDIS_URL } from '../../support/redis.js';
 import { ensureTestDatabase } from '../../support/test-database.js';
-import { type Machine, renderPage } from './reliability-page.js';
+import { type RunFacts, readData, serialize, withRun } from './reliability-data.js';
+import { renderPage } from './reliability-page.js';
 import type { FaultRecord } from './results.js';
 
 const ROOT = fileURLToPath(new URL('../../../', import.meta.url));
 const FAULTS = join(ROOT, 'test', 'faults');
-/** The page a whole run writes, and the files it runs: all, or with the queues in Postgres those listed. */
-const [PAGE_NAME, FILES] =
+const PAGE = join(ROOT, 'docs', 'RELIABILITY.md');
+/** Both backends' last complete runs, which the page is drawn from. */
+const DATA = join(ROOT, 'docs', 'reliability', 'results.json');
+/** The files a whole run holds: all, or with the queues in Postgres those listed. */
+const FILES =
   TEST_QUEUE_BACKEND === 'postgres'
-    ? ['RELIABILITY-POSTGRES.md', POSTGRES_QUEUE_FAULT_FILES.map((f) => f.replace('test/faults/', ''))]
-    : ['RELIABILITY.md', readdirSync(FAULTS).filter((f) => f.endsWith('.test.ts'))];
-const PAGE = join(ROOT, 'docs', PAGE_NAME);
+    ? POSTGRES_QUEUE_FAULT_FILES.map((f) => f.replace('test/faults/', ''))
+    : readdirSync(FAULTS).filter((f) => f.endsWith('.test.ts'));
 
 /**
  * The item numbers the run holds, read from the `item: N` of each of its test files, so
@@ -45,7 +48,8 @@ function expectedItems(): Map<number, string[]> {
 /**
  * Before the suite: a directory for the measurements, and a build of dist/ when
  * it is older than src/ (the children run the built command), and the database the
- * tests use. After: the page.
+ * tests use. After: this backend's results in docs/reliability/results.json, and the
+ * page drawn from both backends' results.
  */
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
   const dir = mkdtempSync(join(tmpdir(), 'feedsync-faults-'));
@@ -70,7 +74,7 @@ export default async function setup(project: TestProject): Promise<() => Promise
       if (twice.length > 0) {
         const list = twice.map(([n, files]) => `${n} (${files.join(', ')})`).join('; ');
         process.stdout.write(
-          `fault suite: item numbers used twice: ${list}; docs/${PAGE_NAME} left as it was\n`,
+          `fault suite: item numbers used twice: ${list}; docs/RELIABILITY.md and its results left as they were\n`,
         );
         return;
       }
@@ -80,40 +84,46 @@ export default async function setup(project: TestProject): Promise<() => Promise
         .sort((a, b) => a - b);
       if (missing.length > 0) {
         process.stdout.write(
-          `fault suite: items ${missing.join(', ')} did not run; docs/${PAGE_NAME} left as it was\n`,
+          `fault suite: items ${missing.join(', ')} did not run; docs/RELIABILITY.md and its results left as they were\n`,
         );
         return;
       }
-      writeFileSync(PAGE, renderPage(records, await machine(), TEST_QUEUE_BACKEND));
-      process.stdout.write(`fault suite: wrote ${PAGE}\n`);
+      const data = withRun(readData(DATA), TEST_QUEUE_BACKEND, { facts: await runFacts(), items: records });
+      mkdirSync(dirname(DATA), { recursive: true });
+      writeFileSync(DATA, serialize(data));
+      writeFileSync(PAGE, renderPage(data));
+      process.stdout.write(`fault suite: wrote ${TEST_QUEUE_BACKEND}'s results to ${DATA} and ${PAGE}\n`);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
   };
 }
 
-async function machine(): Promise<Machine> {
+/** The day, machine and versions of this run, as the page prints them. */
+async function runFacts(): Promise<RunFacts> {
   const client = new pg.Client({ connectionString: TEST_DATABASE_URL });
   await client.connect();
   const version =
     (await client.query<{ v: string }>("SELECT current_setting('server_version') AS v")).rows[0]?.v ?? '?';
   await client.end();
-  const redis = new Redis(TEST_REDIS_URL);
-  const info = await redis.info('server');
-  redis.disconnect();
+  // With the queues in Redis the run drives Redis; with them in Postgres, BullMQ's Postgres backend.
+  let queues: string;
+  if (TEST_QUEUE_BACKEND === 'postgres') {
+    const bullmq = JSON.parse(readFileSync(join(ROOT, 'node_modules', 'bullmq', 'package.json'), 'utf8')) as {
+      version: string;
+    };
+    queues = `BullMQ ${bullmq.version}`;
+  } else {
+    const redis = new Redis(TEST_REDIS_URL);
+    const info = await redis.info('server');
+    redis.disconnect();
+    queues = `Redis ${/redis_version:(\S+)/.exec(info)?.[1] ?? '?'}`;
+  }
+  const memoryGiB = Math.round((totalmem() / 2 ** 30) * 10) / 10;
   return {
     date: new Date().toISOString().slice(0, 10),
-    cpus: availableParallelism(),
-    cpuModel: cpus()[0]?.model.trim() ?? 'unknown CPU',
-    memoryGiB: Math.round((totalmem() / 2 ** 30) * 10) / 10,
-    node: process.versions.node,
-    postgres: `PostgreSQL ${version.split(' ')[0]}`,
-    redis: /redis_version:(\S+)/.exec(info)?.[1] ?? '?',
-    bullmq: (
-      JSON.parse(readFileSync(join(ROOT, 'node_modules', 'bullmq', 'package.json'), 'utf8')) as {
-        version: string;
-      }
-    ).version,
+    machine: `${availableParallelism()} CPUs (${cpus()[0]?.model.trim() ?? 'unknown CPU'}), ${memoryGiB} GiB memory`,
+    software: `Node ${process.versions.node}, PostgreSQL ${version.split(' ')[0]}, ${queues}`,
   };
 }
 

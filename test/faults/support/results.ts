@@ -11,7 +11,7 @@ declare module 'vitest' {
 
 /** What one item of the suite measured. */
 export interface FaultRecord {
-  /** The item's number in the issue (1 to 10). */
+  /** The item's number on docs/RELIABILITY.md, the same with either queue backend. */
   item: number;
   title: string;
   /** What is claimed under this fault, in one sentence. */
