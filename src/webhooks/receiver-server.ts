@@ -81,6 +81,8 @@ export interface ReceiverServer {
   readonly url: string;
   /** Requests being answered now. */
   inFlight(): number;
+  /** Bytes of request bodies held now, over every connection (the budget's count). */
+  bufferedBytes(): number;
   /** Stops accepting, lets requests in flight finish (up to closeTimeoutMs), then closes. */
   close(): Promise<void>;
 }
@@ -100,6 +102,7 @@ export async function startReceiverServer(opts: ReceiverServerOptions): Promise<
     port,
     url: `http://${host.includes(':') ? `[${host}]` : host}:${port}${WEBHOOK_PATH}`,
     inFlight: () => receiver.inFlight(),
+    bufferedBytes: () => receiver.bufferedBytes(),
     close: () => receiver.close(),
   };
 }
@@ -154,6 +157,10 @@ class Receiver {
   /** Requests being answered now. */
   inFlight(): number {
     return this.answering;
+  }
+
+  bufferedBytes(): number {
+    return this.budget.held();
   }
 
   /** Listens at the options' port and host; resolves with the port. */

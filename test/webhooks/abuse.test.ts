@@ -104,10 +104,8 @@ describe('serve-webhooks under senders that abuse it', () => {
       open(port, post(MAX_BODY, 'x'.repeat(MAX_BODY - 1))),
       open(port, post(MAX_BODY, 'x'.repeat(MAX_BODY - 1))),
     ];
-    await waitFor(async () => holders.every((h) => h.socket.bytesWritten > MAX_BODY - 1), {
-      what: 'the holders to send',
-    });
-    await new Promise((r) => setTimeout(r, 100));
+    // Arranged, not timed: the receiver has read and holds both bodies.
+    await waitFor(async () => server!.bufferedBytes() >= 2 * (MAX_BODY - 1), { what: 'both bodies held' });
     expect(await deliver(port, 50_000)).toBe('HTTP/1.1 503 Service Unavailable');
     expect(refusals).toContain('busy');
     // Refused before its signature could be checked: counted apart, never as an answer (no 5xx alert).
@@ -127,12 +125,10 @@ describe('serve-webhooks under senders that abuse it', () => {
       open(port, post(MAX_BODY, 'x'.repeat(MAX_BODY - 1)), flooder),
       open(port, post(MAX_BODY, 'x'.repeat(MAX_BODY - 1)), flooder),
     ];
-    await waitFor(async () => holders.every((h) => h.socket.bytesWritten > MAX_BODY - 1), {
-      what: 'the holders to send',
-    });
-    await new Promise((r) => setTimeout(r, 100));
+    // Arranged, not timed: the receiver has read both bodies and refused them past the share.
+    await waitFor(async () => refusals.filter((r) => r === 'busy').length === 2, { what: 'both refused' });
+    expect(server!.bufferedBytes()).toBe(0);
     expect(await deliver(port, 200_000)).toBe('HTTP/1.1 200 OK');
-    expect(refusals).toContain('busy');
     expect(answered).not.toContain(503);
     // A delivery from it that verifies clears its mark.
     expect(await deliver(port, 1000, flooder)).toBe('HTTP/1.1 200 OK');
