@@ -115,18 +115,30 @@ export function pgQueuesOf(settings: Pick<QueueStoreSettings, 'queues'>): PgQueu
   return { url: settings.queues.databaseUrl, schema: settings.queues.prefix };
 }
 
+/** How a store is named, in sentences and in BullMQ's tools. */
+interface StoreNames {
+  readonly holder: string;
+  readonly demoPrefix: string;
+  /** What QUEUE_PREFIX is in this store: `prefix` (of keys) or `schema`. */
+  readonly prefixIs: string;
+  /** What stands between the prefix and a queue's name. */
+  readonly separator: string;
+}
+
 /** What the two stores share: their settings, and the names built alike from them. */
 abstract class BaseQueueStore implements QueueStore {
-  abstract readonly holder: string;
+  readonly holder: string;
+  readonly demoPrefix: string;
   abstract readonly located: string;
-  abstract readonly demoPrefix: string;
   abstract readonly demoDrops: string;
-  /** What QUEUE_PREFIX is in this store: `prefix` (of keys) or `schema`. */
-  protected abstract readonly prefixIs: string;
-  /** What stands between the prefix and a queue's name. */
-  protected abstract readonly separator: string;
 
-  constructor(protected readonly settings: QueueStoreSettings) {}
+  constructor(
+    protected readonly settings: QueueStoreSettings,
+    private readonly names: StoreNames,
+  ) {
+    this.holder = names.holder;
+    this.demoPrefix = names.demoPrefix;
+  }
 
   /** QUEUE_PREFIX: the key prefix, or the schema. */
   protected get prefix(): string {
@@ -134,11 +146,11 @@ abstract class BaseQueueStore implements QueueStore {
   }
 
   get place(): string {
-    return `${this.prefixIs} "${this.prefix}"`;
+    return `${this.names.prefixIs} "${this.prefix}"`;
   }
 
   queueName(queue: string): string {
-    return `${this.prefix}${this.separator}${queue}`;
+    return `${this.prefix}${this.names.separator}${queue}`;
   }
 
   abstract unusedNote(variable: string): string;
@@ -153,10 +165,9 @@ abstract class BaseQueueStore implements QueueStore {
 
 /** The queues in Redis (REDIS_URL, a cluster or Sentinel) under QUEUE_PREFIX. */
 class RedisQueueStore extends BaseQueueStore {
-  readonly holder = 'Redis';
-  readonly demoPrefix = 'feedsync-demo';
-  protected readonly prefixIs = 'prefix';
-  protected readonly separator = ':';
+  constructor(settings: QueueStoreSettings) {
+    super(settings, { holder: 'Redis', demoPrefix: 'feedsync-demo', prefixIs: 'prefix', separator: ':' });
+  }
 
   get located(): string {
     return `the queues in the Redis at ${hostOf(this.settings.redis.url)}`;
@@ -207,10 +218,14 @@ class RedisQueueStore extends BaseQueueStore {
 
 /** The queues in Postgres (BullMQ's backend) at QUEUE_DATABASE_URL, in the schema QUEUE_PREFIX: no Redis connection at all. */
 class PgQueueStore extends BaseQueueStore {
-  readonly holder = 'the queues';
-  readonly demoPrefix = 'feedsync_demo_queues';
-  protected readonly prefixIs = 'schema';
-  protected readonly separator = '.';
+  constructor(settings: QueueStoreSettings) {
+    super(settings, {
+      holder: 'the queues',
+      demoPrefix: 'feedsync_demo_queues',
+      prefixIs: 'schema',
+      separator: '.',
+    });
+  }
 
   get located(): string {
     return `the queues in Postgres at ${hostOf(this.settings.queues.databaseUrl)} (QUEUE_BACKEND=postgres)`;
