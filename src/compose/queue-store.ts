@@ -21,9 +21,10 @@ import { connectForWorkers, type WorkerConnection } from '../redis/worker-connec
 // BullMQ is loaded when a consumer runs, as the publisher loads it: a bundle does not follow createRequire.
 const require = createRequire(import.meta.url);
 
-// QUEUE_BACKEND is read here and nowhere else below a command: queueStoreFor picks
-// Redis or Postgres once, and what differs between the two is a method of the object
-// it returns (as BullMQ's own backend object, chosen once and given to Queue and Worker).
+// QUEUE_BACKEND is read here and nowhere else outside src/config/: queueStoreFor picks
+// Redis or Postgres once, and what differs between the two (down to the demo's sentences
+// and doctor's checks) is a method of the object it returns (as BullMQ's own backend
+// object, chosen once and given to Queue and Worker).
 
 /** What queueStoreFor reads, in the Config and in the consumer's settings alike. */
 export interface QueueStoreSettings {
