@@ -1,7 +1,7 @@
 import type { PoolClient } from 'pg';
+import type { ConsumerQueues } from '../compose/queue-store.js';
 import { createConsumer, type FeedsyncEvent } from '../consumer/index.js';
 import type { Logger } from '../logger.js';
-import { type PgQueueSettings, pgQueueConnection } from '../queue/pg-queues.js';
 import type { Publisher } from '../queue/publisher.js';
 import { defaultSleep as sleep } from '../sleep.js';
 import type { Store } from '../store/db.js';
@@ -19,8 +19,8 @@ const WAIT_MS = 30_000;
 export async function consumeDemoJobs(opts: {
   store: Store;
   prefix: string;
-  /** With the queues in Postgres: their database and schema (the consumer opens no Redis then). */
-  connection?: PgQueueSettings;
+  /** How the consumer reaches the queues, as their store says: nothing more in Redis; in Postgres, a pool and no Redis. */
+  queuesAt: ConsumerQueues;
   queues: readonly string[];
   publisher: Publisher;
   logger: Logger;
@@ -38,16 +38,7 @@ export async function consumeDemoJobs(opts: {
     pool: store.pool,
     schema: store.schema,
     queues: { prefix: opts.prefix },
-    ...(opts.connection
-      ? {
-          connection: pgQueueConnection(opts.connection, {
-            max: 6,
-            connectTimeoutMs: 5_000,
-            applicationName: 'feedsync-demo-consumer',
-          }),
-          env: { QUEUE_BACKEND: 'postgres', QUEUE_DATABASE_URL: opts.connection.url },
-        }
-      : {}),
+    ...opts.queuesAt,
     logger: opts.logger,
     handlers: {
       'email.sent': record,

@@ -1,12 +1,12 @@
 import pg from 'pg';
-import type { Config, QueueBackend } from '../config/config-type.js';
+import { queueStoreFor } from '../compose/queue-store.js';
+import type { Config } from '../config/config-type.js';
 import { hostOf } from '../config/connection-url.js';
 
 /** The demo's choice of database and queues, and the reason it gives on its first line. */
 export interface DemoServers {
   /** The Postgres to use; null: none answers, so the demo starts one of its own. */
   readonly databaseUrl: string | null;
-  readonly queueBackend: QueueBackend;
   /** Why, in words for the first line. */
   readonly why: string;
 }
@@ -25,26 +25,17 @@ export async function chooseDemoServers(
   config: Pick<Config, 'database' | 'redis' | 'queues' | 'given'>,
   answers: (url: string) => Promise<Answer> = postgresAnswers,
 ): Promise<DemoServers> {
-  const configured = config.queues.backend;
-  const queues =
-    configured === 'postgres'
-      ? `the queues in Postgres at ${hostOf(config.queues.databaseUrl)} (QUEUE_BACKEND=postgres)`
-      : `the queues in the Redis at ${hostOf(config.redis.url)}`;
+  const queues = queueStoreFor(config).located;
   const url = config.database.url;
   if (config.given.includes('DATABASE_URL')) {
-    return { databaseUrl: url, queueBackend: configured, why: `DATABASE_URL names it; ${queues}` };
+    return { databaseUrl: url, why: `DATABASE_URL names it; ${queues}` };
   }
   const answer = await answers(url);
   if (answer === 'postgres') {
-    return {
-      databaseUrl: url,
-      queueBackend: configured,
-      why: `it answers at the default address; ${queues}`,
-    };
+    return { databaseUrl: url, why: `it answers at the default address; ${queues}` };
   }
   return {
     databaseUrl: null,
-    queueBackend: 'postgres',
     why:
       `${answer === 'nothing' ? 'none answers' : `something that is not Postgres answers (${answer.other})`} at ${hostOf(url)} ` +
       'and DATABASE_URL is unset; the queues in it too (QUEUE_BACKEND=postgres: no Redis needed)',

@@ -1,30 +1,21 @@
 import { clientFor, publisherFor, storeFor } from '../compose/parts.js';
-import { pgQueuesOf } from '../compose/queue-store.js';
+import { type QueueStore, queueStoreFor, queuesInPostgres } from '../compose/queue-store.js';
 import type { Config } from '../config/config-type.js';
 import { hostOf } from '../config/connection-url.js';
 import type { Logger } from '../logger.js';
 import type { Publisher } from '../queue/publisher.js';
 import { type Simulator, startSimulator } from '../simulator/index.js';
 import type { Store } from '../store/db.js';
-import { demoTables, markDemoSchema } from '../store/demo.js';
+import { demoTables, dropOwnDemoSchema, markDemoSchema, refuseForeignSchema } from '../store/demo.js';
 import { migrate } from '../store/migrate.js';
 import type { RunResult } from '../sync/sync.js';
 import { runWorker } from '../sync/worker.js';
 import { consumeDemoJobs } from './demo-consumer.js';
 import { withOwnPostgres } from './demo-postgres.js';
-import {
-  clearDemoPrefix,
-  dropOwnDemoSchema,
-  refuseForeignSchema,
-  resetDemoQueueSchema,
-} from './demo-sandbox.js';
 import { chooseDemoServers } from './demo-servers.js';
 
-/** Used unless DATABASE_SCHEMA / QUEUE_PREFIX name others. */
+/** Used unless DATABASE_SCHEMA names another (the queues' store names the demo's QUEUE_PREFIX). */
 const DEMO_SCHEMA = 'feedsync_demo';
-const DEMO_PREFIX = 'feedsync-demo';
-/** The queues' schema with QUEUE_BACKEND=postgres, unless QUEUE_PREFIX names another. */
-const DEMO_QUEUE_SCHEMA = 'feedsync_demo_queues';
 const RECIPIENTS = [
   'delivered@example.com',
   'bounced@example.com',
@@ -65,7 +56,7 @@ export async function runDemo(
         {
           ...base,
           database: { ...base.database, url },
-          queues: { ...base.queues, backend: servers.queueBackend, databaseUrl: url },
+          queues: queuesInPostgres(base.queues, url),
         },
         logger,
         out,
@@ -84,7 +75,8 @@ interface Demo {
   schema: string;
   /** The queues' Redis prefix, or their Postgres schema with QUEUE_BACKEND=postgres. */
   prefix: string;
-  inPostgres: boolean;
+  /** The queues' store, Redis or Postgres, under `prefix`. */
+  queueStore: QueueStore;
   sim: Simulator;
   store: Store;
   publisher: Publisher;
@@ -98,12 +90,7 @@ async function runSteps(
   opts: { lasting: boolean; leaveJobs: boolean },
 ): Promise<number> {
   const schema = base.given.includes('DATABASE_SCHEMA') ? base.database.schema : DEMO_SCHEMA;
-  const inPostgres = base.queues.backend === 'postgres';
-  const prefix = base.given.includes('QUEUE_PREFIX')
-    ? base.queues.prefix
-    : inPostgres
-      ? DEMO_QUEUE_SCHEMA
-      : DEMO_PREFIX;
+  const prefix = base.given.includes('QUEUE_PREFIX') ? base.queues.prefix : queueStoreFor(base).demoPrefix;
   const apiKey = 'demo_test_0000000000';
   // The demo's key is the default account's, which emitContactEvent writes to.
   const sim = await startSimulator({ port: 0, defaultKey: apiKey });
@@ -118,7 +105,8 @@ async function runSteps(
   // The demo's own look at the tables and queues; each run is sync --once's, with parts of its own.
   const store = storeFor(config, logger);
   const publisher = publisherFor(config);
-  const demo: Demo = { config, logger, out, schema, prefix, inPostgres, sim, store, publisher };
+  const queueStore = queueStoreFor(config);
+  const demo: Demo = { config, logger, out, schema, prefix, queueStore, sim, store, publisher };
   try {
     await startAfresh(demo);
     const sent = await sendMail(demo);
@@ -146,23 +134,16 @@ async function runSteps(
  * Step 0: refuses a schema or queues it did not make, says what it drops, then drops the
  * demo's queues and schema.
  */
-async function startAfresh({ config, out, schema, prefix, inPostgres, store }: Demo): Promise<void> {
+async function startAfresh({ config, out, schema, queueStore, store }: Demo): Promise<void> {
   // The queues first: a Redis that does not answer stops the demo before it has said or dropped anything.
-  const resetQueues = (onlyCheck: boolean) =>
-    inPostgres
-      ? resetDemoQueueSchema(pgQueuesOf(config), DEMO_QUEUE_SCHEMA, onlyCheck)
-      : clearDemoPrefix(config.redis, prefix, onlyCheck);
-  await resetQueues(true);
+  await queueStore.resetDemo(true);
   await refuseForeignSchema(store);
-  const queuesAt = inPostgres
-    ? `drops the queues' schema ${prefix} in the Postgres at ${hostOf(config.queues.databaseUrl)} (QUEUE_BACKEND=postgres: no Redis)`
-    : `deletes the Redis keys that start with "${prefix}:" in the Redis at ${hostOf(config.redis.url)}`;
   out(
     `0. the demo starts afresh: it drops schema ${schema} in the Postgres at ${hostOf(config.database.url)} ` +
-      `and ${queuesAt} (where an earlier demo left them; DATABASE_SCHEMA and QUEUE_PREFIX choose other names)`,
+      `and ${queueStore.demoDrops} (where an earlier demo left them; DATABASE_SCHEMA and QUEUE_PREFIX choose other names)`,
   );
   // The demo's queues start empty, so their counts are its own.
-  await resetQueues(false);
+  await queueStore.resetDemo(false);
   await dropOwnDemoSchema(store);
 }
 
@@ -203,14 +184,7 @@ async function migrateAndSync({ config, logger, out, schema, store }: Demo): Pro
 }
 
 /** Steps 4 and 5: what the sync stored, and the jobs it handed to the queues. */
-async function showTablesAndQueues({
-  config,
-  out,
-  prefix,
-  inPostgres,
-  store,
-  publisher,
-}: Demo): Promise<void> {
+async function showTablesAndQueues({ config, out, queueStore, store, publisher }: Demo): Promise<void> {
   const tables = await demoTables(store);
   out('4. events table:');
   for (const e of tables.events) out(`   ${e.id}  ${e.type.padEnd(21)} ${e.who}`);
@@ -224,8 +198,7 @@ async function showTablesAndQueues({
   for (const r of tables.suppressions) out(`   ${r.address.padEnd(28)} ${r.reason.padEnd(12)} ${r.event_id}`);
   out('5. BullMQ queues (job counts):');
   for (const queue of [config.queues.emailEvents, config.queues.contactEvents]) {
-    const name = inPostgres ? `${prefix}.${queue}` : `${prefix}:${queue}`;
-    out(`   ${name}  ${JSON.stringify(await publisher.counts(queue))}`);
+    out(`   ${queueStore.queueName(queue)}  ${JSON.stringify(await publisher.counts(queue))}`);
   }
 }
 
@@ -245,14 +218,18 @@ async function consumeJobs({
   out,
   schema,
   prefix,
-  inPostgres,
+  queueStore,
   store,
   publisher,
 }: Demo): Promise<boolean> {
   const consumed = await consumeDemoJobs({
     store,
     prefix,
-    ...(inPostgres ? { connection: pgQueuesOf(config) } : {}),
+    queuesAt: queueStore.consumerQueues({
+      max: 6,
+      connectTimeoutMs: 5_000,
+      applicationName: 'feedsync-demo-consumer',
+    }),
     queues: [config.queues.emailEvents, config.queues.contactEvents],
     publisher,
     logger,

@@ -1,3 +1,4 @@
+import { queueStoreFor } from '../compose/queue-store.js';
 import { loadConfig, variableWarnings } from '../config/config.js';
 import type { Config } from '../config/config-type.js';
 import { keyKindOf } from '../config/key-kind.js';
@@ -95,6 +96,7 @@ export function portClashes(config: Config): string[] {
 /** `NAME=value` for every setting that is not at its default; secrets as `NAME set`. */
 function describeConfig(config: Config): string {
   const defaults = loadConfig({});
+  const queueStore = queueStoreFor(config);
   const parts: string[] = [];
   for (const [name, read, kind] of SETTINGS) {
     const value = read(config);
@@ -103,21 +105,14 @@ function describeConfig(config: Config): string {
       const count = Array.isArray(value) ? value.length : 1;
       parts.push(`${name} set${count > 1 ? ` (${count} values)` : ''}${keyKind(name, value)}`);
     } else if (kind === 'url' && typeof value === 'string') {
-      parts.push(`${name}=${redactUrl(value)}${unused(config, name)}`);
+      parts.push(`${name}=${redactUrl(value)}${queueStore.unusedNote(name)}`);
     } else {
-      parts.push(`${name}=${String(value)}${unused(config, name)}`);
+      parts.push(`${name}=${String(value)}${queueStore.unusedNote(name)}`);
     }
   }
   return parts.length > 0
     ? `loaded; set: ${parts.join(', ')}; the rest at their defaults`
     : 'loaded; every setting at its default';
-}
-
-/** Redis settings with the queues in Postgres: set, and read by nothing. */
-function unused(config: Config, name: string): string {
-  return config.queues.backend === 'postgres' && name.startsWith('REDIS_')
-    ? ' (unused: QUEUE_BACKEND=postgres opens no Redis connection)'
-    : '';
 }
 
 /** A test or live key, which says which account is in use without showing the key. */

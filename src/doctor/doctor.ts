@@ -1,3 +1,4 @@
+import { queueStoreFor } from '../compose/queue-store.js';
 import type { Config } from '../config/config-type.js';
 import { secretsOf } from '../config/secrets.js';
 import { createLogger, type Logger } from '../logger.js';
@@ -27,15 +28,6 @@ export interface DoctorOptions {
   /** Check this source alone (`--source`); a name not in FEED_SOURCES_FILE is a failing config check. */
   source?: string;
 }
-
-/** The checks of the queues' store QUEUE_BACKEND names, one entry per store. */
-const QUEUE_CHECKS: Record<
-  Config['queues']['backend'],
-  (config: Config, timeoutMs: number) => Promise<Check[]>
-> = {
-  redis: redisChecks,
-  postgres: pgQueueChecks,
-};
 
 /**
  * How long the sources' checks may take, in timeouts: past it, the sources not yet
@@ -74,7 +66,8 @@ export async function runDoctor(opts: DoctorOptions): Promise<DoctorReport> {
       ...(receiver ? {} : { unknownId: (s, id) => feedKnowsId(s.config, id, timeoutMs) }),
     }),
     receiver ? [receiverCheck(config)] : sourceFeedChecks(sources, timeoutMs, deadline),
-    QUEUE_CHECKS[config.queues.backend](config, timeoutMs),
+    // The checks of the queues' store QUEUE_BACKEND names: the store picks its own.
+    queueStoreFor(config).pick({ redis: redisChecks, postgres: pgQueueChecks })(config, timeoutMs),
   ]);
   // Error messages from drivers are not ours: take any secret out of them all the same.
   const secrets = secretsOf(config);

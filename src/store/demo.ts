@@ -1,8 +1,9 @@
 import type pg from 'pg';
+import { ConfigError } from '../errors.js';
 import { quoteSchema, type Store } from './db.js';
 
 /*
- * The statements of `feedsync demo` (src/cli/demo.ts, demo-sandbox.ts, demo-consumer.ts),
+ * The statements of `feedsync demo` (src/cli/demo.ts, demo-consumer.ts, src/queue/demo-queues.ts),
  * all on the demo's schema: `store.schema`, a checked lowercase identifier (or, with the
  * queues in Postgres, the queues' schema).
  */
@@ -26,6 +27,36 @@ export async function demoSchemaState(
   );
   const found = rows[0];
   return found ? { marked: found.mark === DEMO_MARK, relations: found.relations } : null;
+}
+
+/**
+ * Drops the demo's schema (`store.schema`) so that it starts afresh, unless the schema
+ * holds tables the demo did not make (DATABASE_SCHEMA naming a real one, say): then
+ * nothing is dropped and the demo stops (exit 2). Call markDemoSchema after migrating.
+ */
+export async function dropOwnDemoSchema(
+  store: Pick<Store, 'pool' | 'schema'>,
+  variable = 'DATABASE_SCHEMA',
+  fallback = 'feedsync_demo',
+): Promise<void> {
+  await refuseForeignSchema(store, variable, fallback);
+  await dropDemoSchema(store);
+}
+
+/** Refuses (DEMO_REFUSED) a schema that holds tables the demo did not make; drops nothing. */
+export async function refuseForeignSchema(
+  store: Pick<Store, 'pool' | 'schema'>,
+  variable = 'DATABASE_SCHEMA',
+  fallback = 'feedsync_demo',
+): Promise<void> {
+  const found = await demoSchemaState(store);
+  if (found && found.relations > 0 && !found.marked) {
+    throw new ConfigError(
+      `demo: schema "${store.schema}" holds tables the demo did not make, and the demo drops only its own; ` +
+        `set ${variable} to another name (or leave it unset for ${fallback})`,
+      'DEMO_REFUSED',
+    );
+  }
 }
 
 /** Drops the schema and everything in it, if it exists. */

@@ -15,7 +15,6 @@ describe('chooseDemoServers', () => {
     });
     expect(servers).toEqual({
       databaseUrl: TEST_DATABASE_URL,
-      queueBackend: 'redis',
       why: `DATABASE_URL names it; the queues in the Redis at ${new URL(config.redis.url).host}`,
     });
   });
@@ -37,9 +36,10 @@ describe('chooseDemoServers', () => {
     // Its own Postgres holds the queues too: nothing but Node is needed.
     expect(await chooseDemoServers(unset(closed))).toMatchObject({
       databaseUrl: null,
-      queueBackend: 'postgres',
       why: expect.stringMatching(
-        new RegExp(`^none answers at ${new URL(closed).host} and DATABASE_URL is unset; `),
+        new RegExp(
+          `^none answers at ${new URL(closed).host} and DATABASE_URL is unset; the queues in it too \\(QUEUE_BACKEND=postgres`,
+        ),
       ),
     });
   });
@@ -76,7 +76,7 @@ describe('postgresAnswers', () => {
         database: { ...config.database, url },
         given: config.given.filter((n) => n !== 'DATABASE_URL'),
       });
-      expect(servers).toMatchObject({ databaseUrl: null, queueBackend: 'postgres' });
+      expect(servers).toMatchObject({ databaseUrl: null });
       expect(servers.why).toMatch(
         new RegExp(`^something that is not Postgres answers \\(.+\\) at 127\\.0\\.0\\.1:${port} `),
       );

@@ -2,41 +2,12 @@ import type { Redis } from 'ioredis';
 import pg from 'pg';
 import type { RedisSettings } from '../config/redis-settings.js';
 import { ConfigError } from '../errors.js';
-import { clearPrefix } from '../queue/clear-prefix.js';
-import { migrateQueues, type PgQueueSettings } from '../queue/pg-queues.js';
 import { connectRedis } from '../redis/connect.js';
-import type { Store } from '../store/db.js';
-import { DEMO_MARK, demoSchemaState, dropDemoSchema, markDemoSchema } from '../store/demo.js';
+import { DEMO_MARK, dropDemoSchema, markDemoSchema, refuseForeignSchema } from '../store/demo.js';
+import { clearPrefix } from './clear-prefix.js';
+import { migrateQueues, type PgQueueSettings } from './pg-queues.js';
 
-/**
- * Drops the demo's schema (`store.schema`) so that it starts afresh, unless the schema
- * holds tables the demo did not make (DATABASE_SCHEMA naming a real one, say): then
- * nothing is dropped and the demo stops (exit 2). Call markDemoSchema after migrating.
- */
-export async function dropOwnDemoSchema(
-  store: Pick<Store, 'pool' | 'schema'>,
-  variable = 'DATABASE_SCHEMA',
-  fallback = 'feedsync_demo',
-): Promise<void> {
-  await refuseForeignSchema(store, variable, fallback);
-  await dropDemoSchema(store);
-}
-
-/** Refuses (DEMO_REFUSED) a schema that holds tables the demo did not make; drops nothing. */
-export async function refuseForeignSchema(
-  store: Pick<Store, 'pool' | 'schema'>,
-  variable = 'DATABASE_SCHEMA',
-  fallback = 'feedsync_demo',
-): Promise<void> {
-  const found = await demoSchemaState(store);
-  if (found && found.relations > 0 && !found.marked) {
-    throw new ConfigError(
-      `demo: schema "${store.schema}" holds tables the demo did not make, and the demo drops only its own; ` +
-        `set ${variable} to another name (or leave it unset for ${fallback})`,
-      'DEMO_REFUSED',
-    );
-  }
-}
+// The demo's queues, made afresh on each run: the queue store (src/compose/queue-store.ts) calls the one of its kind.
 
 /**
  * With the queues in Postgres: drops the queues' schema the demo made on an earlier run
