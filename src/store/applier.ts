@@ -3,7 +3,7 @@ import { CONFIG_DEFAULTS } from '../config/config-defaults.js';
 import { carrierOf, inSpan } from '../tracing/tracing.js';
 import { applyStatement } from './apply-statement.js';
 import type { CursorMove } from './cursor-move.js';
-import { inTransaction, quoteSchema, type Store } from './db.js';
+import { beginWith, inTransaction, quoteSchema, type Store } from './db.js';
 import type { ForeignPage } from './foreign-feed.js';
 import { type ApplyRow, applyIsolated, isSplittable, type Part, type RunPart } from './isolate.js';
 import { mailboxesOf } from './mailboxes.js';
@@ -329,10 +329,11 @@ function traced(applier: Applier): Applier {
 function boundedBegin(serverTimeoutMs: number, leaseMs: number): string {
   const idle = Math.max(1000, Math.floor(leaseMs / 3));
   const statement = Math.min(idle, serverTimeoutMs);
-  return (
-    `BEGIN; SET LOCAL statement_timeout = ${statement}; SET LOCAL idle_in_transaction_session_timeout = ${idle}; ` +
-    `SET LOCAL lock_timeout = ${Math.max(1, Math.floor(statement / 2))}`
-  );
+  return beginWith({
+    statement_timeout: statement,
+    idle_in_transaction_session_timeout: idle,
+    lock_timeout: Math.max(1, Math.floor(statement / 2)),
+  });
 }
 
 /** What a batch that stored nothing reports (a fresh object: callers may keep it). */

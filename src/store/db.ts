@@ -310,31 +310,44 @@ export function queryBuilder(store: Store): Promise<Kysely<Database>> {
   return builder;
 }
 
+/** Settings of one transaction: names of Postgres settings and their values (constants of feedsync's own). */
+export type LocalSettings = Readonly<Record<string, string | number>>;
+
 /**
- * Runs `fn` on a pooled client of its own. If Postgres ends the session meanwhile, a
- * checked-out client without a listener would crash the process, so the error is kept
- * and thrown instead. A client `fn` failed on is dropped, not pooled: a transaction may
- * still be open on it.
+ * `BEGIN` and the transaction's settings, one round trip and two statements: every
+ * setting in one SELECT of `set_config(…, true)` (what `SET LOCAL` does), where one
+ * `SET LOCAL` each would be a statement each, counted by an idle Postgres.
  */
+export function beginWith(settings: LocalSettings): string {
+  const sets = Object.entries(settings).map(([name, value]) => `set_config('${name}', '${value}', true)`);
+  return `BEGIN; SELECT ${sets.join(', ')}`;
+}
+
 /**
  * Runs `fn` in a transaction on a client of its own (withClient) whose every statement
- * Postgres cancels past the store's serverTimeoutMs. `SET LOCAL`, not a session setting
+ * Postgres cancels past the store's serverTimeoutMs. Local to it, not a session setting
  * nor a start-up option: it passes a transaction pooler and ends with the transaction.
- * `settings` are more `SET LOCAL …` statements for the BEGIN to run.
+ * `settings` are more settings of the transaction, set with it.
  */
 export function inTransaction<T>(
   store: Store,
   fn: (client: pg.PoolClient) => Promise<T>,
-  settings = '',
+  settings: LocalSettings = {},
 ): Promise<T> {
   return withClient(store, async (client) => {
-    await client.query(`BEGIN; SET LOCAL statement_timeout = ${store.serverTimeoutMs}${settings}`);
+    await client.query(beginWith({ statement_timeout: store.serverTimeoutMs, ...settings }));
     const value = await fn(client);
     await client.query('COMMIT');
     return value;
   });
 }
 
+/**
+ * Runs `fn` on a pooled client of its own. If Postgres ends the session meanwhile, a
+ * checked-out client without a listener would crash the process, so the error is kept
+ * and thrown instead. A client `fn` failed on is dropped, not pooled: a transaction may
+ * still be open on it.
+ */
 export async function withClient<T>(store: Store, fn: (client: pg.PoolClient) => Promise<T>): Promise<T> {
   const client = await store.pool.connect();
   let broken: Error | undefined;

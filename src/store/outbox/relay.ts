@@ -85,7 +85,7 @@ export function pgOutbox(store: Store): Outbox {
           );
           return res.rows;
         },
-        '; SET LOCAL enable_sort = off',
+        { enable_sort: 'off' },
       );
       return rows.map((r) => ({
         seq: r.seq,
