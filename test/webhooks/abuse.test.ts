@@ -132,7 +132,8 @@ describe('serve-webhooks under senders that abuse it', () => {
     expect(answered).not.toContain(503);
     // A delivery from it that verifies clears its mark.
     expect(await deliver(port, 1000, flooder)).toBe('HTTP/1.1 200 OK');
-    for (const h of holders) expect((await h.answer).split('\r\n')[0]).toBe('HTTP/1.1 503 Service Unavailable');
+    for (const h of holders)
+      expect((await h.answer).split('\r\n')[0]).toBe('HTTP/1.1 503 Service Unavailable');
   });
 
   it('gives the room of bodies that stalled after a burst to a delivery that comes whole (503 to them, counted evicted)', async () => {
