@@ -1,31 +1,22 @@
-import type { ServiceEvent } from '../api/types.js';
 import { decodeUtf8, NOT_UTF8, quarantineForm } from '../api/utf8.js';
 import { readEnvelope } from '../feed/envelope.js';
 import type { Logger } from '../logger.js';
-import type { Applier, ApplyResult } from '../store/applier.js';
 import { inSpan, SpanKind } from '../tracing/tracing.js';
-import { RECEIVER_DEFAULTS } from './receiver-defaults.js';
+import { type DeliveryStoreOptions, deliveryStore, type StoreAnswer } from './delivery-store.js';
 import { DEFAULT_TOLERANCE_SEC, type SignatureCheck } from './signature.js';
 import { type DeliveryHeaders, type WebhookScheme, webhookScheme } from './webhook-scheme.js';
 
 /** What the receiver answers one delivery: a status and a small JSON body. */
-export interface DeliveryAnswer {
-  status: number;
-  body: Record<string, unknown>;
-  /** Sent as Retry-After with a 503, in seconds. */
-  retryAfterSec?: number;
+export interface DeliveryAnswer extends StoreAnswer {
   /** With a 401: why the signature was refused (for the metrics; not sent). */
   rejected?: Exclude<SignatureCheck, 'valid'>;
 }
 
-export interface DeliveryHandlerOptions {
+export interface DeliveryHandlerOptions extends DeliveryStoreOptions {
   /** WEBHOOK_SECRET values; a signature made with any one of them is accepted (rotation). */
   secrets: readonly string[];
   /** WEBHOOK_SCHEME over these secrets: how deliveries are signed. Default `service`. */
   scheme?: WebhookScheme;
-  /** FEED_SOURCE: the same source as the feed, so an event that arrives both ways is stored once. */
-  source: string;
-  applier: Applier;
   /**
    * FEED_TYPES; events of other types are acknowledged (200) and not stored, as the
    * feed drops them. `webhook.test` is always stored. Default null: every type.
@@ -35,28 +26,11 @@ export interface DeliveryHandlerOptions {
   toleranceSec?: number;
   /** Now, in unix seconds. Default the system clock. */
   now?: () => number;
-  /** Throws while the store cannot take events (schema outdated, Postgres down): answered 503. */
-  ready?: () => Promise<void>;
-  /**
-   * Called after each event stored or found stored (a duplicate), for the relay: it
-   * publishes the new outbox row, and reads the outbox on a duplicate, which may be
-   * the retry of a delivery whose commit finished after its 503 went out, and whose
-   * outbox row nobody has published yet.
-   */
-  onStored?: (result: ApplyResult) => void;
-  /** A store call that takes longer is answered 503 (the service retries). Default: RECEIVER_DEFAULTS.storeTimeoutMs. */
-  storeTimeoutMs?: number;
   logger: Logger;
 }
 
 /** Verifies, checks and stores one delivery (its raw bytes and request headers); never throws. */
 export type DeliveryHandler = (raw: Buffer, headers: DeliveryHeaders) => Promise<DeliveryAnswer>;
-
-const STORE_UNAVAILABLE: DeliveryAnswer = {
-  status: 503,
-  body: { error: 'store_unavailable', message: 'the store is unavailable; retry later' },
-  retryAfterSec: 30,
-};
 
 /**
  * The receiver's decisions, apart from HTTP: signature over the raw bytes first
@@ -75,38 +49,7 @@ export function createDeliveryHandler(opts: DeliveryHandlerOptions): DeliveryHan
   const now = opts.now ?? (() => Math.floor(Date.now() / 1000));
   const tolerance = opts.toleranceSec ?? DEFAULT_TOLERANCE_SEC;
   const wanted = opts.types ? new Set([...opts.types, 'webhook.test']) : null;
-  const timeoutMs = opts.storeTimeoutMs ?? RECEIVER_DEFAULTS.storeTimeoutMs;
-
-  const apply = async (batch: {
-    events: ServiceEvent[];
-    quarantine: { raw: string; reason: string }[];
-  }): Promise<ApplyResult> => {
-    await withTimeout(opts.ready?.() ?? Promise.resolve(), timeoutMs);
-    return withTimeout(
-      opts.applier.apply({ source: opts.source, receivedVia: 'webhook', ...batch }),
-      timeoutMs,
-    );
-  };
-
-  /**
-   * Keeps a signed body that is no storable event (its text: `raw`, in quarantineForm
-   * when it is not UTF-8), then answers 400 (503 when even that fails).
-   */
-  const quarantine = async (
-    raw: string,
-    bytes: number,
-    reason: string,
-    error: string,
-  ): Promise<DeliveryAnswer> => {
-    try {
-      await apply({ events: [], quarantine: [{ raw, reason }] });
-    } catch (err) {
-      log.error({ err }, 'could not quarantine a signed delivery; answering 503');
-      return STORE_UNAVAILABLE;
-    }
-    log.warn({ reason, bytes }, 'signed delivery is not a storable event; quarantined');
-    return { status: 400, body: { error, message: reason, quarantined: true } };
-  };
+  const { store, quarantine } = deliveryStore(opts, log);
 
   return traced(async (raw, headers) => {
     const check = scheme.check(raw, headers, { now: now(), toleranceSec: tolerance });
@@ -135,39 +78,14 @@ export function createDeliveryHandler(opts: DeliveryHandlerOptions): DeliveryHan
       return quarantine(text, raw.length, `not an event envelope: ${envelope.reason}`, 'not_an_event');
     }
     const { event } = envelope;
-    const ref = { id: event.id, type: event.type };
-
     if (wanted && !wanted.has(event.type)) {
-      log.debug(ref, 'event type outside FEED_TYPES; acknowledged, not stored');
+      log.debug(
+        { id: event.id, type: event.type },
+        'event type outside FEED_TYPES; acknowledged, not stored',
+      );
       return { status: 200, body: { received: true, id: event.id, stored: false, ignored: 'type' } };
     }
-
-    let result: ApplyResult;
-    try {
-      result = await apply({ events: [event], quarantine: [] });
-    } catch (err) {
-      log.error({ err, ...ref }, 'could not store a webhook event; answering 503');
-      return STORE_UNAVAILABLE;
-    }
-    const refused = result.unstorable[0];
-    if (refused) {
-      // The reason may quote the refused value: it stays in the quarantine table, out of the log.
-      log.warn(ref, 'webhook event cannot be stored as such; quarantined');
-      return { status: 400, body: { error: 'not_an_event', message: refused.reason, quarantined: true } };
-    }
-    opts.onStored?.(result);
-    const duplicate = result.inserted.length === 0;
-    // One line per id however often it comes back changed: the rest are counted (conflicts row, metric).
-    if (result.firstConflicts > 0)
-      log.warn(ref, 'event id stored before with other content; first kept, conflict recorded');
-    else if (result.conflicts > 0) log.debug(ref, 'event id came back with other content again; counted');
-    if (result.contactsWithoutEmail > 0)
-      log.warn(
-        ref,
-        'contact event without a usable data.email: stored and enqueued, contact_status and suppressions unchanged',
-      );
-    log.debug({ ...ref, duplicate }, 'webhook event stored');
-    return { status: 200, body: { received: true, id: event.id, stored: true, duplicate } };
+    return store(event);
   });
 }
 
@@ -199,12 +117,4 @@ function traced(handle: DeliveryHandler): DeliveryHandler {
       },
       { kind: SpanKind.SERVER },
     );
-}
-
-function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`the store did not answer within ${ms} ms`)), ms);
-  });
-  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
 }

@@ -12,13 +12,19 @@ import { withStore } from '../with-store.js';
  * go), and the mark either leaves lifted.
  */
 export function sourcesCommand(): Command {
-  const sources = new Command('sources')
+  return new Command('sources')
     .description(
       'Retire a source that is gone, or rename one without reading its feed again (or let a name be used again).',
     )
-    .addHelpText('after', "\nExit codes: each subcommand's --help lists its own; without a subcommand, 2.");
-  sources
-    .command('retire <source>')
+    .addHelpText('after', "\nExit codes: each subcommand's --help lists its own; without a subcommand, 2.")
+    .addCommand(retireCommand())
+    .addCommand(renameCommand())
+    .addCommand(reuseCommand());
+}
+
+function retireCommand(): Command {
+  return new Command('retire')
+    .argument('<source>')
     .description(
       'Take a source out of the fleet: delete its lease row, cursor, counts, quarantine and conflicts, so that ' +
         'status, feedsync_sources and feedsync_sources_overdue no longer count it. Its events and records stay ' +
@@ -48,8 +54,12 @@ export function sourcesCommand(): Command {
         return 0;
       }),
     );
-  sources
-    .command('rename <old> <new>')
+}
+
+function renameCommand(): Command {
+  return new Command('rename')
+    .argument('<old>')
+    .argument('<new>')
     .description(
       'Give a source a new name, its cursor, events, records (email_status, contact_status, suppressions), ' +
         'outbox, quarantine and conflicts moved in one transaction: the new name goes on from the cursor.',
@@ -85,8 +95,11 @@ export function sourcesCommand(): Command {
         return 0;
       }),
     );
-  sources
-    .command('reuse <source>')
+}
+
+function reuseCommand(): Command {
+  return new Command('reuse')
+    .argument('<source>')
     .description(
       'Let a sources file name a renamed or retired source again: its next turn starts a new cursor at the ' +
         'start of the feed under that name (what a replica refuses, SOURCE_RETIRED, until then).',
@@ -115,7 +128,6 @@ export function sourcesCommand(): Command {
         return 0;
       }),
     );
-  return sources;
 }
 
 /** A source this process's configuration still runs would get its lease row back at once. */

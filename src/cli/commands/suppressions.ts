@@ -24,13 +24,17 @@ const LIST_LIMIT = 100;
  * to one again. Addresses are printed to the person who asked, never logged.
  */
 export function suppressionsCommand(): Command {
-  const suppressions = new Command('suppressions')
+  return new Command('suppressions')
     .description(
       'List the addresses not to send to (bounced, complained, unsubscribed), or remove one by hand.',
     )
-    .addHelpText('after', "\nExit codes: each subcommand's --help lists its own; without a subcommand, 2.");
-  suppressions
-    .command('list')
+    .addHelpText('after', "\nExit codes: each subcommand's --help lists its own; without a subcommand, 2.")
+    .addCommand(listCommand())
+    .addCommand(removeCommand());
+}
+
+function listCommand(): Command {
+  return new Command('list')
     .description("Print a source's suppressed addresses with their reason and the event that decided it.")
     .option(...sourceOption)
     .option('--json', 'print a JSON array of {source, address, reason, event_id, at}, every row')
@@ -55,8 +59,11 @@ export function suppressionsCommand(): Command {
         return 0;
       }, stdoutIsTheAnswer),
     );
-  suppressions
-    .command('remove <address>')
+}
+
+function removeCommand(): Command {
+  return new Command('remove')
+    .argument('<address>')
     .description(
       'Send to this address again: lift its bounce and complaint for the source (or the --reason named). ' +
         'A new bounce, complaint or unsubscribe suppresses it again; the events already stored do not.',
@@ -125,7 +132,6 @@ export function suppressionsCommand(): Command {
         return 0;
       }, stdoutIsTheAnswer),
     );
-  return suppressions;
 }
 
 interface RemoveFlags {
