@@ -272,7 +272,7 @@ class PgQueueStore extends BaseQueueStore {
       // Each job in hand holds a connection for its moves; the LISTEN connection is apart.
       max: poolPerQueue(opts.concurrency),
       connectTimeoutMs: opts.connectTimeoutMs,
-      applicationName: `feedsync-consumer`,
+      applicationName: 'feedsync-consumer',
     });
     return { connection, backend: createPostgresBackend };
   }

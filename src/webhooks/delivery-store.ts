@@ -1,4 +1,5 @@
 import type { ServiceEvent } from '../api/types.js';
+import { withDeadline } from '../deadline.js';
 import type { Logger } from '../logger.js';
 import type { Applier, ApplyResult } from '../store/applier.js';
 import { RECEIVER_DEFAULTS } from './receiver-defaults.js';
@@ -47,15 +48,18 @@ const STORE_UNAVAILABLE: StoreAnswer = {
 
 export function deliveryStore(opts: DeliveryStoreOptions, log: Logger): DeliveryStore {
   const timeoutMs = opts.storeTimeoutMs ?? RECEIVER_DEFAULTS.storeTimeoutMs;
+  const storeLate = () => new Error(`the store did not answer within ${timeoutMs} ms`);
 
   const apply = async (batch: {
     events: ServiceEvent[];
     quarantine: { raw: string; reason: string }[];
   }): Promise<ApplyResult> => {
-    await withTimeout(opts.ready?.() ?? Promise.resolve(), timeoutMs);
-    return withTimeout(
+    await withDeadline(opts.ready?.() ?? Promise.resolve(), timeoutMs, 'ready', storeLate);
+    return withDeadline(
       opts.applier.apply({ source: opts.source, receivedVia: 'webhook', ...batch }),
       timeoutMs,
+      'apply',
+      storeLate,
     );
   };
 
@@ -101,12 +105,4 @@ export function deliveryStore(opts: DeliveryStoreOptions, log: Logger): Delivery
       return { status: 200, body: { received: true, id: event.id, stored: true, duplicate } };
     },
   };
-}
-
-function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`the store did not answer within ${ms} ms`)), ms);
-  });
-  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
 }
