@@ -77,8 +77,11 @@ describe('postgresAnswers', () => {
         given: config.given.filter((n) => n !== 'DATABASE_URL'),
       });
       expect(servers).toMatchObject({ databaseUrl: null });
+      // The queues go into the demo's own Postgres too (the assertion queueBackend: 'postgres' made before).
       expect(servers.why).toMatch(
-        new RegExp(`^something that is not Postgres answers \\(.+\\) at 127\\.0\\.0\\.1:${port} `),
+        new RegExp(
+          `^something that is not Postgres answers \\(.+\\) at 127\\.0\\.0\\.1:${port} .*the queues in it too \\(QUEUE_BACKEND=postgres`,
+        ),
       );
     } finally {
       for (const socket of sockets) socket.destroy();
